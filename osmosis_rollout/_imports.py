@@ -1,0 +1,37 @@
+"""Resolve ``"module:Attr"`` references and import optional extras with a clear error."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+from osmosis_rollout.errors import missing_extra
+
+
+def resolve_reference(value: Any) -> Any:
+    """Return ``value`` unchanged unless it is a ``"module:Attr"`` string, which is imported."""
+    if not isinstance(value, str):
+        return value
+    module_name, sep, attr = value.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"expected 'module:Attr', got {value!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import module {module_name!r} from {value!r}: {exc}") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from exc
+    return obj
+
+
+def require_extra(module: str, *, extra: str, package: str | None = None) -> ModuleType:
+    """Import ``module`` or raise :class:`MissingExtraError` naming ``pip install`` of ``extra``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise missing_extra(extra, package or module.split(".")[0]) from exc

@@ -1,0 +1,53 @@
+"""Per-rollout artifact directories: ``<root>/<rollout_id>/artifacts/``.
+
+The root is ``$_OSMOSIS_ROLLOUT_ARTIFACT_ROOT`` or ``~/.osmosis``. A directory that cannot be
+created or written degrades to ``None``: artifacts are best-effort and never fail a rollout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+ARTIFACT_ROOT_ENV = "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT"
+HEALTH_MARKER = ".osmosis-health-check"
+CREATE_ATTEMPTS = 3
+CREATE_BACKOFF_SEC = 0.5
+
+
+def default_artifact_root() -> Path:
+    """``$_OSMOSIS_ROLLOUT_ARTIFACT_ROOT`` if set, else ``~/.osmosis``."""
+    override = os.environ.get(ARTIFACT_ROOT_ENV)
+    return Path(override) if override else Path.home() / ".osmosis"
+
+
+def _make_artifacts_dir(rollout_dir: Path) -> Path:
+    artifacts = rollout_dir / "artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    marker = rollout_dir / HEALTH_MARKER
+    if not marker.exists():
+        marker.write_text("ok\n", encoding="utf-8")
+    if not os.access(artifacts, os.W_OK):
+        raise PermissionError(f"{artifacts} is not writable")
+    return artifacts
+
+
+async def create_rollout_artifacts_dir(
+    root: Path, rollout_id: str, *, attempts: int = CREATE_ATTEMPTS
+) -> Path | None:
+    """Create and prove writable ``<root>/<rollout_id>/artifacts``; ``None`` if that fails."""
+    last_error: OSError | None = None
+    for attempt in range(attempts):
+        try:
+            # A mkdir and a tiny write: cheaper inline than a thread hop per rollout.
+            return _make_artifacts_dir(root / rollout_id)
+        except OSError as exc:
+            last_error = exc
+            if attempt < attempts - 1:
+                await asyncio.sleep(CREATE_BACKOFF_SEC * (2**attempt))
+    logger.warning("artifacts disabled for rollout %s: %s", rollout_id, last_error)
+    return None

@@ -1,0 +1,305 @@
+"""In-process execution: run the workflow and grader on this event loop, bounded by a limiter.
+
+Semantics follow the official SDK 0.3.8 (spec I.2.3-I.2.4, II.3):
+
+- one limiter slot is held for the workflow *and* the grader; time spent waiting for it
+  comes out of the agent deadline (``budget = max(agent_timeout - queued, 0)``);
+- the grader deadline is independent of the agent's;
+- a result that arrives after its deadline (a swallowed cancellation, or sync code that
+  blocked the loop) is still a ``timeout``;
+- exceptions map to categories: ``TimeoutError`` -> timeout, ``ValueError``/``TypeError``/
+  ``AssertionError`` -> validation_error, sandbox provider errors -> http_error, else agent_error.
+
+Beyond the official backend: ``run``/``grade`` may be plain ``def`` (run in a worker thread
+so they cannot stall other rollouts), and ``max_queue_depth`` bounds the queue so
+``has_capacity()`` turns false and a server answers 429 instead of queueing without limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from osmosis_rollout._imports import resolve_reference
+from osmosis_rollout._limiter import ConcurrencyLimiter
+from osmosis_rollout.agent_workflow import AgentWorkflow
+from osmosis_rollout.artifacts import create_rollout_artifacts_dir, default_artifact_root
+from osmosis_rollout.backend.base import ExecutionBackend
+from osmosis_rollout.context import (
+    AgentWorkflowContext,
+    GraderContext,
+    RolloutContext,
+    get_rollout_context,
+)
+from osmosis_rollout.grader import Grader
+from osmosis_rollout.types import (
+    AgentWorkflowConfig,
+    ExecutionOutcome,
+    ExecutionRequest,
+    ExecutionResult,
+    GraderConfig,
+    RolloutErrorCategory,
+    RolloutSample,
+    RolloutStatus,
+)
+from osmosis_rollout.types.output import coerce_output
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_CONCURRENT = 4
+"""Slots when no workflow config is given (a config's ``None`` means unbounded)."""
+
+_SANDBOX_ERROR_TYPES = frozenset(
+    {
+        "SandboxConnectionException",
+        "SandboxRateLimitException",
+        "PoolStateStoreUnavailableException",
+    }
+)
+_SANDBOX_API_ERROR_TYPES = frozenset({"SandboxApiException", "SandboxAPIError"})
+_PROVIDER_HTTP_STATUSES = frozenset({401, 402, 403, 429, 500, 502, 503, 504})
+
+
+def categorize_exception(exc: BaseException) -> RolloutErrorCategory:
+    """Map an exception raised by user code onto the wire's error categories."""
+    if isinstance(exc, TimeoutError):
+        return RolloutErrorCategory.TIMEOUT
+    if isinstance(exc, ValueError | TypeError | AssertionError):
+        return RolloutErrorCategory.VALIDATION_ERROR
+    status_code = getattr(exc, "status_code", None)
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _SANDBOX_ERROR_TYPES:
+            return RolloutErrorCategory.HTTP_ERROR
+        if cls.__name__ in _SANDBOX_API_ERROR_TYPES and status_code in _PROVIDER_HTTP_STATUSES:
+            return RolloutErrorCategory.HTTP_ERROR
+    return RolloutErrorCategory.AGENT_ERROR
+
+
+def deadline_message(phase: str, limit: float | None, queued_sec: float) -> str:
+    """``"<phase> exceeded its <limit>s deadline"`` (+ queue time when it mattered)."""
+    message = f"{phase} exceeded its {limit}s deadline"
+    if queued_sec >= 0.1:
+        message += f" ({queued_sec:.1f}s of it spent queued)"
+    return message
+
+
+def validate_graded_sample(sample: RolloutSample | None) -> None:
+    """Raise ``ValueError`` unless the grader left a sample with a reward (or removed it)."""
+    if sample is None:
+        raise ValueError(
+            "No sample to grade. The workflow must return messages or register a sample source "
+            "(OsmosisMemorySession, OsmosisStrandsAgent, RolloutChatClient) before grading."
+        )
+    if not sample.remove_sample and sample.reward is None:
+        raise ValueError("Sample has no reward after grading")
+
+
+async def call_user_code(fn: Callable[..., Any], *args: Any) -> Any:
+    """Await ``fn(*args)``; a plain function runs in a worker thread (context copied)."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    result = await asyncio.to_thread(fn, *args)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+class _Deadline:
+    """An ``asyncio.timeout`` that also remembers when it started, to catch late returns."""
+
+    def __init__(self, budget: float | None) -> None:
+        self.budget = budget
+        self.timeout = asyncio.timeout(budget)
+        self.started = time.monotonic()
+
+    def fired(self) -> bool:
+        return self.timeout.expired()
+
+    def overrun(self) -> bool:
+        """True when the deadline fired or wall time passed the budget (loop was blocked)."""
+        if self.budget is None:
+            return False
+        return self.timeout.expired() or time.monotonic() - self.started > self.budget
+
+
+def _failure(
+    phase: str,
+    exc: BaseException,
+    deadline: _Deadline,
+    message_if_ours: str,
+    sample: RolloutSample | None = None,
+) -> ExecutionResult:
+    ours = deadline.fired()
+    return ExecutionResult(
+        status=RolloutStatus.FAILURE,
+        sample=sample,
+        err_message=message_if_ours if ours else (str(exc) or type(exc).__name__),
+        err_category=RolloutErrorCategory.TIMEOUT if ours else categorize_exception(exc),
+        extra_fields={"phase": phase, "exception_type": type(exc).__name__},
+    )
+
+
+class LocalBackend(ExecutionBackend):
+    """Run a workflow (and grader) in this process.
+
+    ``workflow``/``grader`` and their configs may be classes/instances or ``"module:Attr"``
+    strings. Slots: 4 without a workflow config, else ``config.concurrency.max_concurrent``
+    (``None`` = unbounded). ``artifact_root`` defaults to ``$_OSMOSIS_ROLLOUT_ARTIFACT_ROOT``
+    or ``~/.osmosis``, fixed at construction.
+    """
+
+    def __init__(
+        self,
+        *,
+        workflow: type[AgentWorkflow[Any]] | str,
+        workflow_config: AgentWorkflowConfig | str | None = None,
+        grader: type[Grader] | str | None = None,
+        grader_config: GraderConfig | str | None = None,
+        max_queue_depth: int | None = None,
+        artifact_root: str | Path | None = None,
+    ) -> None:
+        self.workflow_cls: type[AgentWorkflow[Any]] = resolve_reference(workflow)
+        self.workflow_config: AgentWorkflowConfig | None = resolve_reference(workflow_config)
+        self.grader_cls: type[Grader] | None = resolve_reference(grader) if grader else None
+        self.grader_config: GraderConfig | None = (
+            resolve_reference(grader_config) if grader_config else None
+        )
+        if not (
+            isinstance(self.workflow_cls, type) and issubclass(self.workflow_cls, AgentWorkflow)
+        ):
+            raise TypeError(
+                f"workflow must be an AgentWorkflow subclass, got {self.workflow_cls!r}"
+            )
+        if self.grader_cls is not None and not (
+            isinstance(self.grader_cls, type) and issubclass(self.grader_cls, Grader)
+        ):
+            raise TypeError(f"grader must be a Grader subclass, got {self.grader_cls!r}")
+        if max_queue_depth is not None and max_queue_depth < 0:
+            raise ValueError(f"max_queue_depth must be >= 0 or None, got {max_queue_depth}")
+        max_concurrent = (
+            self.workflow_config.concurrency.max_concurrent
+            if self.workflow_config is not None
+            else DEFAULT_MAX_CONCURRENT
+        )
+        self.limiter = ConcurrencyLimiter(max_concurrent=max_concurrent)
+        self.max_queue_depth = max_queue_depth
+        self.artifact_root = Path(artifact_root) if artifact_root else default_artifact_root()
+
+    def has_capacity(self) -> bool:
+        """True unless ``max_queue_depth`` is set and that many rollouts already wait for a slot."""
+        if self.max_queue_depth is None or self.limiter.max_concurrent is None:
+            return True
+        free = self.limiter.max_concurrent - self.limiter.running
+        return self.limiter.queued < self.max_queue_depth + max(free, 0)
+
+    def health(self) -> dict[str, Any]:
+        """``{"status": "ok", "concurrency": {max_concurrent, queued, running}}``."""
+        health: dict[str, Any] = {"status": "ok", "concurrency": self.limiter.snapshot()}
+        if self.max_queue_depth is not None:
+            health["max_queue_depth"] = self.max_queue_depth
+        return health
+
+    async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
+        """Run the workflow, then (when due) the grader, inside one limiter slot."""
+        rollout_ctx = get_rollout_context() or RolloutContext(rollout_id=request.id)
+        enqueued = time.monotonic()
+        async with self.limiter.acquire():
+            queued_sec = time.monotonic() - enqueued
+            await rollout_ctx.set_status(RolloutStatus.RUNNING)
+            artifacts_dir = await create_rollout_artifacts_dir(self.artifact_root, request.id)
+            result = await self._run_workflow(request, rollout_ctx, queued_sec, artifacts_dir)
+            if not request.grade or result.status is not RolloutStatus.SUCCESS:
+                return ExecutionOutcome(workflow=result)
+            if self.grader_cls is None or (request.label is None and request.metadata is None):
+                return ExecutionOutcome(
+                    workflow=result, grader=ExecutionResult(status=RolloutStatus.FAILURE)
+                )
+            await rollout_ctx.set_status(RolloutStatus.GRADING)
+            graded = await self._run_grader(request, result, artifacts_dir)
+            return ExecutionOutcome(workflow=result, grader=graded)
+
+    async def _run_workflow(
+        self,
+        request: ExecutionRequest,
+        rollout_ctx: RolloutContext,
+        queued_sec: float,
+        artifacts_dir: Path | None,
+    ) -> ExecutionResult:
+        config = copy.deepcopy(self.workflow_config)
+        ctx: AgentWorkflowContext[Any] = AgentWorkflowContext(
+            prompt=request.prompt,
+            config=config,
+            metadata=request.metadata,
+            artifacts_dir=artifacts_dir,
+        )
+        limit = request.agent_timeout_sec
+        budget = max(limit - queued_sec, 0.0) if limit is not None else None
+        late = deadline_message("workflow", limit, queued_sec)
+        deadline = _Deadline(budget)
+        try:
+            async with deadline.timeout:
+                with rollout_ctx:
+                    workflow = self.workflow_cls(config)
+                    output = coerce_output(await call_user_code(workflow.run, ctx))
+                    if output is None:
+                        sample = await rollout_ctx.get_sample()
+                    elif output.messages is None:
+                        sample = None
+                    else:
+                        sample = RolloutSample(
+                            messages=output.messages,
+                            label=request.label,
+                            metrics=dict(output.metrics),
+                        )
+        except Exception as exc:
+            logger.info(
+                "rollout %s: workflow failed: %r", request.id, exc, exc_info=not deadline.fired()
+            )
+            return _failure("workflow", exc, deadline, late)
+        if deadline.overrun():
+            return ExecutionResult(
+                status=RolloutStatus.FAILURE,
+                err_message=late,
+                err_category=RolloutErrorCategory.TIMEOUT,
+                extra_fields={"phase": "workflow", "late_return": True},
+            )
+        return ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample)
+
+    async def _run_grader(
+        self, request: ExecutionRequest, result: ExecutionResult, artifacts_dir: Path | None
+    ) -> ExecutionResult:
+        assert self.grader_cls is not None
+        ctx = GraderContext(
+            label=request.label,
+            sample=result.sample,
+            metadata=request.metadata,
+            artifacts_dir=artifacts_dir,
+        )
+        limit = request.grader_timeout_sec
+        late = deadline_message("grader", limit, 0.0)
+        deadline = _Deadline(limit)
+        try:
+            async with deadline.timeout:
+                grader = self.grader_cls(self.grader_config)
+                await call_user_code(grader.grade, ctx)
+                validate_graded_sample(ctx.sample)
+        except Exception as exc:
+            logger.info(
+                "rollout %s: grader failed: %r", request.id, exc, exc_info=not deadline.fired()
+            )
+            return _failure("grader", exc, deadline, late, sample=result.sample)
+        if deadline.overrun():
+            return ExecutionResult(
+                status=RolloutStatus.FAILURE,
+                sample=result.sample,
+                err_message=late,
+                err_category=RolloutErrorCategory.TIMEOUT,
+                extra_fields={"phase": "grader", "late_return": True},
+            )
+        return ExecutionResult(status=RolloutStatus.SUCCESS, sample=ctx.sample)

@@ -1,0 +1,98 @@
+"""Every error osmosis_rollout raises on purpose, in one place.
+
+    OsmosisError
+    ├── UsageError                  a user mistake: fix the input and rerun
+    │   ├── DatasetError            a bad dataset file, row or column
+    │   ├── ConfigError             a bad eval TOML or option value
+    │   ├── EntrypointError         a rollout entrypoint that cannot be imported or resolved
+    │   └── MissingExtraError       an optional dependency is not installed (also ImportError)
+    └── RuntimeFailure              something failed while running
+        ├── RolloutProtocolError    a rollout server answered outside the protocol
+        ├── RolloutAdmissionTimeoutError  admission did not finish in time (also TimeoutError)
+        └── PolicyError             the policy behind the chat endpoint failed
+            └── CassetteMissError   replay found no recording for a request
+
+Workflow and grader exceptions are not wrapped: they become error categories on the result.
+"""
+
+from __future__ import annotations
+
+
+class OsmosisError(Exception):
+    """Base of every error raised on purpose by osmosis_rollout."""
+
+
+class UsageError(OsmosisError):
+    """A user mistake; the message names the file, row or field and the fix."""
+
+
+class DatasetError(UsageError, ValueError):
+    """A dataset file, row or column breaks the dataset contract."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        row: int | None = None,
+        column: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        self.path, self.row, self.column, self.fix = path, row, column, fix
+        where = ", ".join(
+            part
+            for part in (
+                path,
+                f"row {row}" if row is not None else None,
+                f"column {column!r}" if column else None,
+            )
+            if part
+        )
+        text = f"{where}: {message}" if where else message
+        if fix:
+            text += f"\n  fix: {fix}"
+        super().__init__(text)
+
+
+class ConfigError(UsageError, ValueError):
+    """An eval TOML or option value is invalid."""
+
+
+class EntrypointError(UsageError):
+    """A rollout entrypoint cannot be imported, or holds no (or several) rollouts."""
+
+
+class MissingExtraError(UsageError, ImportError):
+    """An optional dependency is missing; the message carries the exact install command."""
+
+
+class RuntimeFailure(OsmosisError):
+    """Something failed while running (not a user mistake)."""
+
+
+class RolloutProtocolError(RuntimeFailure):
+    """A rollout server answered outside the protocol (an unexpected status or body)."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class RolloutAdmissionTimeoutError(RuntimeFailure, TimeoutError):
+    """Admission did not finish before its deadline; the lease will clean up a late admit."""
+
+
+class PolicyError(RuntimeFailure):
+    """The policy serving chat completions failed."""
+
+
+class CassetteMissError(PolicyError):
+    """Replay found no recording matching a request; the message shows the first difference."""
+
+
+def missing_extra(extra: str, package: str) -> MissingExtraError:
+    """The one error for a missing optional dependency, with the command that fixes it."""
+    return MissingExtraError(
+        f"{package} is not installed; this feature needs the '{extra}' extra: "
+        f'pip install "pytest-osmosis[{extra}]"'
+    )

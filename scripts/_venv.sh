@@ -1,0 +1,11 @@
+# Sourced by the scripts: create .venv and install the project with every extra, once.
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+stamp=".venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e ".[dev]"
+    touch "$stamp"
+fi
