@@ -1,0 +1,49 @@
+"""The ``osmosis-rollout`` command line: ``serve``, ``init``, ``templates``, ``validate``.
+
+Each subcommand lives in its own module with ``add_parser(subparsers)`` and ``run(args)``;
+modules are imported only when listed here, and heavy imports happen inside ``run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# subcommand name -> module under osmosis_rollout.cli
+SUBCOMMANDS: dict[str, str] = {
+    "serve": "osmosis_rollout.cli.serve",
+    "init": "osmosis_rollout.cli.workspace",
+    "templates": "osmosis_rollout.cli.workspace",
+    "validate": "osmosis_rollout.cli.workspace",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every subcommand whose module is present."""
+    parser = argparse.ArgumentParser(prog="osmosis-rollout", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    added: set[str] = set()
+    for module_name in dict.fromkeys(SUBCOMMANDS.values()):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        module.add_parser(sub)
+        added.add(module_name)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``osmosis-rollout``; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = args.handler
+    return int(handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
