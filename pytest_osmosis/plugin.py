@@ -1,3 +1,113 @@
-"""pytest hooks, options, fixtures and markers of pytest-osmosis (registered via ``pytest11``)."""
+"""pytest-osmosis hooks, fixtures and marker registration (registered via ``pytest11``).
+
+Everything else lives in its own module: options (``options``), rows as items
+(``collection``), the scheduler (``scheduler``), running one attempt (``runtime``), the
+report (``reporting``), gates and baselines (``gates``), fixtures (``fixtures``).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_osmosis import fixtures as _fixtures
+from pytest_osmosis.options import add_options
+
+MARKER = (
+    "osmosis_dataset(path, rows=None): parametrize this test by the rows of a dataset file; the test "
+    "receives osmosis_row (the row) and osmosis_result (its finished rollout)"
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER)
+    from pytest_osmosis.lifecycle import configure_session
+
+    configure_session(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from pytest_osmosis.lifecycle import unconfigure_session
+
+    unconfigure_session(config)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    from pytest_osmosis.lifecycle import dataset_collector
+
+    return dataset_collector(file_path, parent)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    from pytest_osmosis.lifecycle import report_header
+
+    return report_header(config)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    _fixtures.parametrize_by_marker(metafunc)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
+    from pytest_osmosis.lifecycle import finish_rows, start_rows
+
+    start_rows(session)
+    try:
+        return (yield)
+    finally:
+        finish_rows(session)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    from pytest_osmosis.lifecycle import start_worker_queue
+
+    start_worker_queue(item)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from pytest_osmosis.lifecycle import session_finish
+
+    session_finish(session, exitstatus)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    from pytest_osmosis.lifecycle import terminal_summary
+
+    terminal_summary(terminalreporter, config)
+
+
+@pytest.fixture
+def osmosis_policy(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """osmosis_policy: a scripted policy served on loopback for this test.
+
+    Call it with a callable or a list of replies; it returns a started PolicyServer.
+    """
+    yield from _fixtures.osmosis_policy_fixture(request)
+
+
+@pytest.fixture
+def osmosis_run(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """osmosis_run(workflow, grader=None, *, prompt|row, policy, label, ...) -> RunResult: one rollout."""
+    yield from _fixtures.osmosis_run_fixture(request)
+
+
+@pytest.fixture
+def osmosis_row(request: pytest.FixtureRequest) -> Any:
+    """osmosis_row: the dataset row of a test parametrized by @pytest.mark.osmosis_dataset."""
+    return _fixtures.osmosis_row_fixture(request)
+
+
+@pytest.fixture
+def osmosis_result(request: pytest.FixtureRequest) -> Any:
+    """osmosis_result: the finished rollout of osmosis_row, run by the plugin's scheduler."""
+    return _fixtures.osmosis_result_fixture(request)

@@ -1,0 +1,253 @@
+"""Build a session's runtime: the policy, its endpoint, the backend or servers, the scheduler."""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+
+from pytest_osmosis.options import resolve_path
+from pytest_osmosis.runtime import InProcessRunner, ServerRunner
+from pytest_osmosis.scheduler import RolloutScheduler
+from pytest_osmosis.workspace import load_callable
+
+if TYPE_CHECKING:
+    from osmosis_rollout.backend.base import ExecutionBackend
+    from pytest_osmosis.session import OsmosisSession, Runtime
+
+SERVE_START_TIMEOUT_SEC = 60.0
+SERVE_STOP_TIMEOUT_SEC = 30.0
+
+
+def cassette_dir(session: OsmosisSession) -> Path:
+    """``--osmosis-cassette-dir``, else ``cassettes/`` beside the first dataset."""
+    s = session.settings
+    if s.cassette_dir:
+        return resolve_path(session.config, s.cassette_dir)
+    return resolve_path(session.config, s.datasets[0]).parent / "cassettes"
+
+
+def _has_cassettes(directory: Path) -> bool:
+    return directory.is_dir() and any(directory.rglob("*.json"))
+
+
+def build_policy(session: OsmosisSession) -> Any:
+    """The policy serving model calls: scripted, LiteLLM, or replay, maybe wrapped to record."""
+    from osmosis_rollout.policy import LiteLLMPolicy, RecordingPolicy, as_policy
+
+    s = session.settings
+    base = Path(session.config.invocation_params.dir)
+    inner: Any = None
+    if s.policy:
+        inner = as_policy(load_callable(s.policy, base=base, what="--osmosis-policy"))
+    elif s.model:
+        inner = LiteLLMPolicy(s.model)
+    cassettes = cassette_dir(session)
+    mode = s.record_mode
+    if inner is None:
+        if mode in (None, "none") and _has_cassettes(cassettes):
+            return RecordingPolicy(None, cassettes, "none")
+        if (s.toml_model and mode is not None) or (s.toml_model and not _has_cassettes(cassettes)):
+            inner = LiteLLMPolicy(s.toml_model)
+        else:
+            raise pytest.UsageError(
+                "pytest-osmosis: no policy to answer the rollouts' model calls. Pass "
+                "--osmosis-policy FILE:CALLABLE (a scripted policy), --osmosis-model LITELLM_ID (a real "
+                f"model), or record cassettes into {cassettes} first (--osmosis-record-mode once)."
+            )
+    if mode is None or (mode == "none" and not _has_cassettes(cassettes)):
+        return inner
+    return RecordingPolicy(inner, cassettes, mode)
+
+
+def load_backend(session: OsmosisSession) -> ExecutionBackend:
+    """The entrypoint's backend (module-level, from its app, or built from its classes)."""
+    from osmosis_rollout.entrypoint import load_entrypoint
+
+    from osmosis_rollout.errors import EntrypointError
+
+    assert session.entrypoint is not None
+    try:
+        loaded = load_entrypoint(
+            session.entrypoint, base_dir=Path(session.config.invocation_params.dir)
+        )
+    except EntrypointError as exc:
+        raise pytest.UsageError(f"pytest-osmosis: {exc}") from exc
+    if loaded.backend is None:
+        raise pytest.UsageError(f"pytest-osmosis: {session.entrypoint} exposes no rollout backend")
+    backend: ExecutionBackend = loaded.backend
+    return backend
+
+
+def _concurrency(session: OsmosisSession, backend: ExecutionBackend | None) -> int:
+    from osmosis_rollout._limiter import ConcurrencyLimiter
+    from osmosis_rollout.backend.local import LocalBackend
+
+    s = session.settings
+    if s.concurrency is not None:
+        if isinstance(backend, LocalBackend):
+            # The flag bounds the run, so the backend's own limiter must not bound it lower.
+            backend.limiter = ConcurrencyLimiter(max_concurrent=s.concurrency)
+        return s.concurrency
+    if isinstance(backend, LocalBackend) and backend.workflow_config is not None:
+        configured = backend.workflow_config.concurrency.max_concurrent
+        if configured is not None:
+            return configured
+    if isinstance(backend, LocalBackend):
+        backend.limiter = ConcurrencyLimiter(max_concurrent=None)
+    return _default_concurrency()
+
+
+def _default_concurrency() -> int:
+    from pytest_osmosis.session import DEFAULT_CONCURRENCY
+
+    return DEFAULT_CONCURRENCY
+
+
+def build_runtime(session: OsmosisSession) -> Runtime:
+    """Import, start and wire everything the rows need; register how to stop it."""
+    from osmosis_rollout.controller import PolicyServer
+    from pytest_osmosis.session import Runtime
+
+    s = session.settings
+    closers: list[Any] = []
+    try:
+        policy = build_policy(session)
+        policy_server = PolicyServer(policy)
+        policy_server.start()
+        closers.append(policy_server.stop)
+        paths = session.paths
+        if s.servers or s.serve:
+            urls = list(s.servers)
+            artifact_root: Path | None = None
+            if s.serve:
+                url, stop, artifact_root = start_server_subprocess(session)
+                closers.append(stop)
+                urls.append(url)
+            scheduler = RolloutScheduler(s.concurrency or _default_concurrency())
+            closers.insert(0, scheduler.close)
+            clients = [_client(scheduler, url) for url in urls]
+            closers.append(functools.partial(_close_clients, scheduler, clients))
+            runner: Any = ServerRunner(
+                clients,
+                policy_server,
+                paths,
+                agent_timeout=s.agent_timeout,
+                grader_timeout=s.grader_timeout,
+                server_artifact_root=artifact_root,
+            )
+        else:
+            backend = load_backend(session)
+            from osmosis_rollout.backend.local import LocalBackend
+
+            if isinstance(backend, LocalBackend):
+                backend.artifact_root = paths.rollouts
+            scheduler = RolloutScheduler(_concurrency(session, backend))
+            runner = InProcessRunner(
+                backend,
+                policy_server,
+                paths,
+                agent_timeout=s.agent_timeout,
+                grader_timeout=s.grader_timeout,
+            )
+    except BaseException:
+        for closer in reversed(closers):
+            try:
+                closer()
+            except Exception:
+                pass
+        raise
+    # The scheduler is closed by the session itself, first.
+    return Runtime(
+        scheduler=scheduler, runner=runner, closers=[c for c in closers if c != scheduler.close]
+    )
+
+
+def _client(scheduler: RolloutScheduler, url: str) -> Any:
+    from osmosis_rollout.controller import RolloutClient
+
+    async def make() -> Any:
+        return RolloutClient(url, admission_timeout_sec=120.0)
+
+    return scheduler.run(make, timeout=10)
+
+
+def _close_clients(scheduler: RolloutScheduler, clients: list[Any]) -> None:
+    """Close clients on the loop they were made on (best effort; the loop may be gone)."""
+    for client in clients:
+        try:
+            scheduler.run(client.aclose, timeout=5)
+        except Exception:
+            pass
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server_subprocess(session: OsmosisSession) -> tuple[str, Any, Path]:
+    """Run ``osmosis-rollout serve <entrypoint>`` on a free loopback port; return url, stop, artifact root."""
+    assert session.entrypoint is not None
+    port = _free_port()
+    artifact_root = session.paths.rollouts
+    env = dict(os.environ, _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(artifact_root), PYTHONUNBUFFERED="1")
+    log_path = session.output / "server.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("ab")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "osmosis_rollout.cli",
+            "serve",
+            session.entrypoint,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=str(session.config.invocation_params.dir),
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + SERVE_START_TIMEOUT_SEC
+
+    def stop() -> None:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(SERVE_STOP_TIMEOUT_SEC)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        log.close()
+
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            stop()
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise pytest.UsageError(
+                f"pytest-osmosis: --osmosis-serve: the server exited early:\n{tail}"
+            )
+        try:
+            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
+                return url, stop, artifact_root
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    stop()
+    raise pytest.UsageError(
+        f"pytest-osmosis: --osmosis-serve: no healthy server on {url} after {SERVE_START_TIMEOUT_SEC:g}s"
+    )

@@ -1,0 +1,129 @@
+"""Where a dataset row becomes a test item.
+
+``--osmosis-dataset data/test.jsonl`` makes pytest collect that file with
+:class:`DatasetFile`, whose children are one :class:`RowItem` per selected row, named by the
+row's ``id`` column, else ``row-<n>``: ``data/test.jsonl::row-3``. Ids are stable across
+runs, so ``-k``, ``--lf``, ``--sw``, baselines and xdist all address the same rows.
+Preflight checks run first, as their own items, from :class:`PreflightFile`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_osmosis.outcome import failure_message
+from pytest_osmosis.reporting import PROPERTY
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr
+
+    from osmosis_rollout.dataset import DatasetRow
+    from pytest_osmosis.session import OsmosisSession
+
+
+class OsmosisUsageFailure(Exception):
+    """A user mistake found while collecting or running: shown without a traceback."""
+
+
+class DatasetFile(pytest.File):
+    """A dataset file given by ``--osmosis-dataset``; its rows are the items."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from osmosis_rollout.dataset import load_dataset
+        from osmosis_rollout.errors import DatasetError
+
+        session = _session(self.config)
+        settings = session.settings
+        try:
+            rows = load_dataset(self.path, rows=settings.rows, limit=settings.limit)
+        except DatasetError as exc:
+            raise OsmosisUsageFailure(str(exc)) from exc
+        for row in rows:
+            yield RowItem.from_parent(self, name=row.key, row=row)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str | TerminalRepr:  # type: ignore[override]
+        if isinstance(excinfo.value, OsmosisUsageFailure):
+            return f"pytest-osmosis: bad dataset\n{excinfo.value}"
+        return super().repr_failure(excinfo)
+
+
+class RowItem(pytest.Item):
+    """One dataset row: runs its attempts (started ahead by the scheduler) and asserts the reward."""
+
+    def __init__(self, *, row: DatasetRow, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.row = row
+
+    @property
+    def dataset(self) -> str:
+        return str(self.path)
+
+    def describe(self) -> str:
+        line = f" line {self.row.line}" if getattr(self.row, "line", None) else ""
+        return f"{self.name} ({self.path.name}{line})"
+
+    def runtest(self) -> None:
+        session = _session(self.config)
+        try:
+            verdict = session.wait(self)
+        except pytest.UsageError as exc:
+            raise OsmosisUsageFailure(str(exc)) from exc
+        self._record(session, verdict)
+        if verdict.outcome == "skipped":
+            pytest.skip("the grader removed the sample (remove_sample=True)")
+        if verdict.outcome == "failed":
+            pytest.fail(
+                failure_message(
+                    row_desc=self.describe(),
+                    verdict=verdict,
+                    threshold=session.settings.pass_threshold,
+                    rule=session.settings.row_pass,
+                    label=self.row.label,
+                ),
+                pytrace=False,
+            )
+
+    def _record(self, session: OsmosisSession, verdict: Any) -> None:
+        from pytest_osmosis.stats import row_stats
+
+        attempts = [a.index_row(self.nodeid, self.dataset) for a in verdict.attempts]
+        record = {
+            "nodeid": self.nodeid,
+            "dataset": self.dataset,
+            "row_key": self.row.key,
+            "verdict": verdict.outcome,
+            "attempts": attempts,
+            "stats": row_stats(verdict),
+        }
+        self.user_properties.append((PROPERTY, record))
+        # Flat properties, for JUnit XML readers.
+        last = verdict.attempts[-1]
+        for name, value in (
+            ("osmosis_reward", last.reward),
+            ("osmosis_status", last.status),
+            ("osmosis_error_type", last.error_type),
+            ("osmosis_rollout_id", last.rollout_id),
+            ("osmosis_tokens", sum(a.tokens or 0 for a in verdict.attempts)),
+            ("osmosis_duration_ms", round(sum(a.duration_ms for a in verdict.attempts), 3)),
+        ):
+            self.user_properties.append((name, value))
+
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
+    ) -> str | TerminalRepr:
+        if isinstance(excinfo.value, OsmosisUsageFailure):
+            return f"pytest-osmosis: {excinfo.value}"
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"{self.path.name}::{self.name}"
+
+
+def _session(config: pytest.Config) -> OsmosisSession:
+    from pytest_osmosis.session import SESSION_KEY
+
+    return config.stash[SESSION_KEY]

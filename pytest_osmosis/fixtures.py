@@ -1,0 +1,262 @@
+"""Fixtures and the ``osmosis_dataset`` marker for users' own tests.
+
+- ``osmosis_policy(policy)`` serves a scripted policy on loopback for the test and returns
+  the started ``PolicyServer`` (stopped at teardown).
+- ``osmosis_run(workflow, grader=None, *, prompt=..., policy=..., ...)`` runs one rollout
+  in-process and returns a :class:`RunResult` (sample, reward, status, error, policy calls).
+- ``@pytest.mark.osmosis_dataset(path, rows=None)`` parametrizes a test by dataset rows; the
+  test receives ``osmosis_row`` and ``osmosis_result`` (the row's finished rollout, run by the
+  plugin's scheduler ahead of time, like ``--osmosis-dataset`` rows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from osmosis_rollout import ExecutionResult, RolloutSample
+    from osmosis_rollout.dataset import DatasetRow
+
+RUN_TIMEOUT_SEC = 600.0
+
+
+@dataclass(frozen=True)
+class DatasetMarker:
+    """The keyword arguments of ``@pytest.mark.osmosis_dataset``; a typo fails loudly."""
+
+    path: str
+    rows: str | None = None
+
+    @classmethod
+    def from_mark(cls, mark: pytest.Mark, where: str) -> DatasetMarker:
+        args, kwargs = list(mark.args), dict(mark.kwargs)
+        if args:
+            if "path" in kwargs:
+                raise pytest.UsageError(f"{where}: osmosis_dataset got path twice")
+            kwargs["path"] = args.pop(0)
+        if args:
+            kwargs["rows"] = args.pop(0)
+        if args:
+            raise pytest.UsageError(
+                f"{where}: osmosis_dataset takes (path, rows=None), got extra {args!r}"
+            )
+        unknown = set(kwargs) - {"path", "rows"}
+        if unknown:
+            raise pytest.UsageError(
+                f"{where}: osmosis_dataset got unknown argument(s) {', '.join(sorted(unknown))}; "
+                "valid: path, rows"
+            )
+        if "path" not in kwargs:
+            raise pytest.UsageError(f"{where}: osmosis_dataset needs a dataset path")
+        rows = kwargs.get("rows")
+        if rows is not None and not isinstance(rows, str):
+            rows = ",".join(str(r) for r in rows) if isinstance(rows, list | tuple) else str(rows)
+        return cls(path=str(kwargs["path"]), rows=rows)
+
+
+def parametrize_by_marker(metafunc: pytest.Metafunc) -> None:
+    """Turn ``@pytest.mark.osmosis_dataset`` into one call per row (ids = row keys)."""
+    mark = metafunc.definition.get_closest_marker("osmosis_dataset")
+    if mark is None:
+        return
+    from osmosis_rollout.dataset import load_dataset
+    from osmosis_rollout.errors import DatasetError
+
+    where = metafunc.definition.nodeid
+    spec = DatasetMarker.from_mark(mark, where)
+    path = Path(spec.path)
+    if not path.is_absolute():
+        beside_test = Path(metafunc.definition.path).parent / path
+        path = beside_test if beside_test.exists() else Path(metafunc.config.rootpath) / path
+    try:
+        rows = load_dataset(path, rows=spec.rows)
+    except DatasetError as exc:
+        raise pytest.UsageError(f"{where}: osmosis_dataset: {exc}") from exc
+    metafunc.parametrize("osmosis_row", rows, ids=[row.key for row in rows])
+
+
+def osmosis_row_fixture(request: pytest.FixtureRequest) -> Any:
+    param = getattr(request, "param", None)
+    if param is None:
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: osmosis_row is only available to tests marked "
+            "@pytest.mark.osmosis_dataset(path)"
+        )
+    return param
+
+
+def osmosis_result_fixture(request: pytest.FixtureRequest) -> Any:
+    from pytest_osmosis.session import SESSION_KEY
+
+    row = request.getfixturevalue("osmosis_row")
+    session = request.config.stash[SESSION_KEY]
+    verdict = session.wait_for_row(request.node.nodeid, row)
+    return verdict.attempts[0] if len(verdict.attempts) == 1 else verdict
+
+
+def osmosis_policy_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
+    from osmosis_rollout.controller import PolicyServer
+
+    servers: list[Any] = []
+
+    def serve(policy: Any) -> Any:
+        server = PolicyServer(policy)
+        server.start()
+        servers.append(server)
+        return server
+
+    try:
+        yield serve
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@dataclass
+class RunResult:
+    """One finished rollout, as ``osmosis_run`` returns it."""
+
+    rollout_id: str
+    status: str
+    sample: RolloutSample | None
+    reward: float | None
+    err_message: str | None
+    err_category: str | None
+    calls: list[Any] = field(default_factory=list)
+    result: ExecutionResult | None = None
+
+    @property
+    def error(self) -> str | None:
+        """The error message, when the rollout failed."""
+        return self.err_message
+
+    @property
+    def ok(self) -> bool:
+        """True when the rollout succeeded."""
+        return self.status == "success"
+
+
+class _LoopThread:
+    """A private event loop on a daemon thread, so fixtures work from sync and async tests."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="osmosis-run", daemon=True
+        )
+        self.thread.start()
+
+    def run(self, coro: Any, timeout: float) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+def _prompt_messages(
+    prompt: Any, row: DatasetRow | dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], str | None, Any]:
+    if row is not None:
+        if isinstance(row, dict):
+            from osmosis_rollout.dataset import row_from_dict
+
+            row = row_from_dict(row)
+        return list(row.initial_messages), row.label, row.metadata
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}], None, None
+    if isinstance(prompt, list):
+        return list(prompt), None, None
+    raise TypeError(
+        "osmosis_run: pass prompt= (a string or a message list) or row= (a dataset row)"
+    )
+
+
+def osmosis_run_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
+    from osmosis_rollout import ExecutionRequest, LocalBackend, RolloutContext, RolloutStatus
+    from osmosis_rollout.controller import PolicyServer
+    from osmosis_rollout.wire import to_wire_result
+
+    loop = _LoopThread()
+    servers: list[Any] = []
+
+    def run(
+        workflow: Any,
+        grader: Any = None,
+        *,
+        prompt: Any = None,
+        row: Any = None,
+        label: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        policy: Any = None,
+        workflow_config: Any = None,
+        grader_config: Any = None,
+        agent_timeout: float | None = None,
+        grader_timeout: float | None = None,
+        grade: bool = True,
+    ) -> RunResult:
+        messages, row_label, row_metadata = _prompt_messages(prompt, row)
+        server = PolicyServer(policy if policy is not None else (lambda request: ""))
+        server.start()
+        servers.append(server)
+        backend = LocalBackend(
+            workflow=workflow,
+            workflow_config=workflow_config,
+            grader=grader,
+            grader_config=grader_config,
+        )
+        rollout_id = f"osmosis-run-{uuid.uuid4().hex[:12]}"
+        server.bind(rollout_id, row=row if isinstance(row, dict) else None)
+
+        async def go() -> Any:
+            ctx = RolloutContext(
+                chat_completions_url=server.rollout_url(rollout_id),
+                api_key=server.api_key,
+                rollout_id=rollout_id,
+            )
+            with ctx:
+                return await backend.execute(
+                    ExecutionRequest(
+                        id=rollout_id,
+                        prompt=messages,
+                        label=label if label is not None else row_label,
+                        metadata=metadata if metadata is not None else row_metadata,
+                        agent_timeout_sec=agent_timeout,
+                        grader_timeout_sec=grader_timeout,
+                        grade=grade,
+                    )
+                )
+
+        outcome = loop.run(go(), RUN_TIMEOUT_SEC)
+        result = outcome.result
+        wire = to_wire_result(rollout_id, result)
+        calls = list(server.release(rollout_id).calls)
+        return RunResult(
+            rollout_id=rollout_id,
+            status=str(result.status),
+            sample=result.sample,
+            reward=(wire.get("sample") or {}).get("reward")
+            if result.status is RolloutStatus.SUCCESS
+            else None,
+            err_message=result.err_message,
+            err_category=str(result.err_category) if result.err_category else None,
+            calls=calls,
+            result=result,
+        )
+
+    try:
+        yield run
+    finally:
+        for server in servers:
+            server.stop()
+        loop.close()

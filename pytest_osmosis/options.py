@@ -1,0 +1,340 @@
+"""Every ``--osmosis-*`` option, its ini twin, and the frozen settings resolved from them.
+
+Precedence for each value: command line, then the ini file (``osmosis_*``), then the eval
+TOML given by ``--osmosis-config`` (its ``[evaluation]`` values are defaults), then the
+built-in default. Values are validated here, early, with ``pytest.UsageError`` naming the
+bad value and what would be accepted. Settings stay primitive so pytest-xdist workers,
+which parse the same command line, resolve the same values.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+RECORD_MODES = ("none", "once", "new_episodes", "all")
+ROW_PASS_HELP = "all|any|majority|at_least:K|rate:R"
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option: ``--osmosis-<stem>`` on the command line, ``osmosis_<stem>`` in the ini."""
+
+    stem: str
+    help: str
+    metavar: str | None = None
+    kind: Literal["str", "list", "flag"] = "str"
+
+    @property
+    def flag(self) -> str:
+        return "--osmosis-" + self.stem.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return "osmosis_" + self.stem
+
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("dataset", "dataset file (.jsonl, .csv, .parquet); repeatable", "PATH", "list"),
+    OptionSpec(
+        "rollout",
+        "rollout entrypoint, FILE_OR_MODULE[:ATTR] (default: rollouts/*/main.py)",
+        "ENTRYPOINT",
+    ),
+    OptionSpec("config", "eval TOML (configs/eval/NAME.toml); its values are defaults", "PATH"),
+    OptionSpec("policy", "scripted policy MODULE_OR_FILE:CALLABLE serving the model calls", "REF"),
+    OptionSpec("model", "real model through LiteLLM, e.g. openai/gpt-5-mini", "LITELLM_ID"),
+    OptionSpec("pass_threshold", "a row passes when reward >= X (default 1.0)", "X"),
+    OptionSpec(
+        "concurrency", "rollouts in flight at once (default: workflow config, else 32)", "N"
+    ),
+    OptionSpec("rows", "only these dataset rows, e.g. 3,7,10-20", "SPEC"),
+    OptionSpec("limit", "only the first N rows", "N"),
+    OptionSpec("agent_timeout", "agent deadline per rollout, seconds", "S"),
+    OptionSpec("grader_timeout", "grader deadline per rollout, seconds", "S"),
+    OptionSpec(
+        "output",
+        "where trajectories, artifacts and the report go (default .osmosis/runs/<run>)",
+        "DIR",
+    ),
+    OptionSpec("report", "also write the JSON report here", "PATH"),
+    OptionSpec("record_mode", "record/replay model calls: none|once|new_episodes|all", "MODE"),
+    OptionSpec(
+        "cassette_dir", "where cassettes live (default: cassettes/ beside the dataset)", "DIR"
+    ),
+    OptionSpec("n", "attempts per row, each an independent rollout (default 1)", "N"),
+    OptionSpec(
+        "row_pass", f"a row's verdict over its attempts: {ROW_PASS_HELP} (default all)", "RULE"
+    ),
+    OptionSpec("min_pass_rate", "suite gate: pass when the row pass rate is >= R", "R"),
+    OptionSpec("baseline", "compare with a previous JSON report, row by row", "REPORT"),
+    OptionSpec(
+        "fail_on_regression", "fail the run when a row regressed against the baseline", kind="flag"
+    ),
+    OptionSpec(
+        "server",
+        "drive this rollout server URL instead of running in-process; repeatable",
+        "URL",
+        "list",
+    ),
+    OptionSpec(
+        "serve", "start the workspace entrypoint's server as a subprocess and drive it", kind="flag"
+    ),
+    OptionSpec(
+        "preflight_only",
+        "run only the preflight checks (dataset, entrypoint, eval config)",
+        kind="flag",
+    ),
+    OptionSpec("html", "write a self-contained HTML report here", "PATH"),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register every option in the ``osmosis`` group, each with its ini twin."""
+    group = parser.getgroup("osmosis", "osmosis rollouts (pytest-osmosis)")
+    for spec in OPTIONS:
+        if spec.kind == "flag":
+            group.addoption(
+                spec.flag, action="store_true", default=None, dest=spec.dest, help=spec.help
+            )
+            parser.addini(
+                spec.dest, f"{spec.help} (ini twin of {spec.flag})", type="bool", default=None
+            )
+        elif spec.kind == "list":
+            group.addoption(
+                spec.flag,
+                action="append",
+                default=None,
+                dest=spec.dest,
+                metavar=spec.metavar,
+                help=spec.help,
+            )
+            parser.addini(
+                spec.dest, f"{spec.help} (ini twin of {spec.flag})", type="args", default=[]
+            )
+        else:
+            group.addoption(
+                spec.flag,
+                action="store",
+                default=None,
+                dest=spec.dest,
+                metavar=spec.metavar,
+                help=spec.help,
+            )
+            parser.addini(
+                spec.dest, f"{spec.help} (ini twin of {spec.flag})", type="string", default=""
+            )
+
+
+def raw_value(config: pytest.Config, stem: str) -> Any:
+    """The command-line value, else the ini value, else ``None`` (never a default)."""
+    dest = "osmosis_" + stem
+    value = config.getoption(dest, default=None)
+    if value not in (None, [], ""):
+        return value
+    ini = config.getini(dest)
+    if ini in (None, [], ""):
+        return None
+    return ini
+
+
+@dataclass(frozen=True)
+class RowPassRule:
+    """How a row's attempts turn into one verdict."""
+
+    kind: Literal["all", "any", "majority", "at_least", "rate"]
+    value: float = 0.0
+
+    def passes(self, passed: int, total: int) -> bool:
+        """True when ``passed`` of ``total`` attempts satisfy the rule."""
+        if total == 0:
+            return False
+        if self.kind == "all":
+            return passed == total
+        if self.kind == "any":
+            return passed >= 1
+        if self.kind == "majority":
+            return passed * 2 > total
+        if self.kind == "at_least":
+            return passed >= self.value
+        return passed / total >= self.value
+
+    def describe(self) -> str:
+        """The rule as the user wrote it."""
+        if self.kind == "at_least":
+            return f"at_least:{int(self.value)}"
+        if self.kind == "rate":
+            return f"rate:{self.value:g}"
+        return self.kind
+
+
+def parse_row_pass(text: str) -> RowPassRule:
+    """Parse ``all|any|majority|at_least:K|rate:R``; raise ``pytest.UsageError`` otherwise."""
+    text = text.strip()
+    if text in ("all", "any", "majority"):
+        return RowPassRule(text)  # type: ignore[arg-type]
+    match = re.fullmatch(r"(at_least|rate):(.+)", text)
+    if match:
+        kind, arg = match.groups()
+        try:
+            number = float(arg)
+        except ValueError:
+            number = math.nan
+        if kind == "at_least" and number.is_integer() and number >= 1:
+            return RowPassRule("at_least", number)
+        if kind == "rate" and 0.0 <= number <= 1.0:
+            return RowPassRule("rate", number)
+    raise pytest.UsageError(
+        f"--osmosis-row-pass: invalid rule {text!r}; expected one of {ROW_PASS_HELP} "
+        "(K a whole number >= 1, R between 0 and 1)"
+    )
+
+
+def _number(
+    stem: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    integer: bool = False,
+    allow_equal: bool = True,
+) -> float:
+    flag = "--osmosis-" + stem.replace("_", "-")
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = float(value)
+    except (TypeError, ValueError):
+        kind = "a whole number" if integer else "a number"
+        raise pytest.UsageError(f"{flag}: expected {kind}, got {value!r}") from None
+    if not math.isfinite(number):
+        raise pytest.UsageError(f"{flag}: expected a finite number, got {value!r}")
+    if integer and not number.is_integer():
+        raise pytest.UsageError(f"{flag}: expected a whole number, got {value!r}")
+    if minimum is not None and (number < minimum or (not allow_equal and number == minimum)):
+        relation = ">=" if allow_equal else ">"
+        raise pytest.UsageError(f"{flag}: must be {relation} {minimum:g}, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class OsmosisSettings:
+    """Resolved, validated settings of one pytest session (primitives only)."""
+
+    datasets: tuple[str, ...] = ()
+    rollout: str | None = None
+    config_path: str | None = None
+    policy: str | None = None
+    model: str | None = None
+    pass_threshold: float = 1.0
+    concurrency: int | None = None
+    rows: str | None = None
+    limit: int | None = None
+    agent_timeout: float | None = None
+    grader_timeout: float | None = None
+    output: str | None = None
+    report: str | None = None
+    record_mode: str | None = None
+    cassette_dir: str | None = None
+    n: int = 1
+    row_pass: RowPassRule = field(default_factory=lambda: RowPassRule("all"))
+    min_pass_rate: float | None = None
+    baseline: str | None = None
+    fail_on_regression: bool = False
+    servers: tuple[str, ...] = ()
+    serve: bool = False
+    preflight_only: bool = False
+    html: str | None = None
+    toml_model: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """True when the session has dataset rows to run."""
+        return bool(self.datasets)
+
+
+def _flag(config: pytest.Config, stem: str) -> bool:
+    value = raw_value(config, stem)
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def resolve_settings(
+    config: pytest.Config, toml_defaults: dict[str, Any] | None = None
+) -> OsmosisSettings:
+    """Build :class:`OsmosisSettings` from the command line, the ini file and TOML defaults."""
+    toml = toml_defaults or {}
+
+    def pick(stem: str) -> Any:
+        value = raw_value(config, stem)
+        return toml.get(stem) if value is None else value
+
+    datasets = tuple(str(p) for p in (raw_value(config, "dataset") or []))
+    threshold = pick("pass_threshold")
+    concurrency = pick("concurrency")
+    limit = pick("limit")
+    n = pick("n")
+    agent_timeout = pick("agent_timeout")
+    grader_timeout = pick("grader_timeout")
+    min_rate = pick("min_pass_rate")
+    record_mode = pick("record_mode")
+    if record_mode is not None and record_mode not in RECORD_MODES:
+        raise pytest.UsageError(
+            f"--osmosis-record-mode: invalid mode {record_mode!r}; choose one of {', '.join(RECORD_MODES)}"
+        )
+    if raw_value(config, "policy") and raw_value(config, "model"):
+        raise pytest.UsageError(
+            "--osmosis-policy and --osmosis-model both given: choose the scripted policy or the real model"
+        )
+    rule_text = pick("row_pass")
+    return OsmosisSettings(
+        datasets=datasets,
+        rollout=pick("rollout"),
+        config_path=raw_value(config, "config"),
+        policy=raw_value(config, "policy"),
+        model=raw_value(config, "model"),
+        pass_threshold=1.0 if threshold is None else _number("pass_threshold", threshold),
+        concurrency=None
+        if concurrency is None
+        else int(_number("concurrency", concurrency, minimum=1, integer=True)),
+        rows=None if pick("rows") is None else str(pick("rows")),
+        limit=None if limit is None else int(_number("limit", limit, integer=True)),
+        agent_timeout=None
+        if agent_timeout is None
+        else _number("agent_timeout", agent_timeout, minimum=0, allow_equal=False),
+        grader_timeout=None
+        if grader_timeout is None
+        else _number("grader_timeout", grader_timeout, minimum=0, allow_equal=False),
+        output=raw_value(config, "output"),
+        report=raw_value(config, "report"),
+        record_mode=record_mode,
+        cassette_dir=raw_value(config, "cassette_dir"),
+        n=1 if n is None else int(_number("n", n, minimum=1, integer=True)),
+        row_pass=parse_row_pass(str(rule_text)) if rule_text is not None else RowPassRule("all"),
+        min_pass_rate=None if min_rate is None else _checked_rate(min_rate),
+        baseline=raw_value(config, "baseline"),
+        fail_on_regression=_flag(config, "fail_on_regression"),
+        servers=tuple(str(u) for u in (raw_value(config, "server") or [])),
+        serve=_flag(config, "serve"),
+        preflight_only=_flag(config, "preflight_only"),
+        html=raw_value(config, "html"),
+        toml_model=toml.get("model"),
+    )
+
+
+def _checked_rate(value: Any) -> float:
+    rate = _number("min_pass_rate", value, minimum=0)
+    if rate > 1:
+        raise pytest.UsageError(f"--osmosis-min-pass-rate: must be between 0 and 1, got {value!r}")
+    return rate
+
+
+def resolve_path(config: pytest.Config, value: str) -> Path:
+    """A user path relative to the invocation directory."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path

@@ -1,0 +1,157 @@
+"""One attempt's result, a row's verdict over its attempts, and the failure message a person reads."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pytest_osmosis.options import RowPassRule
+
+STATUS_SUCCESS, STATUS_FAILED, STATUS_SKIPPED = "success", "failed", "skipped"
+
+
+@dataclass
+class AttemptResult:
+    """One rollout of one row, classified as the official eval classifies it (spec I.6).
+
+    ``status`` is ``success`` | ``failed`` | ``skipped`` (the grader removed the sample);
+    ``error_type`` is the error category, else the message, else ``rollout_failed``.
+    """
+
+    row_key: str
+    row_index: int
+    source_row_index: int
+    run_index: int
+    rollout_id: str
+    status: str
+    reward: float | None
+    error_type: str | None = None
+    err_message: str | None = None
+    tokens: int | None = None
+    tokens_estimated: bool = False
+    duration_ms: float = 0.0
+    trajectory_path: str | None = None
+    last_assistant: str | None = None
+    policy_calls: int = 0
+    passed: bool = False
+
+    def index_row(self, nodeid: str, dataset: str) -> dict[str, Any]:
+        """The report row: the official ``index.jsonl`` keys plus ours (``nodeid``, ...)."""
+        row = asdict(self)
+        row["trajectory_filename"] = row.pop("trajectory_path")
+        row["nodeid"] = nodeid
+        row["dataset"] = dataset
+        return row
+
+
+def classify(
+    status: str,
+    reward: float | None,
+    remove_sample: bool,
+    err_category: str | None,
+    err_message: str | None,
+) -> tuple[str, float | None, str | None]:
+    """Map a wire result onto ``(status, reward, error_type)`` like the official eval."""
+    if status != "success":
+        return STATUS_FAILED, None, err_category or err_message or "rollout_failed"
+    if remove_sample:
+        return STATUS_SKIPPED, None, None
+    return STATUS_SUCCESS, reward, None
+
+
+def attempt_passes(result: AttemptResult, threshold: float) -> bool:
+    """Reward >= threshold on a non-skipped attempt."""
+    return (
+        result.status != STATUS_SKIPPED
+        and result.reward is not None
+        and math.isfinite(result.reward)
+        and result.reward >= threshold
+    )
+
+
+@dataclass
+class RowVerdict:
+    """The verdict for one row over its attempts."""
+
+    outcome: str  # "passed" | "failed" | "skipped"
+    attempts: list[AttemptResult] = field(default_factory=list)
+    passed_attempts: int = 0
+    scored_attempts: int = 0
+
+
+def row_verdict(attempts: list[AttemptResult], threshold: float, rule: RowPassRule) -> RowVerdict:
+    """Apply the threshold to each attempt and ``rule`` to the row (skipped attempts do not count)."""
+    for attempt in attempts:
+        attempt.passed = attempt_passes(attempt, threshold)
+    scored = [a for a in attempts if a.status != STATUS_SKIPPED]
+    passed = sum(1 for a in scored if a.passed)
+    if not scored:
+        return RowVerdict("skipped", attempts, 0, 0)
+    outcome = "passed" if rule.passes(passed, len(scored)) else "failed"
+    return RowVerdict(outcome, attempts, passed, len(scored))
+
+
+def _clip(text: str | None, limit: int = 400) -> str:
+    if text is None:
+        return "(none)"
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def failure_message(
+    *,
+    row_desc: str,
+    verdict: RowVerdict,
+    threshold: float,
+    rule: RowPassRule,
+    label: str | None,
+) -> str:
+    """The text of a failed row: what was expected, what happened, where to look, how to fix."""
+    lines: list[str] = []
+    attempts = verdict.attempts
+    if len(attempts) == 1:
+        a = attempts[0]
+        if a.status == STATUS_FAILED:
+            lines.append(
+                f"{row_desc}: rollout failed [{a.error_type}]: {_clip(a.err_message, 800)}"
+            )
+        else:
+            reward = "none" if a.reward is None else f"{a.reward:g}"
+            lines.append(f"{row_desc}: reward {reward} < threshold {threshold:g}")
+    else:
+        lines.append(
+            f"{row_desc}: {verdict.passed_attempts}/{verdict.scored_attempts} attempts reached "
+            f"reward >= {threshold:g}; rule {rule.describe()} not met"
+        )
+        for a in attempts:
+            if a.status == STATUS_FAILED:
+                detail = f"failed [{a.error_type}]: {_clip(a.err_message, 200)}"
+            elif a.status == STATUS_SKIPPED:
+                detail = "skipped (sample removed)"
+            else:
+                detail = f"reward {a.reward if a.reward is None else format(a.reward, 'g')}"
+            lines.append(f"  attempt {a.run_index}: {detail}")
+    last = attempts[-1] if attempts else None
+    lines.append(f"  label: {_clip(label)}")
+    if last is not None:
+        lines.append(f"  last assistant message: {_clip(last.last_assistant)}")
+        lines.append(f"  rollout id: {last.rollout_id}")
+        if last.trajectory_path:
+            lines.append(f"  trajectory: {last.trajectory_path}")
+    lines.append(_hint(verdict))
+    return "\n".join(lines)
+
+
+def _hint(verdict: RowVerdict) -> str:
+    errors = {a.error_type for a in verdict.attempts if a.status == STATUS_FAILED}
+    if "timeout" in errors:
+        return "  fix: raise --osmosis-agent-timeout / --osmosis-grader-timeout, or make the workflow faster"
+    if "cassette_miss" in errors:
+        return (
+            "  fix: the request changed since it was recorded; re-record this row with "
+            "--osmosis-record-mode new_episodes (or all) and a model"
+        )
+    if errors:
+        return "  fix: see the trajectory and the error above; rerun just this row with -k"
+    return "  fix: compare the last assistant message with the label; rerun just this row with -k"

@@ -1,0 +1,178 @@
+"""The run's files and its terminal summary, written once, on the controlling process.
+
+Per-item facts travel on each test report as ``user_properties`` (JSON primitives), so the
+same code works in-process and under pytest-xdist, where items run on workers and reports
+come back to the controller. Rows stream to ``rows.jsonl`` as they arrive; the JSON report
+and the summary are built at the end from small per-attempt records (no messages).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+PROPERTY = "osmosis"
+"""The ``user_properties`` key carrying a row's record."""
+
+
+@dataclass
+class RowRecord:
+    """What the controller keeps per row: its verdict and its attempts' index rows."""
+
+    nodeid: str
+    dataset: str
+    row_key: str
+    verdict: str
+    attempts: list[dict[str, Any]]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class RunReport:
+    """Collects row records, streams them to disk, and renders the summary and report."""
+
+    def __init__(self, output: Path, *, pass_threshold: float, settings: dict[str, Any]) -> None:
+        self.output = output
+        self.pass_threshold = pass_threshold
+        self.settings = settings
+        self.rows: list[RowRecord] = []
+        self._stream: TextIO | None = None
+        self.preflight: list[dict[str, Any]] = []
+
+    def add(self, record: RowRecord) -> None:
+        """Keep one row's record and append its attempts to ``rows.jsonl`` at once."""
+        self.rows.append(record)
+        if self._stream is None:
+            self.output.mkdir(parents=True, exist_ok=True)
+            self._stream = (self.output / "rows.jsonl").open("a", encoding="utf-8")
+        for attempt in record.attempts:
+            self._stream.write(json.dumps(attempt, sort_keys=True) + "\n")
+        self._stream.flush()
+
+    def close(self) -> None:
+        """Close the row stream."""
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    @property
+    def attempts(self) -> list[dict[str, Any]]:
+        """Every attempt's index row, in item order."""
+        return [a for r in self.rows for a in r.attempts]
+
+    def summary(self) -> dict[str, Any]:
+        """The official ``metrics.json`` summary keys, plus row-level counts of ours."""
+        from osmosis_rollout.metrics import aggregate
+
+        summary = aggregate(self.attempts, self.pass_threshold)
+        verdicts = Counter(r.verdict for r in self.rows)
+        scored_rows = verdicts["passed"] + verdicts["failed"]
+        summary["rows"] = {
+            "total": len(self.rows),
+            "passed": verdicts["passed"],
+            "failed": verdicts["failed"],
+            "skipped": verdicts["skipped"],
+            "pass_rate": (verdicts["passed"] / scored_rows) if scored_rows else 0,
+        }
+        errors = Counter(a["error_type"] for a in self.attempts if a.get("status") == "failed")
+        summary["errors_by_type"] = dict(errors.most_common())
+        summary["tokens_estimated"] = any(a.get("tokens_estimated") for a in self.attempts)
+        return summary
+
+    def write(self, extra: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
+        """Write the JSON report to every path in ``paths``; return the document."""
+        document = {
+            "schema": "pytest-osmosis/report/v1",
+            "summary": self.summary(),
+            "rows": self.attempts,
+            "row_verdicts": [
+                {
+                    "nodeid": r.nodeid,
+                    "dataset": r.dataset,
+                    "row_key": r.row_key,
+                    "verdict": r.verdict,
+                    **r.stats,
+                }
+                for r in self.rows
+            ],
+            "preflight": self.preflight,
+            "config": self.settings,
+            **extra,
+        }
+        text = json.dumps(document, indent=2, sort_keys=False, default=str) + "\n"
+        for path in paths:
+            _atomic_write(path, text)
+        return document
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.1f}"
+
+
+def summary_lines(report: RunReport, summary: dict[str, Any], *, slowest: int = 5) -> list[str]:
+    """The human summary printed at the end of the session."""
+    rows = summary["rows"]
+    lines = [
+        f"rows: {rows['total']}  passed: {rows['passed']}  failed: {rows['failed']}  skipped: {rows['skipped']}"
+        f"  pass rate: {rows['pass_rate']:.1%}  (threshold: reward >= {_fmt(report.pass_threshold)})",
+    ]
+    if summary["total_samples"] != rows["total"]:
+        lines.append(
+            f"attempts: {summary['total_samples']}  passed: {summary['passed']}  failed: {summary['failed']}"
+            f"  skipped: {summary['skipped']}  pass rate: {float(summary['pass_rate']):.1%}"
+        )
+    stats = summary.get("reward_stats")
+    if stats:
+        lines.append(
+            "reward: mean {mean}  median {median}  std {std}  min {min}  max {max}".format(
+                **{k: _fmt(stats.get(k)) for k in ("mean", "median", "std", "min", "max")}
+            )
+        )
+    if summary.get("pass_at_k"):
+        pak = "  ".join(f"pass@{k}={v:.3f}" for k, v in summary["pass_at_k"].items())
+        phk = "  ".join(f"pass^{k}={v:.3f}" for k, v in (summary.get("pass_hat_k") or {}).items())
+        lines.append(f"{pak}   {phk}".rstrip())
+    if summary["errors_by_type"]:
+        lines.append(
+            "errors: " + ", ".join(f"{k} x{v}" for k, v in summary["errors_by_type"].items())
+        )
+    tokens = summary.get("tokens_used")
+    if tokens:
+        lines.append(
+            f"tokens: {tokens}" + (" (estimated)" if summary.get("tokens_estimated") else "")
+        )
+    attempts = report.attempts
+    if attempts:
+        durations = [a["duration_ms"] for a in attempts]
+        lines.append(
+            f"rollout time: total {sum(durations) / 1000:.2f}s  median {statistics.median(durations) / 1000:.3f}s"
+        )
+        top = sorted(attempts, key=lambda a: a["duration_ms"], reverse=True)[:slowest]
+        if len(attempts) > 1:
+            lines.append(
+                "slowest: "
+                + ", ".join(f"{a['row_key']} {a['duration_ms'] / 1000:.2f}s" for a in top)
+            )
+    flaky = [r for r in report.rows if r.stats.get("flaky")]
+    if flaky:
+        lines.append(
+            "flaky rows (mixed results): "
+            + ", ".join(
+                f"{r.row_key} {r.stats['passed_attempts']}/{r.stats['attempts']}" for r in flaky
+            )
+        )
+    return lines

@@ -1,0 +1,274 @@
+"""How one attempt of one row runs: in-process through LocalBackend, or against rollout servers.
+
+Both runners serve the model through one :class:`~osmosis_rollout.controller.PolicyServer`
+on loopback, so a rollout never knows which policy answers it, and both produce the same
+:class:`AttemptResult`, so items, summary and report do not care which mode ran.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from osmosis_rollout import (
+    ExecutionBackend,
+    ExecutionRequest,
+    ExecutionResult,
+    RolloutContext,
+    RolloutStatus,
+)
+from osmosis_rollout.backend.local import categorize_exception
+from osmosis_rollout.context import RolloutProgress
+from pytest_osmosis.outcome import AttemptResult, classify
+
+if TYPE_CHECKING:
+    from osmosis_rollout.controller import PolicyServer, RolloutClient
+    from osmosis_rollout.dataset import DatasetRow
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def make_rollout_id(row_key: str, attempt: int) -> str:
+    """A readable, unique, single-path-segment id: ``<row key>.<attempt>.<8 hex>``."""
+    safe = _UNSAFE.sub("_", row_key).strip("._") or "row"
+    return f"{safe[:80]}.{attempt}.{uuid.uuid4().hex[:8]}"
+
+
+class AttemptRunner(Protocol):
+    """Runs one attempt of one row to its classified result."""
+
+    async def run_attempt(self, row: DatasetRow, attempt: int) -> AttemptResult: ...
+
+
+@dataclass
+class RunPaths:
+    """Where one run writes: ``<output>/rollouts/<rollout_id>/{trajectory.json,artifacts/}``."""
+
+    output: Path
+
+    @property
+    def rollouts(self) -> Path:
+        return self.output / "rollouts"
+
+
+def last_assistant_text(messages: Any) -> str | None:
+    """The last assistant text of a sample in chat, OpenAI Agents or Strands shape."""
+    try:
+        from osmosis_rollout.sample_text import last_assistant_text as extract
+    except ImportError:  # pragma: no cover - the toolkit ships with the package
+        return None
+    try:
+        text = extract(messages or [])
+    except Exception:
+        return None
+    return text or None
+
+
+def _wire(rollout_id: str, result: ExecutionResult) -> dict[str, Any]:
+    from osmosis_rollout.wire import to_wire_result
+
+    wire: dict[str, Any] = to_wire_result(rollout_id, result)
+    return wire
+
+
+class _AttemptBuilder:
+    """Shared tail of both runners: classify the wire result and attach the call log."""
+
+    def __init__(self, policy_server: PolicyServer, paths: RunPaths) -> None:
+        self.policy_server = policy_server
+        self.paths = paths
+
+    def begin(self, row: DatasetRow, attempt: int) -> str:
+        rollout_id = make_rollout_id(row.key, attempt)
+        self.policy_server.bind(rollout_id, row=row.raw, row_key=row.key, attempt=attempt)
+        return rollout_id
+
+    def finish(
+        self,
+        row: DatasetRow,
+        attempt: int,
+        rollout_id: str,
+        wire: dict[str, Any],
+        started: float,
+        trajectory: Path | None,
+    ) -> AttemptResult:
+        log = self.policy_server.release(rollout_id)
+        sample = wire.get("sample") or {}
+        status, reward, error_type = classify(
+            str(wire.get("status")),
+            sample.get("reward"),
+            bool(sample.get("remove_sample")),
+            wire.get("err_category"),
+            wire.get("err_message"),
+        )
+        err_message = wire.get("err_message")
+        miss = _policy_error(log)
+        if status == "failed" and miss is not None:
+            # The model call failed in the policy (a replay miss, a provider error): that is
+            # the cause worth showing, not the framework's wrapper exception.
+            error_type, err_message = miss
+        return AttemptResult(
+            row_key=row.key,
+            row_index=row.index,
+            source_row_index=row.source_index,
+            run_index=attempt,
+            rollout_id=rollout_id,
+            status=status,
+            reward=reward,
+            error_type=error_type,
+            err_message=err_message,
+            tokens=getattr(log, "total_tokens", None),
+            tokens_estimated=bool(getattr(log, "tokens_estimated", False)),
+            duration_ms=round((time.perf_counter() - started) * 1000.0, 3),
+            trajectory_path=str(trajectory) if trajectory else None,
+            last_assistant=last_assistant_text(sample.get("messages")),
+            policy_calls=len(getattr(log, "calls", []) or []),
+        )
+
+
+def _policy_error(log: Any) -> tuple[str, str] | None:
+    for call in reversed(getattr(log, "calls", []) or []):
+        error = getattr(call, "error", None)
+        if error:
+            kind = getattr(call, "error_type", None) or "policy_error"
+            return str(kind), str(error)
+    return None
+
+
+class InProcessRunner(_AttemptBuilder):
+    """Runs the workflow through an :class:`ExecutionBackend` on the scheduler's loop."""
+
+    def __init__(
+        self,
+        backend: ExecutionBackend,
+        policy_server: PolicyServer,
+        paths: RunPaths,
+        *,
+        agent_timeout: float | None,
+        grader_timeout: float | None,
+    ) -> None:
+        super().__init__(policy_server, paths)
+        self.backend = backend
+        self.agent_timeout = agent_timeout
+        self.grader_timeout = grader_timeout
+
+    async def run_attempt(self, row: DatasetRow, attempt: int) -> AttemptResult:
+        rollout_id = self.begin(row, attempt)
+        started = time.perf_counter()
+        request = ExecutionRequest(
+            id=rollout_id,
+            prompt=copy.deepcopy(row.initial_messages),
+            label=row.label,
+            metadata=copy.deepcopy(row.metadata),
+            agent_timeout_sec=self.agent_timeout,
+            grader_timeout_sec=self.grader_timeout,
+        )
+        ctx = RolloutContext(
+            chat_completions_url=self.policy_server.rollout_url(rollout_id),
+            api_key=self.policy_server.api_key,
+            rollout_id=rollout_id,
+            progress=RolloutProgress(),
+        )
+        trajectory: Path | None = None
+        try:
+            with ctx:
+                outcome = await self.backend.execute(request)
+            result = outcome.result
+            trajectory = _save_trajectory(
+                self.paths.rollouts, rollout_id, outcome.result_to_save, row
+            )
+        except Exception as exc:
+            result = ExecutionResult(
+                status=RolloutStatus.FAILURE,
+                err_message=str(exc) or "Internal server error",
+                err_category=categorize_exception(exc),
+            )
+        return self.finish(row, attempt, rollout_id, _wire(rollout_id, result), started, trajectory)
+
+
+def _save_trajectory(
+    root: Path, rollout_id: str, result: ExecutionResult, row: DatasetRow
+) -> Path | None:
+    from osmosis_rollout.trajectory import save_trajectory
+
+    return save_trajectory(
+        root,
+        rollout_id,
+        result,
+        label=row.label,
+        metadata=row.metadata,
+        diagnostics=result.extra_fields,
+    )
+
+
+class ServerRunner(_AttemptBuilder):
+    """Plays the controller: admits each attempt to a rollout server and long-polls its result.
+
+    Several servers spread attempts round-robin. Trajectories are the server's business
+    (it writes them under its own artifact root); the report points at them when the
+    server shares this machine's filesystem and wrote one.
+    """
+
+    def __init__(
+        self,
+        clients: list[RolloutClient],
+        policy_server: PolicyServer,
+        paths: RunPaths,
+        *,
+        agent_timeout: float | None,
+        grader_timeout: float | None,
+        server_artifact_root: Path | None = None,
+    ) -> None:
+        super().__init__(policy_server, paths)
+        self.clients = clients
+        self._next = itertools.cycle(range(len(clients)))
+        self.agent_timeout = agent_timeout
+        self.grader_timeout = grader_timeout
+        self.server_artifact_root = server_artifact_root
+
+    async def run_attempt(self, row: DatasetRow, attempt: int) -> AttemptResult:
+        from osmosis_rollout.errors import RolloutProtocolError
+
+        rollout_id = self.begin(row, attempt)
+        started = time.perf_counter()
+        client = self.clients[next(self._next)]
+        try:
+            handle = await client.run_rollout_async(
+                initial_messages=copy.deepcopy(row.initial_messages),
+                chat_completions_url=self.policy_server.rollout_url(rollout_id),
+                rollout_id=rollout_id,
+                llm_api_key=self.policy_server.api_key,
+                label=row.label,
+                metadata=row.metadata or None,
+                grade=True,
+                agent_timeout_sec=self.agent_timeout,
+                grader_timeout_sec=self.grader_timeout,
+                extra_fields={"row_index": row.index, "run_index": attempt},
+            )
+            response = await handle
+            wire = response.model_dump(mode="json")
+        except RolloutProtocolError as exc:
+            wire = _failed_wire(rollout_id, "rollout_protocol_error", str(exc))
+        except Exception as exc:
+            wire = _failed_wire(rollout_id, type(exc).__name__, str(exc) or type(exc).__name__)
+        trajectory = None
+        if self.server_artifact_root is not None:
+            candidate = self.server_artifact_root / rollout_id / "trajectory.json"
+            trajectory = candidate if candidate.exists() else None
+        return self.finish(row, attempt, rollout_id, wire, started, trajectory)
+
+
+def _failed_wire(rollout_id: str, category: str, message: str) -> dict[str, Any]:
+    return {
+        "rollout_id": rollout_id,
+        "status": "failure",
+        "sample": None,
+        "err_category": category,
+        "err_message": message,
+    }

@@ -1,0 +1,119 @@
+"""Run many rollouts concurrently on one event loop while pytest reports items in order.
+
+pytest executes items one after another on the main thread. The scheduler owns a private
+event loop on a daemon thread; the plugin submits every selected item's rollouts up front
+(in item order) and each item then waits for its own future. A semaphore bounds how many
+run at once, and since asyncio's semaphore is FIFO, rollouts start in item order, so the
+item pytest waits on is always among the first to finish.
+
+The loop is private, so it works whatever pytest-asyncio (or the user's tests) do with
+theirs, and ``-x`` / ``--maxfail`` simply cancel what is still pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_STOP_TIMEOUT_SEC = 10.0
+
+
+class RolloutScheduler:
+    """A bounded pool of coroutines on a background event loop, keyed for idempotent submits."""
+
+    def __init__(self, concurrency: int) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.concurrency = concurrency
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run_loop, name="osmosis-rollouts", daemon=True)
+        self._futures: dict[str, concurrent.futures.Future[Any]] = {}
+        self._lock = threading.Lock()
+        self._semaphore: asyncio.Semaphore | None = None
+        self._ready = threading.Event()
+        self._thread.start()
+        self._ready.wait()
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._semaphore = asyncio.Semaphore(self.concurrency)
+        self._loop.call_soon(self._ready.set)
+        self._loop.run_forever()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The scheduler's event loop (runs on its own thread)."""
+        return self._loop
+
+    def submit(
+        self, key: str, factory: Callable[[], Awaitable[T]], *, bounded: bool = True
+    ) -> concurrent.futures.Future[T]:
+        """Start ``factory()`` under the concurrency bound, once per ``key``; return its future."""
+        with self._lock:
+            existing = self._futures.get(key)
+            if existing is not None:
+                return existing
+            future = asyncio.run_coroutine_threadsafe(self._guarded(factory, bounded), self._loop)
+            self._futures[key] = future
+            return future
+
+    def run(self, factory: Callable[[], Awaitable[T]], timeout: float | None = None) -> T:
+        """Run one coroutine on the loop, unbounded, and wait for it (for fixtures)."""
+
+        async def _call() -> T:
+            return await factory()
+
+        return asyncio.run_coroutine_threadsafe(_call(), self._loop).result(timeout)
+
+    async def _guarded(self, factory: Callable[[], Awaitable[T]], bounded: bool) -> T:
+        if not bounded:
+            return await factory()
+        assert self._semaphore is not None
+        async with self._semaphore:
+            return await factory()
+
+    def future(self, key: str) -> concurrent.futures.Future[Any] | None:
+        """The future submitted under ``key``, if any."""
+        with self._lock:
+            return self._futures.get(key)
+
+    def forget(self, key: str) -> None:
+        """Drop the future of ``key`` once its result was consumed (bounds memory)."""
+        with self._lock:
+            self._futures.pop(key, None)
+
+    def cancel_pending(self) -> int:
+        """Cancel every rollout that has not finished; return how many were cancelled."""
+        with self._lock:
+            pending = [f for f in self._futures.values() if not f.done()]
+        for future in pending:
+            future.cancel()
+        return len(pending)
+
+    def close(self) -> None:
+        """Cancel what is left, stop the loop and join its thread (bounded)."""
+        self.cancel_pending()
+        if not self._loop.is_running():
+            return
+
+        async def _drain() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=_STOP_TIMEOUT_SEC / 2)
+            await self._loop.shutdown_asyncgens()
+
+        try:
+            asyncio.run_coroutine_threadsafe(_drain(), self._loop).result(_STOP_TIMEOUT_SEC)
+        except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError, RuntimeError):
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(_STOP_TIMEOUT_SEC)
+        if not self._thread.is_alive():
+            self._loop.close()

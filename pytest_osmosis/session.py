@@ -1,0 +1,202 @@
+"""The plugin's per-session state: settings, the runtime it builds lazily, and the run's report.
+
+One :class:`OsmosisSession` lives on ``config.stash[SESSION_KEY]``. Collection only reads
+datasets (cheap: ``--co`` never imports the rollout or starts a server); the first item to
+run builds the runtime: imports the entrypoint, starts the policy endpoint, opens the
+scheduler, and submits every selected row's attempts.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime as dt
+import functools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_osmosis.options import OsmosisSettings, resolve_path
+from pytest_osmosis.outcome import AttemptResult, RowVerdict, row_verdict
+from pytest_osmosis.reporting import RunReport
+from pytest_osmosis.runtime import AttemptRunner, RunPaths
+from pytest_osmosis.scheduler import RolloutScheduler
+
+if TYPE_CHECKING:
+    from osmosis_rollout.dataset import DatasetRow
+    from pytest_osmosis.collection import RowItem
+
+SESSION_KEY = pytest.StashKey["OsmosisSession"]()
+DEFAULT_CONCURRENCY = 32
+ITEM_GRACE_SEC = 60.0
+UNBOUNDED_ITEM_DEADLINE_SEC = 3600.0
+
+
+@dataclass
+class Runtime:
+    """What the first running item builds: scheduler, runner and the things to stop."""
+
+    scheduler: RolloutScheduler
+    runner: AttemptRunner
+    closers: list[Any] = field(default_factory=list)
+
+
+class OsmosisSession:
+    """Everything pytest-osmosis knows during one pytest session."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: OsmosisSettings,
+        *,
+        workspace: Path | None,
+        entrypoint: str | None,
+        eval_config: Path | None,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.workspace = workspace
+        self.entrypoint = entrypoint
+        self.eval_config = eval_config
+        self.run_name = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+        self.output = self._output_dir()
+        self.report = RunReport(
+            self.output, pass_threshold=settings.pass_threshold, settings=self.describe()
+        )
+        self.runtime: Runtime | None = None
+        self.runtime_error: BaseException | None = None
+        self.rows_ran = 0
+
+    def _output_dir(self) -> Path:
+        if self.settings.output:
+            return resolve_path(self.config, self.settings.output)
+        base = self.workspace or Path(self.config.rootpath)
+        return base / ".osmosis" / "runs" / self.run_name
+
+    def describe(self) -> dict[str, Any]:
+        """The run's configuration, as the report header and JSON report show it."""
+        s = self.settings
+        return {
+            "datasets": list(s.datasets),
+            "entrypoint": self.entrypoint,
+            "eval_config": str(self.eval_config) if self.eval_config else None,
+            "mode": "server" if (s.servers or s.serve) else "in-process",
+            "servers": list(s.servers),
+            "policy": s.policy or (f"litellm:{s.model}" if s.model else None),
+            "record_mode": s.record_mode,
+            "pass_threshold": s.pass_threshold,
+            "n": s.n,
+            "row_pass": s.row_pass.describe(),
+            "concurrency": s.concurrency,
+            "agent_timeout": s.agent_timeout,
+            "grader_timeout": s.grader_timeout,
+            "min_pass_rate": s.min_pass_rate,
+            "output": str(self.output),
+        }
+
+    # -- running ---------------------------------------------------------------------------
+
+    def item_deadline(self) -> float:
+        """How long an item waits for one attempt (the official eval's item deadline)."""
+        s = self.settings
+        if s.agent_timeout is not None and s.grader_timeout is not None:
+            return s.agent_timeout + s.grader_timeout + ITEM_GRACE_SEC
+        return UNBOUNDED_ITEM_DEADLINE_SEC
+
+    def ensure_runtime(self) -> Runtime:
+        """Build the runtime on first use; a failure is remembered and reported by every row."""
+        if self.runtime is not None:
+            return self.runtime
+        if self.runtime_error is not None:
+            raise self.runtime_error
+        from pytest_osmosis.build import build_runtime
+
+        try:
+            self.runtime = build_runtime(self)
+        except BaseException as exc:
+            self.runtime_error = exc
+            raise
+        return self.runtime
+
+    def submit(self, item: RowItem) -> None:
+        """Start every attempt of ``item``'s row (idempotent)."""
+        self.submit_row(item.nodeid, item.row)
+
+    def submit_row(self, key: str, row: DatasetRow) -> None:
+        """Start every attempt of ``row`` under ``key`` (idempotent)."""
+        runtime = self.ensure_runtime()
+        runner = runtime.runner
+        for attempt in range(self.settings.n):
+            runtime.scheduler.submit(
+                f"{key}#{attempt}", functools.partial(runner.run_attempt, row, attempt)
+            )
+
+    def wait(self, item: RowItem) -> RowVerdict:
+        """Wait for ``item``'s attempts and return the row's verdict."""
+        return self.wait_for_row(item.nodeid, item.row)
+
+    def wait_for_row(self, key: str, row: DatasetRow) -> RowVerdict:
+        """Wait for the attempts submitted under ``key`` (submitting them if needed)."""
+        self.submit_row(key, row)
+        assert self.runtime is not None
+        scheduler = self.runtime.scheduler
+        deadline = self.item_deadline()
+        attempts: list[AttemptResult] = []
+        for attempt in range(self.settings.n):
+            future_key = f"{key}#{attempt}"
+            future = scheduler.future(future_key)
+            assert future is not None
+            try:
+                attempts.append(future.result(timeout=deadline))
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                attempts.append(
+                    _synthetic(
+                        row,
+                        attempt,
+                        "item_timeout",
+                        f"no result within the item deadline ({deadline:g}s)",
+                    )
+                )
+            except concurrent.futures.CancelledError:
+                attempts.append(_synthetic(row, attempt, "cancelled", "the rollout was cancelled"))
+            except Exception as exc:
+                attempts.append(
+                    _synthetic(row, attempt, "plugin_error", f"{type(exc).__name__}: {exc}")
+                )
+            finally:
+                scheduler.forget(future_key)
+        self.rows_ran += 1
+        return row_verdict(attempts, self.settings.pass_threshold, self.settings.row_pass)
+
+    def close(self) -> None:
+        """Cancel what still runs and stop every server and thread this session started."""
+        runtime, self.runtime = self.runtime, None
+        if runtime is None:
+            return
+        runtime.scheduler.close()
+        for closer in reversed(runtime.closers):
+            try:
+                closer()
+            except Exception:
+                pass
+
+    @property
+    def paths(self) -> RunPaths:
+        return RunPaths(self.output)
+
+
+def _synthetic(row: DatasetRow, attempt: int, error_type: str, message: str) -> AttemptResult:
+    return AttemptResult(
+        row_key=row.key,
+        row_index=row.index,
+        source_row_index=row.source_index,
+        run_index=attempt,
+        rollout_id="",
+        status="failed",
+        reward=None,
+        error_type=error_type,
+        err_message=message,
+    )
