@@ -1,0 +1,143 @@
+"""Best-effort persistence of a finished rollout: ``trajectory.json`` and ``diagnostics.json``.
+
+Files land beside the rollout's artifacts (spec I.4, II.3.7)::
+
+    <root>/<rollout_id>/trajectory.json    when the sample has trajectory_messages
+    <root>/<rollout_id>/diagnostics.json   when there are diagnostics
+
+Each file is written to a temporary name in the same directory and moved into place with
+``os.replace``, so a reader never sees half a document. Saving never raises: a failure is
+logged and never changes a reward or a status.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+from collections.abc import Mapping
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from osmosis_rollout import _json_safe
+from osmosis_rollout._ids import is_single_path_segment
+from osmosis_rollout.artifacts import default_artifact_root
+from osmosis_rollout.trajectory.atif import build_atif, format_atif
+from osmosis_rollout.types import ExecutionResult
+
+__all__ = ["DIAGNOSTICS_FILENAME", "TRAJECTORY_FILENAME", "save_trajectory"]
+
+logger = logging.getLogger(__name__)
+
+TRAJECTORY_FILENAME = "trajectory.json"
+DIAGNOSTICS_FILENAME = "diagnostics.json"
+
+
+def save_trajectory(
+    root: Path | str | None,
+    rollout_id: str,
+    result: ExecutionResult,
+    *,
+    label: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    extra_fields: Mapping[str, Any] | None = None,
+    diagnostics: Mapping[str, Any] | None = None,
+) -> Path | None:
+    """Write the rollout's ATIF document and diagnostics under ``<root>/<rollout_id>/``.
+
+    ``label``, ``metadata`` and ``extra_fields`` are the request's (they go to
+    ``extra.osmosis``). ``diagnostics`` overrides ``result.extra_fields`` for the
+    ``diagnostics.json`` sidecar, which is written even when there is no sample.
+    ``root=None`` means the default artifact root, resolved now.
+
+    Returns the path of ``trajectory.json`` when it was written, else ``None`` (no sample,
+    ``trajectory_messages`` is ``None``, an unusable rollout id, or an I/O failure).
+    Never raises.
+    """
+    try:
+        return _save(root, rollout_id, result, label, metadata, extra_fields, diagnostics)
+    except Exception:
+        logger.warning(
+            "could not save the trajectory of rollout %r (best-effort, the result is unchanged)",
+            rollout_id,
+            exc_info=True,
+        )
+        return None
+
+
+def _save(
+    root: Path | str | None,
+    rollout_id: str,
+    result: ExecutionResult,
+    label: str | None,
+    metadata: Mapping[str, Any] | None,
+    extra_fields: Mapping[str, Any] | None,
+    diagnostics: Mapping[str, Any] | None,
+) -> Path | None:
+    if not isinstance(rollout_id, str) or not is_single_path_segment(rollout_id):
+        logger.warning("not saving a trajectory for unsafe rollout id %r", rollout_id)
+        return None
+    rollout_dir = (Path(root) if root is not None else default_artifact_root()) / rollout_id
+
+    payload = diagnostics if diagnostics is not None else result.extra_fields
+    if payload is not None:
+        # Written first and on its own: a failed rollout with no sample still leaves a record.
+        try:
+            _write_atomic(rollout_dir / DIAGNOSTICS_FILENAME, _diagnostics_text(payload))
+        except Exception:
+            logger.warning("could not save diagnostics of rollout %r", rollout_id, exc_info=True)
+
+    sample = result.sample
+    if sample is None or sample.trajectory_messages is None:
+        # None is the explicit opt-out (or an upstream conversion that already warned).
+        return None
+    doc = build_atif(rollout_id, sample, label=label, metadata=metadata, extra_fields=extra_fields)
+    try:
+        text = format_atif(doc)
+    except (TypeError, ValueError) as exc:
+        # Something inside a message (a NaN, an object) has no JSON form: drop just that.
+        dropped: list[str] = []
+        text = format_atif(_json_safe.json_safe(doc, dropped))
+        logger.warning(
+            "trajectory of rollout %r: dropped values with no JSON form (%s): %s",
+            rollout_id,
+            ", ".join(sorted(set(dropped))),
+            exc,
+        )
+    dest = rollout_dir / TRAJECTORY_FILENAME
+    _write_atomic(dest, text + "\n")
+    return dest
+
+
+def _diagnostics_text(payload: Mapping[str, Any]) -> str:
+    try:
+        return json.dumps(
+            payload, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str
+        )
+    except (TypeError, ValueError):
+        dropped: list[str] = []
+        return json.dumps(
+            _json_safe.json_safe(dict(payload), dropped),
+            indent=2,
+            sort_keys=True,
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+
+
+def _write_atomic(dest: Path, text: str) -> None:
+    # backslashreplace turns a lone surrogate into its \\uXXXX JSON escape, keeping the
+    # file valid UTF-8 JSON.
+    data = text.encode("utf-8", errors="backslashreplace")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, dest)
+    except BaseException:
+        with suppress(OSError):
+            tmp.unlink()
+        raise
