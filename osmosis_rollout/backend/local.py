@@ -18,11 +18,14 @@ so they cannot stall other rollouts), and ``max_queue_depth`` bounds the queue s
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
+import functools
 import inspect
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +58,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_CONCURRENT = 4
 """Slots when no workflow config is given (a config's ``None`` means unbounded)."""
 
+UNBOUNDED_SYNC_WORKERS = 64
+"""Worker threads for plain-``def`` user code when the limiter is unbounded."""
+
 _SANDBOX_ERROR_TYPES = frozenset(
     {
         "SandboxConnectionException",
@@ -73,6 +79,8 @@ def categorize_exception(exc: BaseException) -> RolloutErrorCategory:
     if isinstance(exc, ValueError | TypeError | AssertionError):
         return RolloutErrorCategory.VALIDATION_ERROR
     status_code = getattr(exc, "status_code", None)
+    if not isinstance(status_code, int) or isinstance(status_code, bool):
+        status_code = None
     for cls in type(exc).__mro__:
         if cls.__name__ in _SANDBOX_ERROR_TYPES:
             return RolloutErrorCategory.HTTP_ERROR
@@ -100,11 +108,20 @@ def validate_graded_sample(sample: RolloutSample | None) -> None:
         raise ValueError("Sample has no reward after grading")
 
 
-async def call_user_code(fn: Callable[..., Any], *args: Any) -> Any:
-    """Await ``fn(*args)``; a plain function runs in a worker thread (context copied)."""
+async def call_user_code(
+    fn: Callable[..., Any], *args: Any, executor: Executor | None = None
+) -> Any:
+    """Await ``fn(*args)``; a plain function runs in a worker thread (context copied).
+
+    ``executor`` picks the thread pool (``None``: the loop's default one). The calling
+    task's context variables, the ambient ``RolloutContext`` included, are visible in
+    the thread.
+    """
     if inspect.iscoroutinefunction(fn):
         return await fn(*args)
-    result = await asyncio.to_thread(fn, *args)
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    result = await loop.run_in_executor(executor, call)
     if inspect.isawaitable(result):
         return await result
     return result
@@ -190,6 +207,28 @@ class LocalBackend(ExecutionBackend):
         self.limiter = ConcurrencyLimiter(max_concurrent=max_concurrent)
         self.max_queue_depth = max_queue_depth
         self.artifact_root = Path(artifact_root) if artifact_root else default_artifact_root()
+        self._executor: ThreadPoolExecutor | None = None
+
+    def _sync_executor(self) -> ThreadPoolExecutor:
+        """The backend's own pool for plain-``def`` run/grade, sized to the limiter.
+
+        The loop's default pool has ``min(32, cpus + 4)`` threads, so with it a
+        ``max_concurrent=32`` backend of sync workflows would run only a handful at a time
+        while the rest burned their deadlines waiting for a thread. Created on first use
+        so that a limiter replaced after construction is honoured.
+        """
+        if self._executor is None:
+            workers = self.limiter.max_concurrent or UNBOUNDED_SYNC_WORKERS
+            self._executor = ThreadPoolExecutor(
+                max_workers=workers, thread_name_prefix="osmosis-rollout"
+            )
+        return self._executor
+
+    async def shutdown(self) -> None:
+        """Stop the worker threads of plain-``def`` user code (running calls finish on their own)."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
 
     def has_capacity(self) -> bool:
         """True unless ``max_queue_depth`` is set and that many rollouts already wait for a slot."""
@@ -246,7 +285,9 @@ class LocalBackend(ExecutionBackend):
             async with deadline.timeout:
                 with rollout_ctx:
                     workflow = self.workflow_cls(config)
-                    output = coerce_output(await call_user_code(workflow.run, ctx))
+                    output = coerce_output(
+                        await call_user_code(workflow.run, ctx, executor=self._sync_executor())
+                    )
                     if output is None:
                         sample = await rollout_ctx.get_sample()
                     elif output.messages is None:
@@ -287,7 +328,7 @@ class LocalBackend(ExecutionBackend):
         try:
             async with deadline.timeout:
                 grader = self.grader_cls(self.grader_config)
-                await call_user_code(grader.grade, ctx)
+                await call_user_code(grader.grade, ctx, executor=self._sync_executor())
                 validate_graded_sample(ctx.sample)
         except Exception as exc:
             logger.info(

@@ -162,7 +162,11 @@ class ExecutionOutcome(BaseModel):
         a successful one reports the grader's result when there is one.
         """
         if self.workflow.status is not RolloutStatus.SUCCESS:
-            if self.workflow.sample is None and self.grader is not None and self.grader.sample:
+            if (
+                self.workflow.sample is None
+                and self.grader is not None
+                and self.grader.sample is not None
+            ):
                 return self.workflow.model_copy(update={"sample": self.grader.sample})
             return self.workflow
         return self.grader if self.grader is not None else self.workflow
