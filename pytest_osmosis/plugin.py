@@ -55,6 +55,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     _fixtures.parametrize_by_marker(metafunc)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    from pytest_osmosis.preflight import add_preflight_items
+
+    add_preflight_items(session, items)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
     from pytest_osmosis.lifecycle import finish_rows, start_rows

@@ -10,6 +10,7 @@ import pytest
 from workspaces import multiply_rows, write_rows
 
 POLICY = "--osmosis-policy=policy.py:policy"
+PREFLIGHT = 2  # the dataset and entrypoint checks, which pass in these tests
 
 
 def test_every_row_becomes_an_item_that_passes_on_its_reward(
@@ -17,7 +18,7 @@ def test_every_row_becomes_an_item_that_passes_on_its_reward(
 ) -> None:
     workspace(multiply_rows(4))
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "-v")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=4 + PREFLIGHT)
     result.stdout.fnmatch_lines(
         ["*data/test.jsonl::row-0 PASSED*", "*data/test.jsonl::row-3 PASSED*"]
     )
@@ -36,7 +37,7 @@ def test_a_wrong_answer_fails_with_reward_threshold_label_answer_and_trajectory(
 ) -> None:
     workspace(multiply_rows(3, wrong={1}))
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=2 + PREFLIGHT, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*row-1 (test.jsonl line 2): reward 0 < threshold 1*",
@@ -54,7 +55,7 @@ def test_the_pass_threshold_flag_lowers_the_bar(
     result = pytester.runpytest(
         "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-pass-threshold=0"
     )
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=2 + PREFLIGHT)
 
 
 def test_a_removed_sample_is_reported_as_skipped(
@@ -62,7 +63,7 @@ def test_a_removed_sample_is_reported_as_skipped(
 ) -> None:
     workspace([{"user_prompt": "What is 2 times 3?", "ground_truth": "REMOVE"}, *multiply_rows(1)])
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
-    result.assert_outcomes(passed=1, skipped=1)
+    result.assert_outcomes(passed=1 + PREFLIGHT, skipped=1)
 
 
 def test_rows_and_limit_select_rows_before_anything_runs(
@@ -76,7 +77,7 @@ def test_rows_and_limit_select_rows_before_anything_runs(
         ["data/test.jsonl::row-1", "data/test.jsonl::row-3", "data/test.jsonl::row-4"]
     )
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-limit=2")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=2 + PREFLIGHT)
 
 
 def test_k_selects_rows_and_only_those_run(
@@ -86,7 +87,7 @@ def test_k_selects_rows_and_only_those_run(
     result = pytester.runpytest(
         "--osmosis-dataset=data/test.jsonl", POLICY, "-k", "row-2", "--osmosis-report=r.json"
     )
-    result.assert_outcomes(passed=1, deselected=4)
+    result.assert_outcomes(passed=1, deselected=4 + PREFLIGHT)
     report = json.loads((root / "r.json").read_text())
     assert [r["row_key"] for r in report["rows"]] == ["row-2"]
 
@@ -208,8 +209,8 @@ def test_ini_values_apply_and_the_command_line_beats_them(
     pytester.makeini(
         "[pytest]\nosmosis_dataset = data/test.jsonl\nosmosis_policy = policy.py:policy\nosmosis_pass_threshold = 0\n"
     )
-    pytester.runpytest().assert_outcomes(passed=3)
-    pytester.runpytest("--osmosis-pass-threshold=1").assert_outcomes(passed=2, failed=1)
+    pytester.runpytest().assert_outcomes(passed=3 + PREFLIGHT)
+    pytester.runpytest("--osmosis-pass-threshold=1").assert_outcomes(passed=2 + PREFLIGHT, failed=1)
 
 
 def test_maxfail_stops_and_cancels_the_remaining_rows(
@@ -217,7 +218,8 @@ def test_maxfail_stops_and_cancels_the_remaining_rows(
 ) -> None:
     workspace(multiply_rows(6, wrong={0}))
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "-x")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(passed=PREFLIGHT, failed=1)
+    assert "stopping after 1 failures" in result.stdout.str()
 
 
 def test_a_workflow_exception_fails_the_row_with_its_category(
@@ -238,7 +240,7 @@ class G(Grader):
 """
     workspace(multiply_rows(1), main=main)
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(passed=PREFLIGHT, failed=1)
     result.stdout.fnmatch_lines(
         ["*row-0 (test.jsonl line 1): rollout failed [agent_error]: the tool exploded*"]
     )
@@ -266,7 +268,7 @@ class G(Grader):
     result = pytester.runpytest(
         "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-agent-timeout=0.2"
     )
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(passed=PREFLIGHT, failed=1)
     result.stdout.fnmatch_lines(["*rollout failed [timeout]: workflow exceeded its 0.2s deadline*"])
 
 
@@ -295,7 +297,7 @@ def test_rows_run_under_xdist_and_the_summary_is_still_one(
     result = pytester.runpytest_subprocess(
         "--osmosis-dataset=data/test.jsonl", POLICY, "-n", "2", "--osmosis-report=r.json"
     )
-    result.assert_outcomes(passed=5, failed=1)
+    result.assert_outcomes(passed=5 + PREFLIGHT, failed=1)
     assert result.stdout.str().count("osmosis summary") == 1
     report = json.loads((root / "r.json").read_text())
     assert len(report["rows"]) == 6
@@ -309,4 +311,4 @@ def test_a_second_dataset_adds_its_rows(
     result = pytester.runpytest(
         "--osmosis-dataset=data/test.jsonl", "--osmosis-dataset=data/more.jsonl", POLICY
     )
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=5 + PREFLIGHT + 1)  # a dataset check per file
