@@ -1,0 +1,38 @@
+"""The rollout server: serve a backend to the Osmosis training controller over HTTP.
+
+``create_rollout_server(backend=LocalBackend(...))`` returns a FastAPI app speaking the
+remote-rollout protocol of osmosis-ai 0.3.8 (admission + long-poll results under a lease).
+FastAPI is imported only when ``create_rollout_server`` is first used; without the
+``server`` extra that raises :class:`~osmosis_rollout.errors.MissingExtraError`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from osmosis_rollout.server.auth import SERVER_API_KEY_ENV, ControllerAuth
+from osmosis_rollout.server.shutdown import DrainPolicy
+
+if TYPE_CHECKING:
+    from osmosis_rollout.server.app import create_rollout_server
+
+_LAZY = {"create_rollout_server", "execute_rollout"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from osmosis_rollout._imports import require_extra
+
+    require_extra("fastapi", extra="server")
+    from osmosis_rollout.server import app
+
+    return getattr(app, name)
+
+
+__all__ = [
+    "SERVER_API_KEY_ENV",
+    "ControllerAuth",
+    "DrainPolicy",
+    "create_rollout_server",
+]

@@ -1,0 +1,152 @@
+"""Prometheus text-format metrics of one rollout server (``GET /metrics``, opt-in).
+
+Counters and the latency histogram are fed by the server's status observers; gauges are read
+at scrape time. No client library is needed: the exposition format is small and stable.
+
+- ``osmosis_rollouts_admitted_total``
+- ``osmosis_rollouts_rejected_total{reason}``: ``shutting_down`` (503), ``queue_full`` (429),
+  ``duplicate`` (409)
+- ``osmosis_rollouts_finished_total{status,category}``: terminal results (``category="none"``
+  when the result has no error category)
+- ``osmosis_rollouts_active``: execution tasks not done
+- ``osmosis_rollouts_queued``: rollouts waiting for an execution slot (the backend's
+  ``concurrency.queued`` when it reports one, else server progress still ``queued``)
+- ``osmosis_rollouts_in_status{status}``: live rollouts by server progress
+- ``osmosis_rollout_result_latency_seconds``: admission to fixed result (histogram)
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The Prometheus text exposition content type."""
+
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    1800.0,
+    3600.0,
+)
+"""Upper bounds (seconds) of the latency histogram buckets; ``+Inf`` is implied."""
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(pairs: Iterable[tuple[str, str]]) -> str:
+    inner = ",".join(f'{key}="{_escape(value)}"' for key, value in pairs)
+    return f"{{{inner}}}" if inner else ""
+
+
+def _number(value: float) -> str:
+    if value == float("inf"):
+        return "+Inf"
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
+@dataclass
+class Histogram:
+    """A cumulative-bucket histogram."""
+
+    buckets: tuple[float, ...] = LATENCY_BUCKETS
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * len(self.buckets)
+
+    def observe(self, value: float) -> None:
+        """Record one observation."""
+        index = bisect.bisect_left(self.buckets, value)
+        if index < len(self.counts):
+            self.counts[index] += 1
+        self.total += value
+        self.count += 1
+
+
+@dataclass
+class RolloutMetrics:
+    """The counters a server keeps; :meth:`render` produces the exposition text."""
+
+    admitted: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    finished: Counter[tuple[str, str]] = field(default_factory=Counter)
+    latency: Histogram = field(default_factory=Histogram)
+
+    def record_admitted(self) -> None:
+        """A rollout was admitted (202)."""
+        self.admitted += 1
+
+    def record_rejected(self, reason: str) -> None:
+        """Admission was refused for ``reason``."""
+        self.rejected[reason] += 1
+
+    def record_finished(self, status: str, category: str | None, latency_sec: float) -> None:
+        """A rollout's result was fixed ``latency_sec`` after its admission."""
+        self.finished[(status, category or "none")] += 1
+        self.latency.observe(max(latency_sec, 0.0))
+
+    def render(self, *, active: int, queued: int, in_status: Mapping[str, int]) -> str:
+        """The Prometheus text exposition of every metric."""
+        lines: list[str] = []
+
+        def family(name: str, kind: str, help_text: str) -> None:
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} {kind}")
+
+        family("osmosis_rollouts_admitted_total", "counter", "Rollouts admitted (202).")
+        lines.append(f"osmosis_rollouts_admitted_total {self.admitted}")
+        family("osmosis_rollouts_rejected_total", "counter", "Admissions refused, by reason.")
+        for reason in ("shutting_down", "queue_full", "duplicate"):
+            lines.append(
+                f"osmosis_rollouts_rejected_total{_labels([('reason', reason)])} "
+                f"{self.rejected[reason]}"
+            )
+        family(
+            "osmosis_rollouts_finished_total",
+            "counter",
+            "Rollouts that reached a terminal result, by status and error category.",
+        )
+        for (status, category), count in sorted(self.finished.items()):
+            labels = _labels([("status", status), ("category", category)])
+            lines.append(f"osmosis_rollouts_finished_total{labels} {count}")
+        family("osmosis_rollouts_active", "gauge", "Execution tasks not yet done.")
+        lines.append(f"osmosis_rollouts_active {active}")
+        family("osmosis_rollouts_queued", "gauge", "Rollouts waiting for an execution slot.")
+        lines.append(f"osmosis_rollouts_queued {queued}")
+        family("osmosis_rollouts_in_status", "gauge", "Live rollouts by server-side status.")
+        for status in ("queued", "running", "grading"):
+            lines.append(
+                f"osmosis_rollouts_in_status{_labels([('status', status)])} "
+                f"{in_status.get(status, 0)}"
+            )
+        name = "osmosis_rollout_result_latency_seconds"
+        family(name, "histogram", "Seconds from admission to the fixed result.")
+        cumulative = 0
+        for bound, count in zip(self.latency.buckets, self.latency.counts, strict=True):
+            cumulative += count
+            lines.append(f"{name}_bucket{_labels([('le', _number(bound))])} {cumulative}")
+        lines.append(f'{name}_bucket{{le="+Inf"}} {self.latency.count}')
+        lines.append(f"{name}_sum {_number(self.latency.total)}")
+        lines.append(f"{name}_count {self.latency.count}")
+        return "\n".join(lines) + "\n"
+
+
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "Histogram", "RolloutMetrics"]
