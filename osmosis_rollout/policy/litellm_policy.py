@@ -1,0 +1,155 @@
+"""A real model through LiteLLM: ``LiteLLMPolicy("openai/gpt-5-mini")``, a local vLLM or Ollama, ...
+
+Provider keys come from the environment exactly as LiteLLM reads them (``OPENAI_API_KEY``, ...),
+or from ``api_key=``/``api_base=`` given here. LiteLLM is imported on the first call, never at
+import time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from osmosis_rollout._imports import require_extra
+from osmosis_rollout.errors import PolicyError
+from osmosis_rollout.policy.types import ChatReply, ChatRequest, ToolCall, Usage, new_call_id
+
+__all__ = ["LiteLLMPolicy"]
+
+logger = logging.getLogger(__name__)
+
+#: Request fields a rollout may not set: they would redirect the call or change its credentials.
+_REFUSED_PARAMS = frozenset(
+    {
+        "api_key",
+        "api_base",
+        "base_url",
+        "api_version",
+        "organization",
+        "custom_llm_provider",
+        "callbacks",
+        "success_callback",
+        "failure_callback",
+        "extra_headers",
+        "headers",
+        "timeout",
+        "num_retries",
+        "mock_response",
+        "metadata",
+        "user_api_key",
+        "model_list",
+    }
+)
+_REFUSED_PREFIXES = ("_", "litellm_", "aws_", "vertex_", "azure_")
+
+
+@cache
+def _litellm() -> tuple[ModuleType, bool]:
+    # Never fetch the remote model cost map on import (tests and CI run offline).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    litellm = require_extra("litellm", extra="litellm")
+    litellm.suppress_debug_info = True  # type: ignore[attr-defined]
+    skips_mcp = False
+    try:
+        main = require_extra("litellm.main", extra="litellm")
+        source = Path(main.__file__ or "").read_text(encoding="utf-8")
+        skips_mcp = "_skip_mcp_handler" in source
+    except (OSError, ImportError):
+        pass
+    return litellm, skips_mcp
+
+
+def _field(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _reply_from_response(response: Any, model: str) -> ChatReply:
+    choices = _field(response, "choices") or []
+    if not choices:
+        raise PolicyError(f"LiteLLM model {model!r} returned no choices")
+    choice = choices[0]
+    message = _field(choice, "message") or {}
+    calls: list[ToolCall] = []
+    for call in _field(message, "tool_calls") or []:
+        function = _field(call, "function") or {}
+        name = _field(function, "name")
+        if not name:
+            continue
+        arguments = _field(function, "arguments")
+        calls.append(
+            ToolCall(
+                name=str(name),
+                arguments=arguments if isinstance(arguments, str | dict) else "{}",
+                id=_field(call, "id") or new_call_id(),
+            )
+        )
+    content = _field(message, "content")
+    finish = _field(choice, "finish_reason") or ("tool_calls" if calls else "stop")
+    raw_usage = _field(response, "usage")
+    usage = None
+    if raw_usage is not None:
+        usage = Usage(
+            prompt_tokens=int(_field(raw_usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(_field(raw_usage, "completion_tokens", 0) or 0),
+        )
+    return ChatReply(
+        content=content if isinstance(content, str) or content is None else str(content),
+        tool_calls=calls,
+        finish_reason=str(finish),
+        usage=usage,
+    )
+
+
+class LiteLLMPolicy:
+    """Answer each call with ``litellm.acompletion(model=model, ...)`` (non-streaming).
+
+    ``default_params`` go to every call (``temperature=0``, ``api_base=...``, ``num_retries=2``,
+    ``drop_params=True``, ...); the request's own sampling parameters (temperature, top_p,
+    max_tokens, stop, seed, tool_choice, response_format, ...) override them. Request fields that
+    would redirect the call or swap credentials (``api_key``, ``api_base``, callbacks,
+    ``litellm_*``/``_*`` ...) are dropped.
+    """
+
+    def __init__(self, model: str, **default_params: Any) -> None:
+        if not model or "/" not in model:
+            raise ValueError(
+                f"LiteLLMPolicy needs a LiteLLM model id such as 'openai/gpt-5-mini'; got {model!r}"
+            )
+        self.model = model
+        self.default_params = default_params
+
+    def __repr__(self) -> str:
+        return f"LiteLLMPolicy({self.model!r})"
+
+    def build_kwargs(self, request: ChatRequest) -> dict[str, Any]:
+        """The keyword arguments passed to ``litellm.acompletion`` for ``request``."""
+        kwargs: dict[str, Any] = dict(self.default_params)
+        for name, value in request.params.items():
+            if name in _REFUSED_PARAMS or name.startswith(_REFUSED_PREFIXES):
+                logger.debug("LiteLLMPolicy drops request field %r", name)
+                continue
+            kwargs[name] = value
+        kwargs["model"] = self.model
+        kwargs["messages"] = request.messages
+        if request.tools:
+            kwargs["tools"] = request.tools
+        else:
+            kwargs.pop("tool_choice", None)
+            kwargs.pop("parallel_tool_calls", None)
+        kwargs["stream"] = False
+        return kwargs
+
+    async def complete(self, request: ChatRequest) -> ChatReply:
+        """Call the model and normalise its reply."""
+        litellm, skips_mcp = _litellm()
+        kwargs = self.build_kwargs(request)
+        if skips_mcp:
+            kwargs["_skip_mcp_handler"] = True
+        response = await litellm.acompletion(**kwargs)
+        return _reply_from_response(response, self.model)
