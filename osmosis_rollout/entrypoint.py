@@ -1,0 +1,284 @@
+"""Find the rollout a user's entrypoint defines: ``path/to/main.py[:ATTR]`` or ``pkg.mod[:ATTR]``.
+
+A file is imported under a unique module name with its directory first on ``sys.path`` (so
+``from helpers import x`` next to ``main.py`` works). Resolution, first match wins:
+
+1. an explicit ``ATTR``: a FastAPI app, an ``ExecutionBackend``, or an ``AgentWorkflow``
+   subclass (its grader and configs are then found as in rule 4);
+2. a module-level FastAPI (Starlette) app;
+3. a module-level ``ExecutionBackend``;
+4. exactly one concrete ``AgentWorkflow`` subclass and at most one ``Grader`` subclass
+   *defined in* the module, plus module-level ``AgentWorkflowConfig`` / ``GraderConfig``
+   instances when present.
+
+Anything else raises :class:`~osmosis_rollout.errors.EntrypointError` naming what was found
+and what to pass instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+from osmosis_rollout.agent_workflow import AgentWorkflow
+from osmosis_rollout.backend.base import ExecutionBackend
+from osmosis_rollout.errors import EntrypointError
+from osmosis_rollout.grader import Grader
+from osmosis_rollout.types import AgentWorkflowConfig, GraderConfig
+
+Found = Literal["attr", "app", "backend", "classes"]
+
+
+@dataclass
+class LoadedRollout:
+    """What an entrypoint provides, and how it was found."""
+
+    path: str
+    module: ModuleType
+    found: Found
+    app: Any | None = None
+    backend: ExecutionBackend | None = None
+    workflow: type[AgentWorkflow[Any]] | None = None
+    workflow_config: AgentWorkflowConfig | None = None
+    grader: type[Grader] | None = None
+    grader_config: GraderConfig | None = None
+
+    def describe(self) -> str:
+        """One line saying what will be served."""
+        if self.workflow is not None:
+            grader = f" + {self.grader.__name__}" if self.grader is not None else ""
+            return f"{self.path}: {self.workflow.__name__}{grader}"
+        what = "app" if self.app is not None else type(self.backend).__name__
+        return f"{self.path}: {what}"
+
+
+def _is_app(obj: Any) -> bool:
+    starlette = sys.modules.get("starlette.applications")
+    if starlette is None:
+        return False
+    return isinstance(obj, starlette.Starlette)
+
+
+def _split(spec: str) -> tuple[str, str | None]:
+    target, sep, attr = spec.rpartition(":")
+    if sep and attr and all(part.isidentifier() for part in attr.split(".")) and target:
+        return target, attr
+    return spec, None
+
+
+def _looks_like_file(target: str, base_dir: Path) -> bool:
+    return (
+        target.endswith(".py") or "/" in target or "\\" in target or (base_dir / target).is_file()
+    )
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise EntrypointError(f"entrypoint file not found: {path}")
+    resolved = path.resolve()
+    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
+    name = f"_osmosis_entrypoint_{resolved.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    directory = str(resolved.parent)
+    if directory in sys.path:
+        sys.path.remove(directory)
+    sys.path.insert(0, directory)
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise EntrypointError(f"cannot import {path}: not a Python source file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise EntrypointError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def _import_module(name: str, base_dir: Path) -> ModuleType:
+    directory = str(base_dir.resolve())
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and name.startswith(exc.name):
+            raise EntrypointError(
+                f"entrypoint {name!r} is neither a file nor an importable module ({exc})"
+            ) from exc
+        raise EntrypointError(f"importing {name} failed: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        raise EntrypointError(f"importing {name} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _defined_subclasses(module: ModuleType, base: type) -> list[type]:
+    return [
+        obj
+        for obj in vars(module).values()
+        if isinstance(obj, type)
+        and issubclass(obj, base)
+        and obj is not base
+        and obj.__module__ == module.__name__
+        and not inspect.isabstract(obj)
+    ]
+
+
+def _instances(module: ModuleType, kind: type) -> dict[str, Any]:
+    return {
+        name: obj
+        for name, obj in vars(module).items()
+        if not name.startswith("__") and isinstance(obj, kind)
+    }
+
+
+def _names(objs: Any) -> str:
+    return ", ".join(sorted(getattr(o, "__name__", str(o)) for o in objs))
+
+
+def _single(found: dict[str, Any], what: str, path: str) -> Any | None:
+    if not found:
+        return None
+    if len(found) == 1:
+        return next(iter(found.values()))
+    if "app" in found and what == "FastAPI apps":
+        return found["app"]
+    names = ", ".join(sorted(found))
+    raise EntrypointError(
+        f"{path}: found {len(found)} {what}: {names}; pass {path}:{sorted(found)[0]}"
+    )
+
+
+def _inventory(module: ModuleType) -> str:
+    apps = [n for n, o in vars(module).items() if _is_app(o)]
+    backends = list(_instances(module, ExecutionBackend))
+    workflows = [c.__name__ for c in _defined_subclasses(module, AgentWorkflow)]
+    graders = [c.__name__ for c in _defined_subclasses(module, Grader)]
+    parts = [
+        f"{label}: {', '.join(sorted(items))}"
+        for label, items in (
+            ("apps", apps),
+            ("backends", backends),
+            ("AgentWorkflow subclasses", workflows),
+            ("Grader subclasses", graders),
+        )
+        if items
+    ]
+    return "; ".join(parts) if parts else "nothing usable"
+
+
+def _with_classes(
+    loaded_path: str, module: ModuleType, workflow: type[AgentWorkflow[Any]], found: Found
+) -> LoadedRollout:
+    from osmosis_rollout.backend.local import LocalBackend
+
+    graders = _defined_subclasses(module, Grader)
+    if len(graders) > 1:
+        raise EntrypointError(
+            f"{loaded_path}: found {len(graders)} Grader subclasses: {_names(graders)}; "
+            "keep one grader per rollout entrypoint"
+        )
+    grader = graders[0] if graders else None
+    workflow_config = _single(
+        _instances(module, AgentWorkflowConfig), "AgentWorkflowConfig instances", loaded_path
+    )
+    grader_config = _single(_instances(module, GraderConfig), "GraderConfig instances", loaded_path)
+    backend = LocalBackend(
+        workflow=workflow,
+        workflow_config=workflow_config,
+        grader=grader,
+        grader_config=grader_config,
+    )
+    return LoadedRollout(
+        path=loaded_path,
+        module=module,
+        found=found,
+        backend=backend,
+        workflow=workflow,
+        workflow_config=workflow_config,
+        grader=grader,
+        grader_config=grader_config,
+    )
+
+
+def _app_backend(app: Any) -> ExecutionBackend | None:
+    backend = getattr(getattr(app, "state", None), "osmosis_backend", None)
+    return backend if isinstance(backend, ExecutionBackend) else None
+
+
+def load_entrypoint(spec: str, *, base_dir: Path | None = None) -> LoadedRollout:
+    """Import ``spec`` (``file.py[:ATTR]`` or ``package.module[:ATTR]``) and find its rollout."""
+    if not spec or not spec.strip():
+        raise EntrypointError("empty entrypoint; pass path/to/main.py or package.module")
+    base = base_dir or Path.cwd()
+    target, attr = _split(spec)
+    if _looks_like_file(target, base):
+        path = Path(target) if Path(target).is_absolute() else base / target
+        module = _import_file(path)
+        loaded_path = str(path)
+    else:
+        module = _import_module(target, base)
+        loaded_path = target
+
+    if attr is not None:
+        obj: Any = module
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                raise EntrypointError(
+                    f"{loaded_path} has no attribute {attr!r} (found {_inventory(module)})"
+                )
+            obj = getattr(obj, part)
+        if _is_app(obj):
+            return LoadedRollout(
+                path=loaded_path, module=module, found="attr", app=obj, backend=_app_backend(obj)
+            )
+        if isinstance(obj, ExecutionBackend):
+            return LoadedRollout(path=loaded_path, module=module, found="attr", backend=obj)
+        if isinstance(obj, type) and issubclass(obj, AgentWorkflow) and not inspect.isabstract(obj):
+            return _with_classes(loaded_path, module, obj, "attr")
+        raise EntrypointError(
+            f"{loaded_path}:{attr} is a {type(obj).__name__}; expected a FastAPI app, an "
+            "ExecutionBackend or a concrete AgentWorkflow subclass"
+        )
+
+    apps = {name: obj for name, obj in vars(module).items() if _is_app(obj)}
+    app = _single(apps, "FastAPI apps", loaded_path)
+    if app is not None:
+        return LoadedRollout(
+            path=loaded_path, module=module, found="app", app=app, backend=_app_backend(app)
+        )
+    backend = _single(
+        _instances(module, ExecutionBackend), "ExecutionBackend instances", loaded_path
+    )
+    if backend is not None:
+        return LoadedRollout(path=loaded_path, module=module, found="backend", backend=backend)
+    workflows = _defined_subclasses(module, AgentWorkflow)
+    if len(workflows) == 1:
+        return _with_classes(loaded_path, module, workflows[0], "classes")
+    if len(workflows) > 1:
+        first = sorted(w.__name__ for w in workflows)[0]
+        raise EntrypointError(
+            f"{loaded_path}: found {len(workflows)} AgentWorkflow subclasses: "
+            f"{_names(workflows)}; pass {loaded_path}:{first}"
+        )
+    raise EntrypointError(
+        f"{loaded_path}: found no FastAPI app, ExecutionBackend or AgentWorkflow subclass "
+        f"(found {_inventory(module)}); define one, e.g. `app = create_rollout_server("
+        "backend=LocalBackend(workflow=MyWorkflow, grader=MyGrader))`, or pass FILE:ATTR"
+    )
+
+
+def discover_entrypoints(workspace: Path) -> list[Path]:
+    """The ``rollouts/*/main.py`` files of a workspace, sorted."""
+    return sorted(Path(workspace).glob("rollouts/*/main.py"))
+
+
+__all__ = ["Found", "LoadedRollout", "discover_entrypoints", "load_entrypoint"]
