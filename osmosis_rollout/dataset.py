@@ -23,7 +23,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -457,14 +457,24 @@ def _parquet_source(path: Path) -> Iterator[_Source]:
 
 @contextmanager
 def _open_source(path: Path, ext: str) -> Iterator[_Source]:
-    if ext == "jsonl":
-        yield _Source(None, _jsonl_records(path))
-    elif ext == "csv":
-        with _csv_source(path) as source:
+    with ExitStack() as stack:
+        if ext == "jsonl":
+            source = _Source(None, _jsonl_records(path))
+        elif ext == "csv":
+            source = stack.enter_context(_csv_source(path))
+        else:
+            source = stack.enter_context(_parquet_source(path))
+        try:
             yield source
-    else:
-        with _parquet_source(path) as source:
-            yield source
+        finally:
+            # A caller that stops early (too many errors) must not leave the file open.
+            _close(source.records)
+
+
+def _close(records: Iterator[_Record]) -> None:
+    close = getattr(records, "close", None)
+    if close is not None:
+        close()
 
 
 # --------------------------------------------------------------------------- normalising
@@ -757,8 +767,8 @@ def load_dataset(
         raise DatasetError("the file has no rows", path=name, fix="add at least one row")
     if ranges is not None:
         _check_in_range(ranges, total, path=name)
-    if not selected:
-        raise DatasetError("the selection is empty", path=name, fix="select at least one row")
+    # A non-empty file with an in-range selection always selects at least one row, so
+    # an empty selection can only come from a file without rows (reported above).
     return selected
 
 
