@@ -133,7 +133,12 @@ class DatasetReport:
             if self.truncated:
                 lines.append(f"  {_TRUNCATED_NOTE}")
         else:
-            lines = [f"{self.path}: valid {self.mode or ''} dataset, {_count(self.n_rows, 'row')}"]
+            summary = (
+                f"valid {self.mode} dataset, {_count(self.n_rows, 'row')}"
+                if self.mode
+                else "no errors found"  # e.g. Parquet content skipped without pyarrow
+            )
+            lines = [f"{self.path}: {summary}"]
         lines += [f"  warning: {warning}" for warning in self.warnings]
         return "\n".join(lines)
 

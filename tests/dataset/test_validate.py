@@ -154,3 +154,4 @@ def test_parquet_is_skipped_with_a_warning_without_pyarrow(
     report = validate_dataset(path)
     assert report.ok
     assert "pyarrow is not installed" in report.warnings[0]
+    assert report.format().splitlines()[0] == f"{path}: no errors found"
