@@ -42,6 +42,7 @@ __all__ = [
     "DatasetRow",
     "load_dataset",
     "parse_row_spec",
+    "row_from_dict",
     "validate_dataset",
 ]
 
@@ -1005,3 +1006,24 @@ def _validate_records(source: _Source, collector: _Collector, report: DatasetRep
         if duplicate is not None:
             row_problems.append(duplicate)
         collector.extend(row_problems)
+
+
+def row_from_dict(raw: Mapping[str, Any], *, index: int = 0) -> DatasetRow:
+    """Normalise one hand-written row (``{"user_prompt": ..., "ground_truth": ...}``) like a file row.
+
+    For tests and fixtures; raises :class:`DatasetError` with the same messages as a file.
+    """
+    record = dict(raw)
+    normalised, problems = _normalise(record, index + 1)
+    if normalised is None:
+        first = problems[0]
+        raise DatasetError(first.message, row=index, column=first.column, fix=first.fix)
+    return DatasetRow(
+        index=index,
+        source_index=index,
+        key=_row_key(record, index),
+        raw=record,
+        initial_messages=normalised.initial_messages,
+        label=normalised.label,
+        metadata=normalised.metadata,
+    )
