@@ -1,0 +1,179 @@
+"""Helpers for the rollout server tests (imported as ``server_support``; conftest puts this
+folder on ``sys.path``): plain workflows, an in-process client, loopback uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from osmosis_rollout import (
+    AgentWorkflow,
+    AgentWorkflowContext,
+    Grader,
+    GraderContext,
+    LocalBackend,
+)
+from osmosis_rollout.server import create_rollout_server
+from osmosis_rollout.types import POLLING_LEASE_HEADER
+
+FAST = {
+    "result_wait_timeout_sec": 0.5,
+    "polling_lease_timeout_sec": 5.0,
+    "result_retention_sec": 60.0,
+    "configure_logging": False,
+}
+"""Short server timings for tests."""
+
+TERMINAL = {"success", "failure", "cancelled"}
+
+
+class EchoWorkflow(AgentWorkflow[Any]):
+    """Answers with the last prompt message's content, reversed; sleeps ``metadata['sleep']``."""
+
+    async def run(self, ctx: AgentWorkflowContext[Any]) -> Any:
+        delay = (ctx.metadata or {}).get("sleep", 0)
+        if delay:
+            await asyncio.sleep(delay)
+        text = str(ctx.prompt[-1]["content"]) if ctx.prompt else ""
+        return [*ctx.prompt, {"role": "assistant", "content": text[::-1]}]
+
+
+class ExactGrader(Grader):
+    """Reward 1.0 when the last message equals the label, else 0.0."""
+
+    async def grade(self, ctx: GraderContext) -> None:
+        assert ctx.sample is not None
+        last = ctx.sample.messages[-1]["content"] if ctx.sample.messages else None
+        ctx.set_reward(1.0 if last == ctx.label else 0.0)
+
+
+class Gate:
+    """An event a workflow waits on, shared through the test (module-global registry)."""
+
+    events: dict[str, asyncio.Event] = {}
+
+    @classmethod
+    def get(cls, name: str) -> asyncio.Event:
+        return cls.events.setdefault(name, asyncio.Event())
+
+
+class GatedWorkflow(AgentWorkflow[Any]):
+    """Blocks until the gate named by ``metadata['gate']`` opens, then answers ``"done"``."""
+
+    async def run(self, ctx: AgentWorkflowContext[Any]) -> Any:
+        await Gate.get((ctx.metadata or {})["gate"]).wait()
+        return [{"role": "assistant", "content": "done"}]
+
+
+def init_body(rollout_id: str, **overrides: Any) -> dict[str, Any]:
+    """A valid ``POST /rollout`` body."""
+    body: dict[str, Any] = {
+        "initial_messages": [{"role": "user", "content": "abc"}],
+        "rollout_id": rollout_id,
+        "chat_completions_url": "http://127.0.0.1:9/v1",
+        "label": "cba",
+    }
+    body.update(overrides)
+    return body
+
+
+def lease(token: str) -> dict[str, str]:
+    """The lease header for ``token``."""
+    return {POLLING_LEASE_HEADER: token}
+
+
+@asynccontextmanager
+async def serving(app: FastAPI, **client_kwargs: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """Run ``app``'s lifespan and yield an in-process client (ASGITransport skips lifespan)."""
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://rollout.test", timeout=10, **client_kwargs
+        ) as client:
+            yield client
+
+
+async def admit(client: httpx.AsyncClient, rollout_id: str, **overrides: Any) -> str:
+    """Admit ``rollout_id`` (expecting 202) and return its lease token."""
+    response = await client.post("/rollout", json=init_body(rollout_id, **overrides))
+    assert response.status_code == 202, response.text
+    token: str = response.json()["polling_lease_token"]
+    return token
+
+
+async def poll_until_terminal(
+    client: httpx.AsyncClient, rollout_id: str, token: str, *, limit: int = 40
+) -> dict[str, Any]:
+    """Long-poll until a terminal result; fail after ``limit`` polls."""
+    for _ in range(limit):
+        response = await client.get(f"/rollout/{rollout_id}/result", headers=lease(token))
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        if body["status"] in TERMINAL:
+            return body
+    raise AssertionError(f"rollout {rollout_id} did not finish within {limit} polls")
+
+
+def make_app(
+    workflow: type[AgentWorkflow[Any]] = EchoWorkflow,
+    grader: type[Grader] | None = ExactGrader,
+    **kwargs: Any,
+) -> FastAPI:
+    """A server over a LocalBackend, with test timings unless overridden."""
+    backend_kwargs = {
+        k: kwargs.pop(k) for k in ("workflow_config", "max_queue_depth") if k in kwargs
+    }
+    backend = kwargs.pop("backend", None) or LocalBackend(
+        workflow=workflow, grader=grader, **backend_kwargs
+    )
+    return create_rollout_server(backend=backend, **{**FAST, **kwargs})
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def uvicorn_thread(app: Any) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on loopback in a thread; yield its base URL; stop on exit."""
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_keep_alive=5
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "uvicorn did not stop"
+
+
+Predicate = Callable[[], bool]
+
+
+async def eventually(predicate: Predicate, *, timeout: float = 5.0) -> None:
+    """Wait (bounded) until ``predicate()`` holds."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
