@@ -1,0 +1,3 @@
+"""Agent-framework adapters: import ``openai_agents`` or ``strands`` explicitly."""
+
+__all__: list[str] = []
