@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 import pytest
@@ -21,6 +21,7 @@ from pytest_osmosis.workspace import load_callable
 
 if TYPE_CHECKING:
     from osmosis_rollout.backend.base import ExecutionBackend
+    from osmosis_rollout.policy.recording import RecordMode
     from pytest_osmosis.session import OsmosisSession, Runtime
 
 SERVE_START_TIMEOUT_SEC = 60.0
@@ -65,13 +66,12 @@ def build_policy(session: OsmosisSession) -> Any:
             )
     if mode is None or (mode == "none" and not _has_cassettes(cassettes)):
         return inner
-    return RecordingPolicy(inner, cassettes, mode)
+    return RecordingPolicy(inner, cassettes, cast("RecordMode", mode))
 
 
 def load_backend(session: OsmosisSession) -> ExecutionBackend:
     """The entrypoint's backend (module-level, from its app, or built from its classes)."""
     from osmosis_rollout.entrypoint import load_entrypoint
-
     from osmosis_rollout.errors import EntrypointError
 
     assert session.entrypoint is not None

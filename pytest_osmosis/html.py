@@ -75,7 +75,9 @@ def _conversation(path: str | None) -> str:
         body = [f'<div class="who">{_e(who)}</div><div>{_e(step.get("message", ""))}</div>']
         for call in step.get("tool_calls") or []:
             args = json.dumps(call.get("arguments"), ensure_ascii=False)
-            body.append(f'<div class="tool">tool call {_e(call.get("function_name") or call.get("name"))}({_e(args)})</div>')
+            body.append(
+                f'<div class="tool">tool call {_e(call.get("function_name") or call.get("name"))}({_e(args)})</div>'
+            )
         observation = step.get("observation") or {}
         for result in observation.get("results") or []:
             body.append(f'<div class="tool">tool result: {_e(result.get("content"))}</div>')
@@ -92,9 +94,13 @@ def render(document: dict[str, Any]) -> str:
     rows = summary.get("rows", {})
     stats = summary.get("reward_stats") or {}
     cards = [
-        ("rows", rows.get("total")), ("passed", rows.get("passed")), ("failed", rows.get("failed")),
-        ("skipped", rows.get("skipped")), ("pass rate", f"{rows.get('pass_rate', 0):.1%}"),
-        ("threshold", summary.get("pass_threshold")), ("mean reward", stats.get("mean")),
+        ("rows", rows.get("total")),
+        ("passed", rows.get("passed")),
+        ("failed", rows.get("failed")),
+        ("skipped", rows.get("skipped")),
+        ("pass rate", f"{rows.get('pass_rate', 0):.1%}"),
+        ("threshold", summary.get("pass_threshold")),
+        ("mean reward", stats.get("mean")),
         ("tokens", summary.get("tokens_used")),
     ]
     card_html = "".join(f'<div class="card">{_e(k)}<b>{_e(v)}</b></div>' for k, v in cards)
@@ -107,10 +113,20 @@ def render(document: dict[str, Any]) -> str:
     for i, verdict in enumerate(document.get("row_verdicts", [])):
         attempts = attempts_by_node.get(verdict["nodeid"], [])
         last = attempts[-1] if attempts else {}
-        rewards = ", ".join("-" if a.get("reward") is None else f"{a['reward']:g}" for a in attempts)
-        error = "; ".join(f"{a.get('error_type')}: {a.get('err_message')}" for a in attempts if a.get("status") == "failed")
+        rewards = ", ".join(
+            "-" if a.get("reward") is None else f"{a['reward']:g}" for a in attempts
+        )
+        error = "; ".join(
+            f"{a.get('error_type')}: {a.get('err_message')}"
+            for a in attempts
+            if a.get("status") == "failed"
+        )
         delta = deltas.get(verdict["nodeid"])
-        delta_html = "" if delta is None else f'<span class="{"delta-pos" if delta > 0 else "delta-neg"}">{delta:+g}</span>'
+        delta_html = (
+            ""
+            if delta is None
+            else f'<span class="{"delta-pos" if delta > 0 else "delta-neg"}">{delta:+g}</span>'
+        )
         if verdict["nodeid"] in regressed:
             delta_html += ' <b class="failed">regressed</b>'
         conv_id = f"conv-{i}"
@@ -120,7 +136,9 @@ def render(document: dict[str, Any]) -> str:
             f"<td>{_e(rewards)}</td><td>{delta_html}</td><td>{_e(error)}</td><td>{_e(last.get('duration_ms'))}</td></tr>"
             f'<tr class="conv" id="{conv_id}"><td colspan="6">{_conversation(last.get("trajectory_filename"))}</td></tr>'
         )
-    rewards_all = [float(a["reward"]) for a in document.get("rows", []) if a.get("reward") is not None]
+    rewards_all = [
+        float(a["reward"]) for a in document.get("rows", []) if a.get("reward") is not None
+    ]
     baseline = document.get("baseline")
     baseline_html = ""
     if baseline:

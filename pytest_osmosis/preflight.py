@@ -55,7 +55,7 @@ class PreflightItem(pytest.Item):
         return str(super().repr_failure(excinfo, style=style))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"{PREFLIGHT}::{self.name}"
+        return self.path, None, self.name
 
 
 def check_dataset(path: Path) -> None:
@@ -79,7 +79,9 @@ def check_entrypoint(entrypoint: str, base: Path) -> None:
     except EntrypointError as exc:
         raise PreflightFailure(str(exc)) from None
     except Exception as exc:
-        raise PreflightFailure(f"importing {entrypoint} raised {type(exc).__name__}: {exc}") from None
+        raise PreflightFailure(
+            f"importing {entrypoint} raised {type(exc).__name__}: {exc}"
+        ) from None
     if loaded.backend is None:
         raise PreflightFailure(f"{entrypoint} exposes no workflow/grader, backend or app")
     grader = getattr(loaded, "grader", None)
@@ -125,7 +127,9 @@ def add_preflight_items(session: pytest.Session, items: list[pytest.Item]) -> No
     osmosis = session.config.stash.get(SESSION_KEY, None)
     if osmosis is None or not osmosis.settings.active:
         return
-    collector = PreflightCollector.from_parent(session, name=PREFLIGHT, checks=preflight_checks(osmosis))
+    collector = PreflightCollector.from_parent(
+        session, name=PREFLIGHT, checks=preflight_checks(osmosis)
+    )
     preflight = list(collector.collect())
     if osmosis.settings.preflight_only:
         from pytest_osmosis.collection import RowItem

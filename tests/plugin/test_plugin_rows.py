@@ -241,8 +241,9 @@ class G(Grader):
     workspace(multiply_rows(1), main=main)
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
     result.assert_outcomes(passed=PREFLIGHT, failed=1)
-    result.stdout.fnmatch_lines(
-        ["*row-0 (test.jsonl line 1): rollout failed [agent_error]: the tool exploded*"]
+    assert (
+        "row-0 (test.jsonl line 1): rollout failed [agent_error]: the tool exploded"
+        in result.stdout.str()
     )
 
 
@@ -269,7 +270,7 @@ class G(Grader):
         "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-agent-timeout=0.2"
     )
     result.assert_outcomes(passed=PREFLIGHT, failed=1)
-    result.stdout.fnmatch_lines(["*rollout failed [timeout]: workflow exceeded its 0.2s deadline*"])
+    assert "rollout failed [timeout]: workflow exceeded its 0.2s deadline" in result.stdout.str()
 
 
 def test_junit_xml_carries_the_reward_as_a_property(

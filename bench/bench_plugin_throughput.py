@@ -1,0 +1,154 @@
+"""Plugin throughput: 200 rows whose policy answers after 50 ms.
+
+Compares, side by side in one run (medians of --repeats runs):
+  - the plugin at concurrency 32 (``pytest --osmosis-dataset ... --osmosis-concurrency 32``),
+  - the plugin at concurrency 1,
+  - a bare ``LocalBackend`` loop (asyncio.gather, 32 in flight) over the same rows with no pytest.
+All three use the same workflow (one non-streaming chat call through the rollout context)
+and the same scripted policy served by ``PolicyServer`` on loopback.
+
+    .venv/bin/python bench/bench_plugin_throughput.py [--rows 200] [--latency-ms 50] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+WORKFLOW = '''
+import httpx
+from osmosis_rollout import AgentWorkflow, Grader, get_rollout_context
+
+_client = None
+
+
+class AskOnce(AgentWorkflow):
+    async def run(self, ctx):
+        global _client
+        if _client is None:
+            _client = httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=None))
+        rollout = get_rollout_context()
+        response = await _client.post(
+            rollout.chat_completions_url + "/chat/completions",
+            headers={"Authorization": f"Bearer {rollout.api_key}"},
+            json={"model": "osmosis-rollout", "messages": ctx.prompt},
+        )
+        reply = response.json()["choices"][0]["message"]
+        return [*ctx.prompt, reply]
+
+
+class Exact(Grader):
+    async def grade(self, ctx):
+        ctx.set_reward(1.0 if ctx.sample.messages[-1]["content"] == ctx.label else 0.0)
+'''
+
+POLICY = '''
+import asyncio, os
+LATENCY = float(os.environ.get("BENCH_LATENCY_MS", "50")) / 1000
+
+
+async def policy(request):
+    await asyncio.sleep(LATENCY)
+    return "answer-" + request.messages[-1]["content"].split()[-1]
+'''
+
+
+def make_workspace(root: Path, rows: int) -> None:
+    (root / "rollouts" / "bench").mkdir(parents=True)
+    (root / "rollouts" / "bench" / "main.py").write_text(textwrap.dedent(WORKFLOW))
+    (root / "policy.py").write_text(textwrap.dedent(POLICY))
+    (root / "data").mkdir()
+    with (root / "data" / "rows.jsonl").open("w") as fh:
+        for i in range(rows):
+            fh.write(json.dumps({"user_prompt": f"question {i}", "ground_truth": f"answer-{i}"}) + "\n")
+    (root / "pytest.ini").write_text("[pytest]\n")
+
+
+def run_plugin(root: Path, concurrency: int) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+         "--osmosis-dataset=data/rows.jsonl", "--osmosis-policy=policy.py:policy",
+         f"--osmosis-concurrency={concurrency}", "--osmosis-output=out"],
+        cwd=root, capture_output=True, text=True, timeout=900,
+    )
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"plugin run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+    return elapsed
+
+
+def run_bare(root: Path, rows: int, concurrency: int) -> float:
+    """Everything the plugin does for a row, minus pytest: backend.execute under a context."""
+    code = textwrap.dedent(f'''
+        import asyncio, json, sys, time
+        sys.path.insert(0, {str(root)!r})
+        start = time.perf_counter()
+        from osmosis_rollout import ExecutionRequest, LocalBackend, RolloutContext
+        from osmosis_rollout.controller import PolicyServer
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("bench_main", {str(root / "rollouts/bench/main.py")!r})
+        main = importlib.util.module_from_spec(spec); spec.loader.exec_module(main)
+        spec = importlib.util.spec_from_file_location("bench_policy", {str(root / "policy.py")!r})
+        pol = importlib.util.module_from_spec(spec); spec.loader.exec_module(pol)
+        rows = [json.loads(l) for l in open({str(root / "data/rows.jsonl")!r})]
+
+        async def main_():
+            backend = LocalBackend(workflow=main.AskOnce, grader=main.Exact)
+            from osmosis_rollout._limiter import ConcurrencyLimiter
+            backend.limiter = ConcurrencyLimiter(max_concurrent={concurrency})
+            with PolicyServer(pol.policy) as server:
+                async def one(i, row):
+                    rid = f"bare-{{i}}"
+                    with RolloutContext(chat_completions_url=server.rollout_url(rid), api_key=server.api_key, rollout_id=rid):
+                        out = await backend.execute(ExecutionRequest(id=rid, prompt=[{{"role": "user", "content": row["user_prompt"]}}], label=row["ground_truth"]))
+                    assert out.result.sample.reward == 1.0, out.result
+                await asyncio.gather(*(one(i, r) for i, r in enumerate(rows)))
+        asyncio.run(main_())
+        print(time.perf_counter() - start)
+    ''')
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(root / "bare-artifacts")))
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"bare loop failed:\n{proc.stderr[-3000:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=200)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    os.environ["BENCH_LATENCY_MS"] = str(args.latency_ms)
+    results: dict[str, list[float]] = {"plugin c=32": [], "plugin c=1": [], "bare LocalBackend c=32": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        make_workspace(root, args.rows)
+        for _ in range(args.repeats):
+            results["plugin c=32"].append(run_plugin(root, 32))
+            results["bare LocalBackend c=32"].append(run_bare(root, args.rows, 32))
+            results["plugin c=1"].append(run_plugin(root, 1))
+    bare = statistics.median(results["bare LocalBackend c=32"])
+    print(f"{args.rows} rows, policy latency {args.latency_ms:g} ms, median of {args.repeats} (wall time incl. process start)")
+    print(f"{'mode':<26}{'wall s':>10}{'rows/s':>10}{'vs bare':>10}")
+    for name, values in results.items():
+        median = statistics.median(values)
+        print(f"{name:<26}{median:>10.2f}{args.rows / median:>10.1f}{median / bare:>10.2f}")
+    c1, c32 = statistics.median(results["plugin c=1"]), statistics.median(results["plugin c=32"])
+    print(f"plugin c=32 is {c1 / c32:.1f}x faster than c=1; plugin/bare = {c32 / bare:.2f}")
+
+
+if __name__ == "__main__":
+    main()
