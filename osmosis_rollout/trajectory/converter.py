@@ -2,10 +2,11 @@
 
 The input is what ``RolloutSample.trajectory_messages`` holds: OpenAI chat-format messages
 (assistant ``tool_calls`` with ``function.name`` / ``function.arguments``, role ``tool``
-results with ``tool_call_id``). Two other shapes are accepted because real frameworks emit
-them: LiteLLM/Strands content lists (``[{"type": "text", "text": ...}]``) and Responses-API
-input items (``function_call``, ``function_call_output``, ``reasoning``, ``message``) as the
-OpenAI Agents SDK keeps them in its session.
+results with ``tool_call_id``). Other shapes are accepted because real frameworks emit
+them: LiteLLM content lists (``[{"type": "text", "text": ...}]``), native Strands blocks
+(``text``, ``toolUse``, ``toolResult``, ``reasoningContent``) and Responses-API input items
+(``function_call``, ``function_call_output``, ``reasoning``, ``message``) as the OpenAI
+Agents SDK keeps them in its session.
 
 Conversion is best-effort and total: a malformed message never fails the document, and
 whatever does not fit an ATIF field is kept under the step's ``extra``.
@@ -37,7 +38,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 __all__ = ["messages_to_steps"]
 
@@ -148,10 +149,29 @@ def _convert_one(steps: list[_Step], message: Mapping[str, Any]) -> None:
 
 
 def _add_message(steps: list[_Step], message: Mapping[str, Any], role: str) -> None:
+    raw_content = message.get("content")
+    if _has_strands_tool_blocks(raw_content):
+        _add_strands_message(steps, message, role, raw_content)
+        return
+    _add_step(
+        steps,
+        message,
+        role,
+        flatten_content(raw_content),
+        _reasoning_text(message.get("reasoning_content")),
+        _convert_tool_calls(message.get("tool_calls")),
+    )
+
+
+def _add_step(
+    steps: list[_Step],
+    message: Mapping[str, Any],
+    role: str,
+    content: str,
+    reasoning: str | None,
+    calls: list[dict[str, Any]],
+) -> None:
     source = _ROLE_TO_SOURCE.get(role)
-    content = flatten_content(message.get("content"))
-    reasoning = _reasoning_text(message.get("reasoning_content"))
-    calls = _convert_tool_calls(message.get("tool_calls"))
 
     if source == "agent":
         target = _reasoning_only_agent_step(steps)
@@ -180,6 +200,66 @@ def _add_message(steps: list[_Step], message: Mapping[str, Any], role: str) -> N
     if calls:
         step.add_extra("tool_calls", calls)
     steps.append(step)
+
+
+def _has_strands_tool_blocks(content: Any) -> TypeGuard[list[Any]]:
+    return isinstance(content, list) and any(
+        isinstance(block, Mapping)
+        and "type" not in block
+        and ("toolUse" in block or "toolResult" in block)
+        for block in content
+    )
+
+
+def _add_strands_message(
+    steps: list[_Step], message: Mapping[str, Any], role: str, blocks: list[Any]
+) -> None:
+    """Native Strands content: ``toolUse`` blocks are calls, ``toolResult`` blocks results."""
+    calls: list[dict[str, Any]] = []
+    results: list[Mapping[str, Any]] = []
+    reasoning: list[str] = []
+    rest: list[Any] = []
+    for block in blocks:
+        tool_use = block.get("toolUse") if isinstance(block, Mapping) else None
+        tool_result = block.get("toolResult") if isinstance(block, Mapping) else None
+        thought = block.get("reasoningContent") if isinstance(block, Mapping) else None
+        if isinstance(tool_use, Mapping):
+            calls.append(
+                _tool_call(
+                    tool_use.get("toolUseId"),
+                    tool_use.get("name"),
+                    tool_use.get("input"),
+                    index=len(calls),
+                )
+            )
+        elif isinstance(tool_result, Mapping):
+            results.append(tool_result)
+        elif isinstance(thought, Mapping):
+            text = thought.get("reasoningText")
+            text = text.get("text") if isinstance(text, Mapping) else None
+            reasoning.append(text if isinstance(text, str) else _json_text(thought))
+        else:
+            rest.append(block)
+    for tool_result in results:
+        status = tool_result.get("status")
+        _fold_result(
+            steps,
+            tool_result.get("toolUseId"),
+            tool_result.get("content"),
+            role=role or "toolResult",
+            extra={"status": status} if status not in (None, "success") else None,
+        )
+    if rest or calls or reasoning or not results:
+        _add_step(
+            steps,
+            message,
+            role,
+            flatten_content(rest),
+            "\n".join(reasoning)
+            if reasoning
+            else _reasoning_text(message.get("reasoning_content")),
+            calls,
+        )
 
 
 def _fill_agent_fields(step: _Step, message: Mapping[str, Any]) -> None:
@@ -237,7 +317,14 @@ def _add_unknown_item(steps: list[_Step], item: Mapping[str, Any], kind: str) ->
     steps.append(step)
 
 
-def _fold_result(steps: list[_Step], call_id: Any, content: Any, *, role: str) -> None:
+def _fold_result(
+    steps: list[_Step],
+    call_id: Any,
+    content: Any,
+    *,
+    role: str,
+    extra: dict[str, Any] | None = None,
+) -> None:
     target = steps[-1] if steps and steps[-1].source == "agent" else None
     known = {call["tool_call_id"] for call in target.tool_calls} if target else set()
     # ATIF requires source_call_id to name a tool call of the same step.
@@ -247,7 +334,9 @@ def _fold_result(steps: list[_Step], call_id: Any, content: Any, *, role: str) -
         result["source_call_id"] = str(call_id)
     result["content"] = flatten_content(content)
     if not matched and call_id is not None:
-        result["extra"] = {"tool_call_id": call_id}
+        extra = {"tool_call_id": call_id, **(extra or {})}
+    if extra:
+        result["extra"] = extra
 
     if target is None:
         orphan = _Step(source="system", message="", results=[result])

@@ -44,6 +44,20 @@ tool_call = st.fixed_dictionaries(
         ),
     },
 )
+strands_block = st.one_of(
+    st.fixed_dictionaries({"text": st.text(max_size=5)}),
+    st.fixed_dictionaries(
+        {"toolUse": st.fixed_dictionaries({}, optional={"toolUseId": ids, "input": json_values})}
+    ),
+    st.fixed_dictionaries(
+        {
+            "toolResult": st.fixed_dictionaries(
+                {}, optional={"toolUseId": ids, "status": json_values, "content": json_values}
+            )
+        }
+    ),
+    st.fixed_dictionaries({"reasoningContent": json_values}),
+)
 message = st.fixed_dictionaries(
     {},
     optional={
@@ -54,7 +68,7 @@ message = st.fixed_dictionaries(
         "type": st.sampled_from(
             ["function_call", "function_call_output", "reasoning", "message", "other"]
         ),
-        "content": json_values,
+        "content": st.one_of(json_values, st.lists(strands_block, max_size=4)),
         "tool_calls": st.one_of(json_values, st.lists(tool_call, max_size=3)),
         "tool_call_id": ids,
         "call_id": ids,
