@@ -147,7 +147,7 @@ def test_workflow_context_construction_and_config() -> None:
     prompt = [{"role": "user", "content": "hi"}]
     basic: AgentWorkflowContext[AgentWorkflowConfig] = AgentWorkflowContext(prompt=prompt)
     assert basic.prompt is prompt and basic.config is None and basic.artifacts_dir is None
-    config = AgentWorkflowConfig(name="c", temperature=0.2)
+    config = AgentWorkflowConfig.model_validate({"name": "c", "temperature": 0.2})
     with_config = AgentWorkflowContext(prompt=prompt, config=config)
     assert with_config.config is config
     assert with_config.config.model_extra == {"temperature": 0.2}
@@ -155,8 +155,8 @@ def test_workflow_context_construction_and_config() -> None:
 
 async def test_progress_starts_queued_and_notifies_a_listener_of_each_change() -> None:
     seen: list[RolloutStatus] = []
+    assert RolloutProgress().status is RolloutStatus.QUEUED
     progress = RolloutProgress(on_status=seen.append)
-    assert progress.status is RolloutStatus.QUEUED
     await progress.set_status(RolloutStatus.RUNNING)
     await progress.set_status(RolloutStatus.RUNNING)  # unchanged: ignored
     await progress.set_status(RolloutStatus.SUCCESS)

@@ -78,7 +78,9 @@ def _request(**overrides: Any) -> ExecutionRequest:
     return ExecutionRequest(**fields)
 
 
-async def _run(workflow: type[AgentWorkflow[Any]], grader: type[Grader] | None, **req: Any):
+async def _run(
+    workflow: type[AgentWorkflow[Any]], grader: type[Grader] | None, **req: Any
+) -> ExecutionOutcome:
     return await LocalBackend(workflow=workflow, grader=grader).execute(_request(**req))
 
 
@@ -185,7 +187,9 @@ def test_result_of_a_failed_workflow_borrows_the_grader_sample() -> None:
     grader_sample = _sample()
     outcome = ExecutionOutcome(
         workflow=ExecutionResult(
-            status=RolloutStatus.FAILURE, err_message="x", err_category="agent_error"
+            status=RolloutStatus.FAILURE,
+            err_message="x",
+            err_category=RolloutErrorCategory.AGENT_ERROR,
         ),
         grader=ExecutionResult(status=RolloutStatus.FAILURE, sample=grader_sample),
     )

@@ -71,12 +71,14 @@ def test_set_reward_without_a_sample_raises_value_error() -> None:
 
 
 def test_trajectory_messages_default_to_a_deep_copy_of_messages() -> None:
-    messages = [{"role": "assistant", "content": "a", "tool_calls": [{"id": "1"}]}]
+    messages: list[dict[str, Any]] = [
+        {"role": "assistant", "content": "a", "tool_calls": [{"id": "1"}]}
+    ]
     sample = RolloutSample(messages=messages)
     assert sample.trajectory_messages == messages
     messages[0]["tool_calls"][0]["id"] = "mutated"
-    assert sample.trajectory_messages is not None
-    assert sample.trajectory_messages[0]["tool_calls"][0]["id"] == "1"
+    snapshot: Any = sample.trajectory_messages
+    assert snapshot[0]["tool_calls"][0]["id"] == "1"
 
 
 def test_an_explicit_none_trajectory_disables_persistence() -> None:
@@ -194,7 +196,8 @@ def test_unencodable_objects_and_keys_are_dropped_with_one_warning(
 ) -> None:
     sample = RolloutSample(messages=MESSAGES)
     # Pydantic checks top-level keys at construction; in-place mutation bypasses that.
-    sample.extra_fields.update(
+    extra: dict[Any, Any] = sample.extra_fields
+    extra.update(
         {
             "obj": object(),
             ("tuple", "key"): 1,
