@@ -5,12 +5,15 @@
     │   ├── DatasetError            a bad dataset file, row or column
     │   ├── ConfigError             a bad eval TOML or option value
     │   ├── EntrypointError         a rollout entrypoint that cannot be imported or resolved
-    │   └── MissingExtraError       an optional dependency is not installed (also ImportError)
+    │   ├── MissingExtraError       an optional dependency is not installed (also ImportError)
+    │   ├── RewardSignatureError    a reward/rubric function with the wrong signature (TypeError)
+    │   └── RewardReturnError       a reward that is not a finite float (TypeError, ValueError)
     └── RuntimeFailure              something failed while running
         ├── RolloutProtocolError    a rollout server answered outside the protocol
         ├── RolloutAdmissionTimeoutError  admission did not finish in time (also TimeoutError)
-        └── PolicyError             the policy behind the chat endpoint failed
-            └── CassetteMissError   replay found no recording for a request
+        ├── PolicyError             the policy behind the chat endpoint failed
+        │   └── CassetteMissError   replay found no recording for a request
+        └── JudgeError              an LLM judge gave no valid verdict within its retries
 
 Workflow and grader exceptions are not wrapped: they become error categories on the result.
 """
@@ -66,6 +69,17 @@ class MissingExtraError(UsageError, ImportError):
     """An optional dependency is missing; the message carries the exact install command."""
 
 
+class RewardSignatureError(UsageError, TypeError):
+    """A function decorated as a reward or rubric does not have the required signature.
+
+    Raised at decoration time; the message lists every problem and the expected signature.
+    """
+
+
+class RewardReturnError(UsageError, TypeError, ValueError):
+    """A reward or rubric function returned a bool, a non-number, or a non-finite number."""
+
+
 class RuntimeFailure(OsmosisError):
     """Something failed while running (not a user mistake)."""
 
@@ -88,6 +102,18 @@ class PolicyError(RuntimeFailure):
 
 class CassetteMissError(PolicyError):
     """Replay found no recording matching a request; the message shows the first difference."""
+
+
+class JudgeError(RuntimeFailure):
+    """An LLM judge answered without a usable verdict on every attempt.
+
+    ``raw`` is the judge's last reply, ``attempts`` how many calls were made.
+    """
+
+    def __init__(self, message: str, *, raw: str | None = None, attempts: int = 0) -> None:
+        super().__init__(message)
+        self.raw = raw
+        self.attempts = attempts
 
 
 def missing_extra(extra: str, package: str) -> MissingExtraError:
