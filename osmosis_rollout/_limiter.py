@@ -19,12 +19,30 @@ class ConcurrencyLimiter:
         self.max_concurrent = max_concurrent
         self.queued = 0
         self.running = 0
-        self._semaphore = asyncio.Semaphore(max_concurrent) if max_concurrent is not None else None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _semaphore_for_running_loop(self) -> asyncio.Semaphore | None:
+        """The semaphore, rebuilt when an idle limiter is first used on a new event loop.
+
+        An asyncio semaphore binds to the first loop it waits on; a backend kept by a
+        fixture or reused across ``asyncio.run`` calls would otherwise fail on its next
+        loop with "bound to a different event loop".
+        """
+        if self.max_concurrent is None:
+            return None
+        loop = asyncio.get_running_loop()
+        if self._semaphore is None or (
+            self._loop is not loop and self.queued == 0 and self.running == 0
+        ):
+            self._semaphore = asyncio.Semaphore(self.max_concurrent)
+            self._loop = loop
+        return self._semaphore
 
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[None]:
         """Hold one slot for the duration of the block."""
-        semaphore = self._semaphore
+        semaphore = self._semaphore_for_running_loop()
         if semaphore is not None:
             self.queued += 1
             try:

@@ -83,6 +83,10 @@ class RolloutProgress:
                 pass
             return self.status
 
+    async def wait_for_status_change(self) -> RolloutStatus:
+        """Wait, without a time limit, for the status to change (the official SDK's name)."""
+        return await self.wait_for_change(None)
+
 
 @dataclass
 class RolloutContext:

@@ -287,3 +287,11 @@ async def test_without_an_ambient_context_the_workflow_gets_one_for_its_rollout(
     assert ctx.rollout_id == "own-id"
     assert ctx.chat_completions_url == ENV["OSMOSIS_CHAT_COMPLETIONS_URL"]
     assert get_rollout_context() is None
+
+
+async def test_the_official_wait_for_status_change_name_also_wakes_on_a_change() -> None:
+    progress = RolloutProgress()
+    waiter = asyncio.create_task(progress.wait_for_status_change())
+    await asyncio.sleep(0)
+    await progress.set_status(RolloutStatus.GRADING)
+    assert await asyncio.wait_for(waiter, 5) is RolloutStatus.GRADING

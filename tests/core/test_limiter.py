@@ -210,3 +210,26 @@ async def test_a_queue_depth_of_zero_admits_only_while_a_slot_is_free() -> None:
 def test_a_negative_queue_depth_is_rejected() -> None:
     with pytest.raises(ValueError, match="max_queue_depth"):
         LocalBackend(workflow=Waits, max_queue_depth=-1)
+
+
+def test_a_backend_can_be_reused_across_event_loops() -> None:
+    # A fixture-held backend outlives one test's loop; its slots must work on the next.
+    class Yields(AgentWorkflow[Any]):
+        async def run(self, ctx: AgentWorkflowContext[Any]) -> list[dict[str, Any]]:
+            await asyncio.sleep(0.001)
+            return [{"role": "assistant", "content": "ok"}]
+
+    backend = LocalBackend(workflow=Yields, workflow_config=_config(1))
+
+    async def contend() -> set[RolloutStatus]:
+        outcomes = await asyncio.gather(
+            *(
+                backend.execute(ExecutionRequest(id=f"l-{i}", prompt=[], grade=False))
+                for i in range(3)
+            )
+        )
+        return {o.result.status for o in outcomes}
+
+    for _ in range(2):
+        assert asyncio.run(contend()) == {RolloutStatus.SUCCESS}
+    assert backend.limiter.snapshot() == {"max_concurrent": 1, "queued": 0, "running": 0}
