@@ -177,3 +177,12 @@ async def eventually(predicate: Predicate, *, timeout: float = 5.0) -> None:
     async with asyncio.timeout(timeout):
         while not predicate():
             await asyncio.sleep(0.01)
+
+
+async def until_running(app: FastAPI, rollout_id: str) -> None:
+    """Wait until the server reports ``rollout_id`` as running (its task has started)."""
+    registry = app.state.osmosis_server.registry
+    await eventually(
+        lambda: rollout_id in registry.entries
+        and registry.entries[rollout_id].progress.status == "running"
+    )
