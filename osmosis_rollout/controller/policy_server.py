@@ -555,8 +555,8 @@ class PolicyServer:
                 failure.append(exc)
                 logger.exception("policy server on port %s crashed", port)
             finally:
+                _close_loop(loop)
                 executor.shutdown(wait=False, cancel_futures=True)
-                loop.close()
                 sock.close()
 
         thread = threading.Thread(target=run, name=f"osmosis-policy-server:{port}", daemon=True)
@@ -613,6 +613,21 @@ class PolicyServer:
         tb: TracebackType | None,
     ) -> None:
         await asyncio.to_thread(self.stop)
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is still pending (e.g. LiteLLM's logging worker), then close, as asyncio.run does."""
+    try:
+        pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.wait(pending, timeout=1.0))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    except Exception:  # a failing cleanup must not hide the server's own outcome
+        logger.debug("policy server loop cleanup failed", exc_info=True)
+    finally:
+        loop.close()
 
 
 def create_policy_router(server: PolicyServer) -> APIRouter:

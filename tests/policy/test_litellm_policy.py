@@ -1,0 +1,169 @@
+"""LiteLLMPolicy against a local OpenAI-compatible stub provider (LiteLLM's ``openai/`` provider)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI
+
+from osmosis_rollout.controller.policy_server import PolicyServer
+from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy
+
+KEY = "sk-stub-0123456789abcdef"
+
+
+async def _ask(server: PolicyServer, *, stream: bool, **kwargs: Any) -> dict[str, Any]:
+    async with AsyncOpenAI(
+        base_url=server.rollout_url("r1"), api_key=server.api_key, max_retries=0, timeout=30
+    ) as client:
+        if not stream:
+            completion = await client.chat.completions.create(model="osmosis-rollout", **kwargs)
+            return {
+                "message": completion.choices[0].message.model_dump(exclude_none=True),
+                "finish_reason": completion.choices[0].finish_reason,
+                "usage": completion.usage.model_dump(exclude_none=True)
+                if completion.usage
+                else None,
+            }
+        content, usage, finish, calls = "", None, None, {}
+        chunks = await client.chat.completions.create(
+            model="osmosis-rollout", stream=True, stream_options={"include_usage": True}, **kwargs
+        )
+        async for chunk in chunks:
+            if chunk.usage:
+                usage = chunk.usage.model_dump(exclude_none=True)
+            for choice in chunk.choices:
+                content += choice.delta.content or ""
+                finish = choice.finish_reason or finish
+                for part in choice.delta.tool_calls or []:
+                    call = calls.setdefault(part.index, {"name": "", "arguments": ""})
+                    call["name"] += (part.function.name or "") if part.function else ""
+                    call["arguments"] += (part.function.arguments or "") if part.function else ""
+        return {
+            "message": {"content": content, "tool_calls": list(calls.values())},
+            "finish_reason": finish,
+            "usage": usage,
+        }
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_litellm_policy_answers_through_the_endpoint(
+    serve: Callable[..., PolicyServer], stub_provider: Any, stream: bool
+) -> None:
+    policy = LiteLLMPolicy("openai/stub-model", api_base=stub_provider.base_url, api_key=KEY)
+    server = serve(policy)
+    reply = await _ask(server, stream=stream, messages=[{"role": "user", "content": "hello"}])
+    assert reply["message"]["content"] == "stub says hi"
+    assert reply["finish_reason"] == "stop"
+    assert reply["usage"]["prompt_tokens"] == 7 and reply["usage"]["completion_tokens"] == 3
+    log = server.log("r1")
+    assert (log.prompt_tokens, log.completion_tokens, log.tokens_estimated) == (7, 3, False)
+    [sent] = stub_provider.requests
+    assert sent["model"] == "stub-model"
+    assert sent["messages"] == [{"role": "user", "content": "hello"}]
+    assert not sent.get("stream"), "the provider is always called without streaming"
+    assert stub_provider.headers[0]["authorization"] == f"Bearer {KEY}"
+
+
+async def test_litellm_policy_forwards_tools_and_sampling_params(
+    serve: Callable[..., PolicyServer], stub_provider: Any, tools: dict[str, Any]
+) -> None:
+    stub_provider.reply = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_provider_1",
+                "type": "function",
+                "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
+            }
+        ],
+    }
+    stub_provider.finish_reason = "tool_calls"
+    server = serve(LiteLLMPolicy("openai/stub-model", api_base=stub_provider.base_url, api_key=KEY))
+    reply = await _ask(
+        server,
+        stream=True,
+        messages=[{"role": "user", "content": "2+3?"}],
+        tools=[tools["add"]],
+        tool_choice="auto",
+        temperature=0.3,
+        top_p=0.8,
+        max_tokens=50,
+        stop=["END"],
+        seed=11,
+        extra_body={"api_base": "http://evil.invalid", "litellm_logging_obj": "x"},
+    )
+    assert reply["finish_reason"] == "tool_calls"
+    assert reply["message"]["tool_calls"] == [{"name": "add", "arguments": '{"a": 2, "b": 3}'}]
+    [sent] = stub_provider.requests
+    assert sent["tools"][0]["function"]["name"] == "add"
+    assert sent["tool_choice"] == "auto"
+    assert (sent["temperature"], sent["top_p"], sent["seed"]) == (0.3, 0.8, 11)
+    assert sent["stop"] == ["END"]
+    assert 50 in (sent.get("max_tokens"), sent.get("max_completion_tokens"))
+    assert "stream_options" not in sent
+
+
+async def test_provider_rate_limit_then_success_with_litellm_retries(
+    serve: Callable[..., PolicyServer], stub_provider: Any
+) -> None:
+    stub_provider.fail_first = 1
+    policy = LiteLLMPolicy(
+        "openai/stub-model", api_base=stub_provider.base_url, api_key=KEY, num_retries=2
+    )
+    server = serve(policy)
+    reply = await _ask(server, stream=True, messages=[{"role": "user", "content": "hello"}])
+    assert reply["message"]["content"] == "stub says hi"
+    assert stub_provider.calls == 2
+    assert server.log("r1").n_errors == 0
+
+
+async def test_provider_rate_limit_without_retries_keeps_its_status(
+    serve: Callable[..., PolicyServer], stub_provider: Any
+) -> None:
+    stub_provider.fail_first = 5
+    policy = LiteLLMPolicy(
+        "openai/stub-model",
+        api_base=stub_provider.base_url,
+        api_key=KEY,
+        num_retries=0,
+        max_retries=0,
+    )
+    server = serve(policy)
+    async with AsyncOpenAI(
+        base_url=server.rollout_url("r1"), api_key=server.api_key, max_retries=0, timeout=30
+    ) as client:
+        with pytest.raises(Exception) as caught:
+            await client.chat.completions.create(
+                model="osmosis-rollout", messages=[{"role": "user", "content": "hello"}]
+            )
+    assert getattr(caught.value, "status_code", None) == 429
+    [call] = server.log("r1").calls
+    assert call.status_code == 429 and "slow down" in (call.error or "")
+    assert KEY not in json.dumps(call.error)
+
+
+def test_build_kwargs_lets_request_params_override_defaults_but_not_credentials() -> None:
+    policy = LiteLLMPolicy("openai/m", temperature=0, api_base="http://x", num_retries=3)
+    request = ChatRequest(
+        messages=[{"role": "user", "content": "hi"}],
+        tools=[],
+        params={"temperature": 0.5, "api_base": "http://evil", "_secret": 1, "tool_choice": "auto"},
+        rollout_id="r",
+    )
+    kwargs = policy.build_kwargs(request)
+    assert kwargs["temperature"] == 0.5
+    assert kwargs["api_base"] == "http://x"
+    assert kwargs["num_retries"] == 3
+    assert "_secret" not in kwargs
+    assert "tool_choice" not in kwargs, "tool_choice without tools is rejected by providers"
+    assert kwargs["model"] == "openai/m" and kwargs["stream"] is False
+
+
+def test_model_id_needs_a_provider_prefix() -> None:
+    with pytest.raises(ValueError, match="openai/gpt-5-mini"):
+        LiteLLMPolicy("gpt-5-mini")
