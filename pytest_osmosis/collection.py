@@ -62,6 +62,11 @@ class RowItem(pytest.Item):
     def dataset(self) -> str:
         return str(self.path)
 
+    @property
+    def cassette_key(self) -> str:
+        """The row's cassette folder name: ``<dataset stem>.<row key>``, unique across datasets."""
+        return f"{self.path.stem}.{self.row.key}"
+
     def describe(self) -> str:
         line = f" line {self.row.line}" if getattr(self.row, "line", None) else ""
         return f"{self.name} ({self.path.name}{line})"

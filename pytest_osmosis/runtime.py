@@ -43,7 +43,9 @@ def make_rollout_id(row_key: str, attempt: int) -> str:
 class AttemptRunner(Protocol):
     """Runs one attempt of one row to its classified result."""
 
-    async def run_attempt(self, row: DatasetRow, attempt: int) -> AttemptResult: ...
+    async def run_attempt(
+        self, row: DatasetRow, attempt: int, *, cassette_key: str
+    ) -> AttemptResult: ...
 
 
 @dataclass
@@ -84,9 +86,9 @@ class _AttemptBuilder:
         self.policy_server = policy_server
         self.paths = paths
 
-    def begin(self, row: DatasetRow, attempt: int) -> str:
+    def begin(self, row: DatasetRow, attempt: int, cassette_key: str) -> str:
         rollout_id = make_rollout_id(row.key, attempt)
-        self.policy_server.bind(rollout_id, row=row.raw, row_key=row.key, attempt=attempt)
+        self.policy_server.bind(rollout_id, row=row.raw, row_key=cassette_key, attempt=attempt)
         return rollout_id
 
     def finish(
@@ -158,8 +160,10 @@ class InProcessRunner(_AttemptBuilder):
         self.agent_timeout = agent_timeout
         self.grader_timeout = grader_timeout
 
-    async def run_attempt(self, row: DatasetRow, attempt: int) -> AttemptResult:
-        rollout_id = self.begin(row, attempt)
+    async def run_attempt(
+        self, row: DatasetRow, attempt: int, *, cassette_key: str
+    ) -> AttemptResult:
+        rollout_id = self.begin(row, attempt, cassette_key)
         started = time.perf_counter()
         request = ExecutionRequest(
             id=rollout_id,
@@ -232,10 +236,12 @@ class ServerRunner(_AttemptBuilder):
         self.grader_timeout = grader_timeout
         self.server_artifact_root = server_artifact_root
 
-    async def run_attempt(self, row: DatasetRow, attempt: int) -> AttemptResult:
+    async def run_attempt(
+        self, row: DatasetRow, attempt: int, *, cassette_key: str
+    ) -> AttemptResult:
         from osmosis_rollout.errors import RolloutProtocolError
 
-        rollout_id = self.begin(row, attempt)
+        rollout_id = self.begin(row, attempt, cassette_key)
         started = time.perf_counter()
         client = self.clients[next(self._next)]
         try:

@@ -122,24 +122,29 @@ class OsmosisSession:
 
     def submit(self, item: RowItem) -> None:
         """Start every attempt of ``item``'s row (idempotent)."""
-        self.submit_row(item.nodeid, item.row)
+        self.submit_row(item.nodeid, item.row, cassette_key=item.cassette_key)
 
-    def submit_row(self, key: str, row: DatasetRow) -> None:
+    def submit_row(self, key: str, row: DatasetRow, *, cassette_key: str | None = None) -> None:
         """Start every attempt of ``row`` under ``key`` (idempotent)."""
         runtime = self.ensure_runtime()
         runner = runtime.runner
         for attempt in range(self.settings.n):
             runtime.scheduler.submit(
-                f"{key}#{attempt}", functools.partial(runner.run_attempt, row, attempt)
+                f"{key}#{attempt}",
+                functools.partial(
+                    runner.run_attempt, row, attempt, cassette_key=cassette_key or row.key
+                ),
             )
 
     def wait(self, item: RowItem) -> RowVerdict:
         """Wait for ``item``'s attempts and return the row's verdict."""
-        return self.wait_for_row(item.nodeid, item.row)
+        return self.wait_for_row(item.nodeid, item.row, cassette_key=item.cassette_key)
 
-    def wait_for_row(self, key: str, row: DatasetRow) -> RowVerdict:
+    def wait_for_row(
+        self, key: str, row: DatasetRow, *, cassette_key: str | None = None
+    ) -> RowVerdict:
         """Wait for the attempts submitted under ``key`` (submitting them if needed)."""
-        self.submit_row(key, row)
+        self.submit_row(key, row, cassette_key=cassette_key)
         assert self.runtime is not None
         scheduler = self.runtime.scheduler
         deadline = self.item_deadline()
