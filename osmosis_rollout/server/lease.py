@@ -77,9 +77,23 @@ class LeaseManager:
         """The lease of ``rollout_id`` (``KeyError`` if none)."""
         return self._leases[rollout_id]
 
+    def expired(self, rollout_id: str) -> bool:
+        """True when ``rollout_id`` has a lease whose deadline has passed."""
+        lease = self._leases.get(rollout_id)
+        return lease is not None and lease.active and lease.expired()
+
+    def authenticate(self, rollout_id: str, token: str) -> None:
+        """Raise :class:`InvalidLeaseError` unless ``token`` is the lease token of ``rollout_id``."""
+        lease = self._leases.get(rollout_id)
+        if lease is None:
+            raise InvalidLeaseError("invalid polling lease")
+        lease.authenticate(token)
+
     def renew(self, rollout_id: str, token: str) -> bool:
         """Authenticate ``token``; if the lease is still live, push its deadline; else False."""
-        lease = self._leases[rollout_id]
+        lease = self._leases.get(rollout_id)
+        if lease is None:
+            raise InvalidLeaseError("invalid polling lease")
         lease.authenticate(token)
         now = asyncio.get_running_loop().time()
         if lease.expired(now):

@@ -160,7 +160,7 @@ class RolloutRegistry:
         async with self.lock:
             if entry.finished or self.entries.get(entry.rollout_id) is not entry:
                 return False
-            expired = self.leases.get(entry.rollout_id).expired()
+            expired = self.leases.expired(entry.rollout_id)
             self._finish(entry, lease_failure(entry.rollout_id) if expired else result)
             claimed = self._claim_cancel(entry) if expired else False
         if claimed:
@@ -175,7 +175,7 @@ class RolloutRegistry:
             if entry is None:
                 raise UnknownRolloutError(rollout_id)
             if entry.finished:
-                self.leases.get(rollout_id).authenticate(token)
+                self.leases.authenticate(rollout_id, token)
             elif not self.leases.renew(rollout_id, token):
                 self._finish(entry, lease_failure(rollout_id))
                 claimed = self._claim_cancel(entry)
@@ -188,7 +188,7 @@ class RolloutRegistry:
                         )
                 except TimeoutError:
                     pass
-                self.leases.get(rollout_id).authenticate(token)
+                self.leases.authenticate(rollout_id, token)
             result = entry.result or status_only(rollout_id, entry.progress.status)
         if claimed:
             await self._cancel_execution(entry)
@@ -198,7 +198,7 @@ class RolloutRegistry:
         """The lease watcher's callback: fail and cancel a rollout whose lease lapsed."""
         async with self.lock:
             entry = self.entries.get(rollout_id)
-            if entry is None or entry.finished or not self.leases.get(rollout_id).expired():
+            if entry is None or entry.finished or not self.leases.expired(rollout_id):
                 return
             logger.warning("rollout %s: polling lease expired; cancelling it", rollout_id)
             self._finish(entry, lease_failure(rollout_id))

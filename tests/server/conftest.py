@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from server_support import Gate  # noqa: E402
+from server_support import Gate
 
 
 @pytest.fixture(autouse=True)

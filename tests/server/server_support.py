@@ -183,6 +183,8 @@ async def until_running(app: FastAPI, rollout_id: str) -> None:
     """Wait until the server reports ``rollout_id`` as running (its task has started)."""
     registry = app.state.osmosis_server.registry
     await eventually(
-        lambda: rollout_id in registry.entries
-        and registry.entries[rollout_id].progress.status == "running"
+        lambda: (
+            rollout_id in registry.entries
+            and registry.entries[rollout_id].progress.status == "running"
+        )
     )

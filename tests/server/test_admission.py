@@ -189,8 +189,10 @@ async def test_local_backend_queue_bound_turns_into_429() -> None:
         for i in range(5):
             await admit(client, f"r-{i}", metadata={"gate": "g"})
         await eventually(
-            lambda: app.state.osmosis_backend.limiter.queued == 1
-            and app.state.osmosis_backend.limiter.running == 4
+            lambda: (
+                app.state.osmosis_backend.limiter.queued == 1
+                and app.state.osmosis_backend.limiter.running == 4
+            )
         )
         refused = await client.post("/rollout", json=init_body("r-5", metadata={"gate": "g"}))
         Gate.get("g").set()

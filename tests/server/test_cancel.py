@@ -42,7 +42,14 @@ SELECTOR_ERROR = {"detail": "pass exactly one selector: ids, prefix, or all"}
         {"ids": [], "prefix": ""},
         {"all": False},
     ],
-    ids=["none", "ids+all", "ids+prefix", "empty-prefix+all", "empty-ids+empty-prefix", "all-false"],
+    ids=[
+        "none",
+        "ids+all",
+        "ids+prefix",
+        "empty-prefix+all",
+        "empty-ids+empty-prefix",
+        "all-false",
+    ],
 )
 async def test_cancel_requires_exactly_one_selector(body: dict[str, Any]) -> None:
     async with serving(make_app()) as client:
@@ -64,7 +71,9 @@ async def test_cancel_with_a_non_list_ids_gets_422() -> None:
     assert response.status_code == 422
 
 
-async def test_local_backend_cancel_reports_cancelled_running_and_the_poller_sees_cancelled() -> None:
+async def test_local_backend_cancel_reports_cancelled_running_and_the_poller_sees_cancelled() -> (
+    None
+):
     app = make_app(workflow=GatedWorkflow, grader=None)
     async with serving(app) as client:
         token = await admit(client, "r-1", metadata={"gate": "never"})
@@ -181,8 +190,12 @@ class OwningBackend(ExecutionBackend):
 
 async def test_a_backend_that_owns_cancellation_answers_and_ends_execute_itself() -> None:
     backend = OwningBackend()
-    app = create_rollout_server(backend=backend, configure_logging=False, result_wait_timeout_sec=0.5,
-                                polling_lease_timeout_sec=5.0)
+    app = create_rollout_server(
+        backend=backend,
+        configure_logging=False,
+        result_wait_timeout_sec=0.5,
+        polling_lease_timeout_sec=5.0,
+    )
     async with serving(app) as client:
         token = await admit(client, "r-1")
         response = await client.post("/rollout/cancel", json={"ids": ["r-1"]})
@@ -206,8 +219,12 @@ class ForgetfulBackend(OwningBackend):
 
 async def test_backend_not_found_without_terminal_state_falls_back_to_the_server_cancel() -> None:
     backend = ForgetfulBackend()
-    app = create_rollout_server(backend=backend, configure_logging=False, result_wait_timeout_sec=0.5,
-                                polling_lease_timeout_sec=5.0)
+    app = create_rollout_server(
+        backend=backend,
+        configure_logging=False,
+        result_wait_timeout_sec=0.5,
+        polling_lease_timeout_sec=5.0,
+    )
     async with serving(app) as client:
         token = await admit(client, "r-1")
         await eventually(lambda: "r-1" in backend.stop)

@@ -11,7 +11,6 @@ import pytest
 from server_support import (
     FAST,
     EchoWorkflow,
-    ExactGrader,
     Gate,
     GatedWorkflow,
     admit,
@@ -241,7 +240,10 @@ async def test_null_llm_api_key_and_empty_url_fall_back_to_the_environment(
 
 @pytest.mark.parametrize("metadata", [{"difficulty": 3, "tags": ["a"]}, None])
 async def test_metadata_and_prompt_are_threaded_unchanged(metadata: Any) -> None:
-    prompt = [{"role": "system", "content": "s", "extra": {"k": 1}}, {"role": "user", "content": "u"}]
+    prompt = [
+        {"role": "system", "content": "s", "extra": {"k": 1}},
+        {"role": "user", "content": "u"},
+    ]
     app = make_app(workflow=ContextProbe, grader=MetadataGrader)
     MetadataGrader.seen = "unset"
     async with serving(app) as client:
@@ -312,13 +314,17 @@ async def test_a_sample_less_failure_leaves_diagnostics_only(_artifact_root: Pat
         result = await poll_until_terminal(client, "r-1", token)
     assert result["err_message"] == "tool broke"
     assert "stderr" not in json.dumps(result)  # diagnostics never reach the wire
-    assert json.loads((_artifact_root / "r-1" / "diagnostics.json").read_text())["stderr"] == "trace"
+    assert (
+        json.loads((_artifact_root / "r-1" / "diagnostics.json").read_text())["stderr"] == "trace"
+    )
     assert not (_artifact_root / "r-1" / "trajectory.json").exists()
 
 
 async def test_a_lease_expired_rollout_writes_no_trajectory(_artifact_root: Path) -> None:
     app = make_app(
-        workflow=GatedWorkflow, grader=None, result_wait_timeout_sec=0.05,
+        workflow=GatedWorkflow,
+        grader=None,
+        result_wait_timeout_sec=0.05,
         polling_lease_timeout_sec=0.1,
     )
     async with serving(app) as client:

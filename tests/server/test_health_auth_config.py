@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from server_support import (
@@ -117,7 +117,9 @@ async def test_every_route_answers_401_without_the_exact_bearer(
 
 async def test_the_right_bearer_is_let_through_everywhere() -> None:
     auth = ControllerAuth(KEY)
-    async with serving(make_app(api_key=KEY, enable_metrics=True), headers=auth.bearer_headers()) as client:
+    async with serving(
+        make_app(api_key=KEY, enable_metrics=True), headers=auth.bearer_headers()
+    ) as client:
         assert (await client.get("/health")).status_code == 200
         assert (await client.get("/metrics")).status_code == 200
         assert (await client.get("/no/such/path")).status_code == 404

@@ -84,8 +84,12 @@ async def test_in_progress_result_carries_status_and_nulls() -> None:
 
 
 async def test_long_poll_returns_early_on_a_status_change() -> None:
-    app = make_app(workflow=GatedWorkflow, grader=None, result_wait_timeout_sec=30.0,
-                   polling_lease_timeout_sec=60.0)
+    app = make_app(
+        workflow=GatedWorkflow,
+        grader=None,
+        result_wait_timeout_sec=30.0,
+        polling_lease_timeout_sec=60.0,
+    )
     async with serving(app) as client:
         token = await admit(client, "r-1", metadata={"gate": "g"}, grade=False)
         await eventually(
@@ -157,7 +161,9 @@ async def test_empty_lease_header_gets_422() -> None:
 
 async def test_a_wrong_token_does_not_renew_the_lease() -> None:
     app = make_app(
-        workflow=GatedWorkflow, grader=None, result_wait_timeout_sec=0.05,
+        workflow=GatedWorkflow,
+        grader=None,
+        result_wait_timeout_sec=0.05,
         polling_lease_timeout_sec=0.3,
     )
     async with serving(app) as client:
@@ -171,7 +177,9 @@ async def test_a_wrong_token_does_not_renew_the_lease() -> None:
 
 async def test_correct_polls_renew_the_lease_past_its_first_deadline() -> None:
     app = make_app(
-        workflow=GatedWorkflow, grader=None, result_wait_timeout_sec=0.05,
+        workflow=GatedWorkflow,
+        grader=None,
+        result_wait_timeout_sec=0.05,
         polling_lease_timeout_sec=0.3,
     )
     async with serving(app) as client:
@@ -186,7 +194,9 @@ async def test_correct_polls_renew_the_lease_past_its_first_deadline() -> None:
 
 async def test_lease_watcher_fails_and_cancels_a_rollout_nobody_polls() -> None:
     app = make_app(
-        workflow=GatedWorkflow, grader=None, result_wait_timeout_sec=0.05,
+        workflow=GatedWorkflow,
+        grader=None,
+        result_wait_timeout_sec=0.05,
         polling_lease_timeout_sec=0.2,
     )
     async with serving(app) as client:
@@ -276,8 +286,11 @@ async def test_retention_waits_for_the_execution_task_to_end() -> None:
                 raise
 
     app = make_app(
-        workflow=Stubborn, grader=None, result_wait_timeout_sec=0.05,
-        polling_lease_timeout_sec=0.15, result_retention_sec=0.0,
+        workflow=Stubborn,
+        grader=None,
+        result_wait_timeout_sec=0.05,
+        polling_lease_timeout_sec=0.15,
+        result_retention_sec=0.0,
     )
     async with serving(app) as client:
         await admit(client, "r-1")
