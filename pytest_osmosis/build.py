@@ -33,7 +33,9 @@ def cassette_dir(session: OsmosisSession) -> Path:
     s = session.settings
     if s.cassette_dir:
         return resolve_path(session.config, s.cassette_dir)
-    return resolve_path(session.config, s.datasets[0]).parent / "cassettes"
+    if s.datasets:
+        return resolve_path(session.config, s.datasets[0]).parent / "cassettes"
+    return Path(session.config.invocation_params.dir) / "cassettes"
 
 
 def _has_cassettes(directory: Path) -> bool:
@@ -74,7 +76,13 @@ def load_backend(session: OsmosisSession) -> ExecutionBackend:
     from osmosis_rollout.entrypoint import load_entrypoint
     from osmosis_rollout.errors import EntrypointError
 
-    assert session.entrypoint is not None
+    if session.entrypoint is None:
+        # Marker-driven rows (no --osmosis-dataset): find the workspace's rollout now.
+        from pytest_osmosis.workspace import discover_entrypoint, find_workspace
+
+        config = session.config
+        workspace = find_workspace([Path(config.invocation_params.dir), Path(config.rootpath)])
+        session.entrypoint = discover_entrypoint(workspace)
     try:
         loaded = load_entrypoint(
             session.entrypoint, base_dir=Path(session.config.invocation_params.dir)

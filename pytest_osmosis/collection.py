@@ -77,6 +77,10 @@ class RowItem(pytest.Item):
             verdict = session.wait(self)
         except pytest.UsageError as exc:
             raise OsmosisUsageFailure(str(exc)) from exc
+        except Exception as exc:
+            raise OsmosisUsageFailure(
+                f"could not start the rollouts: {type(exc).__name__}: {exc}"
+            ) from exc
         self._record(session, verdict)
         if verdict.outcome == "skipped":
             pytest.skip("the grader removed the sample (remove_sample=True)")

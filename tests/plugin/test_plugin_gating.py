@@ -31,9 +31,13 @@ def policy(request):
 '''
 
 
-def test_a_recording_replays_with_the_policy_removed(workspace: Callable[..., Path], pytester: pytest.Pytester) -> None:
+def test_a_recording_replays_with_the_policy_removed(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
     root = workspace(multiply_rows(4))
-    recorded = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-record-mode=once")
+    recorded = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-record-mode=once"
+    )
     recorded.assert_outcomes(passed=4 + PREFLIGHT)
     cassettes = sorted((root / "data" / "cassettes").rglob("*.json"))
     assert len(cassettes) == 4
@@ -42,7 +46,9 @@ def test_a_recording_replays_with_the_policy_removed(workspace: Callable[..., Pa
     replayed.assert_outcomes(passed=4 + PREFLIGHT)
 
 
-def test_a_replay_miss_fails_that_row_with_the_difference(workspace: Callable[..., Path], pytester: pytest.Pytester) -> None:
+def test_a_replay_miss_fails_that_row_with_the_difference(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
     root = workspace(multiply_rows(4))
     pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-record-mode=once")
     (root / "policy.py").unlink()
@@ -73,8 +79,12 @@ def flaky(workspace: Callable[..., Path]) -> Path:
         ("rate:0.8", False),
     ],
 )
-def test_a_flaky_row_is_judged_by_the_row_pass_rule(flaky: Path, pytester: pytest.Pytester, rule: str, passes: bool) -> None:
-    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-n=5", f"--osmosis-row-pass={rule}")
+def test_a_flaky_row_is_judged_by_the_row_pass_rule(
+    flaky: Path, pytester: pytest.Pytester, rule: str, passes: bool
+) -> None:
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-n=5", f"--osmosis-row-pass={rule}"
+    )
     if passes:
         result.assert_outcomes(passed=1 + PREFLIGHT)
     else:
@@ -82,11 +92,22 @@ def test_a_flaky_row_is_judged_by_the_row_pass_rule(flaky: Path, pytester: pytes
         result.stdout.fnmatch_lines(["*3/5 attempts reached reward >= 1; rule * not met*"])
 
 
-def test_repeats_report_pass_at_k_and_flag_the_flaky_row(flaky: Path, pytester: pytest.Pytester) -> None:
+def test_repeats_report_pass_at_k_and_flag_the_flaky_row(
+    flaky: Path, pytester: pytest.Pytester
+) -> None:
     result = pytester.runpytest(
-        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-n=5", "--osmosis-row-pass=any", "--osmosis-report=r.json"
+        "--osmosis-dataset=data/test.jsonl",
+        POLICY,
+        "--osmosis-n=5",
+        "--osmosis-row-pass=any",
+        "--osmosis-report=r.json",
     )
-    result.stdout.fnmatch_lines(["*pass@1=0.600  pass@2=0.900  pass@4=1.000*pass^1=0.600  pass^2=0.300*", "*flaky rows*row-0 3/5*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*pass@1=0.600  pass@2=0.900  pass@4=1.000*pass^1=0.600  pass^2=0.300*",
+            "*flaky rows*row-0 3/5*",
+        ]
+    )
     report = json.loads((flaky / "r.json").read_text())
     assert len(report["rows"]) == 5
     assert report["row_verdicts"][0]["flaky"] is True
@@ -94,76 +115,115 @@ def test_repeats_report_pass_at_k_and_flag_the_flaky_row(flaky: Path, pytester: 
     assert sorted(a["run_index"] for a in report["rows"]) == [0, 1, 2, 3, 4]
 
 
-def test_the_suite_gate_passes_at_the_rate_and_fails_below_it(workspace: Callable[..., Path], pytester: pytest.Pytester) -> None:
+def test_the_suite_gate_passes_at_the_rate_and_fails_below_it(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
     workspace(multiply_rows(4, wrong={3}))
-    at_rate = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-min-pass-rate=0.75")
+    at_rate = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-min-pass-rate=0.75"
+    )
     at_rate.assert_outcomes(passed=3 + PREFLIGHT, failed=1)
     assert at_rate.ret == pytest.ExitCode.OK
     at_rate.stdout.fnmatch_lines(["*gate: PASSED  pass rate 75.0% >= 75.0% (1 row(s) missed*"])
-    below = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-min-pass-rate=0.8")
+    below = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-min-pass-rate=0.8"
+    )
     assert below.ret == pytest.ExitCode.TESTS_FAILED
     below.stdout.fnmatch_lines(["*gate: FAILED  pass rate 75.0% < 80.0%*"])
     without = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
     assert without.ret == pytest.ExitCode.TESTS_FAILED
 
 
-def test_a_baseline_shows_the_regression_and_can_fail_the_run(workspace: Callable[..., Path], pytester: pytest.Pytester) -> None:
+def test_a_baseline_shows_the_regression_and_can_fail_the_run(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
     root = workspace(multiply_rows(4))
-    pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-report=base.json").assert_outcomes(
-        passed=4 + PREFLIGHT
-    )
+    pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-report=base.json"
+    ).assert_outcomes(passed=4 + PREFLIGHT)
     write_rows(root / "data" / "test.jsonl", multiply_rows(4, wrong={1}))
     result = pytester.runpytest(
-        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-baseline=base.json", "--osmosis-min-pass-rate=0.5"
+        "--osmosis-dataset=data/test.jsonl",
+        POLICY,
+        "--osmosis-baseline=base.json",
+        "--osmosis-min-pass-rate=0.5",
     )
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*baseline: 1 regressed, 0 improved, 0 new, 0 gone*", "*REGRESSED data/test.jsonl::row-1*"])
+    result.stdout.fnmatch_lines(
+        ["*baseline: 1 regressed, 0 improved, 0 new, 0 gone*", "*REGRESSED data/test.jsonl::row-1*"]
+    )
     strict = pytester.runpytest(
-        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-baseline=base.json", "--osmosis-min-pass-rate=0.5",
+        "--osmosis-dataset=data/test.jsonl",
+        POLICY,
+        "--osmosis-baseline=base.json",
+        "--osmosis-min-pass-rate=0.5",
         "--osmosis-fail-on-regression",
     )
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
 
 
-def test_a_baseline_that_is_not_a_report_is_a_clear_error(workspace: Callable[..., Path], pytester: pytest.Pytester) -> None:
+def test_a_baseline_that_is_not_a_report_is_a_clear_error(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
     root = workspace(multiply_rows(4))
     (root / "base.json").write_text("[]")
-    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-baseline=base.json")
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-baseline=base.json"
+    )
     assert "is not a pytest-osmosis report" in result.stdout.str() + result.stderr.str()
 
 
-def test_preflight_only_runs_just_the_checks(workspace: Callable[..., Path], pytester: pytest.Pytester) -> None:
+def test_preflight_only_runs_just_the_checks(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
     root = workspace(multiply_rows(4))
     (root / "configs" / "eval").mkdir(parents=True)
     (root / "configs" / "eval" / "demo.toml").write_text(
         '[experiment]\nrollout = "demo"\nentrypoint = "main.py"\nmodel_path = "openai/gpt-5-mini"\ndataset = "demo"\n'
     )
-    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-preflight-only", "-v")
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-preflight-only", "-v"
+    )
     result.assert_outcomes(passed=3, deselected=4)
-    result.stdout.fnmatch_lines(["*osmosis-preflight::dataset?test.jsonl? PASSED*", "*osmosis-preflight::entrypoint PASSED*",
-                                 "*osmosis-preflight::eval-config PASSED*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*osmosis-preflight::dataset?test.jsonl? PASSED*",
+            "*osmosis-preflight::entrypoint PASSED*",
+            "*osmosis-preflight::eval-config PASSED*",
+        ]
+    )
 
 
-def test_a_broken_eval_config_fails_its_preflight_item(workspace: Callable[..., Path], pytester: pytest.Pytester) -> None:
+def test_a_broken_eval_config_fails_its_preflight_item(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
     root = workspace(multiply_rows(4))
     (root / "bad.toml").write_text('[experiment]\nrollout = "demo"\n[surprise]\n')
-    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-config=bad.toml")
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-config=bad.toml"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "bad.toml" in result.stderr.str()
 
 
-def test_a_dataset_under_four_rows_warns_but_passes_preflight(workspace: Callable[..., Path], pytester: pytest.Pytester) -> None:
+def test_a_dataset_under_four_rows_warns_but_passes_preflight(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
     workspace(multiply_rows(2))
-    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-preflight-only")
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-preflight-only"
+    )
     result.assert_outcomes(passed=2, deselected=2, warnings=1)
     result.stdout.fnmatch_lines(["*at least 4*"])
 
 
-def test_the_html_report_is_written_with_rows_and_conversations(workspace: Callable[..., Path], pytester: pytest.Pytester) -> None:
+def test_the_html_report_is_written_with_rows_and_conversations(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
     root = workspace(multiply_rows(4, wrong={2}))
     pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-html=report.html")
     page = (root / "report.html").read_text()
-    assert "<svg class=\"histogram\"" in page
+    assert '<svg class="histogram"' in page
     assert "row-2" in page and "I do not know" in page and "What is 3 times 4?" in page
     assert "http://" not in page and "https://" not in page
 
@@ -179,8 +239,20 @@ def running_server(workspace: Callable[..., Path], pytester: pytest.Pytester) ->
     root = workspace(multiply_rows(4, wrong={3}))
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "osmosis_rollout.cli", "serve", "rollouts/demo/main.py", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "osmosis_rollout.cli",
+            "serve",
+            "rollouts/demo/main.py",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env=dict(os.environ, _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(root / "server-artifacts")),
     )
     url = f"http://127.0.0.1:{port}"
@@ -210,13 +282,17 @@ def test_server_mode_drives_a_running_server_with_the_same_summary(
     running_server: str, pytester: pytest.Pytester
 ) -> None:
     in_process = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
-    served = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, f"--osmosis-server={running_server}")
+    served = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, f"--osmosis-server={running_server}"
+    )
     served.assert_outcomes(passed=3 + 1, failed=1)  # the dataset preflight, no entrypoint to check
     assert _summary_line(served) == _summary_line(in_process)
     assert "server" in served.stdout.str()
 
 
-def test_osmosis_serve_starts_and_stops_the_entrypoints_server(workspace: Callable[..., Path], pytester: pytest.Pytester) -> None:
+def test_osmosis_serve_starts_and_stops_the_entrypoints_server(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
     workspace(multiply_rows(4, wrong={3}))
     in_process = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
     served = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-serve")
@@ -224,8 +300,14 @@ def test_osmosis_serve_starts_and_stops_the_entrypoints_server(workspace: Callab
     assert _summary_line(served) == _summary_line(in_process)
 
 
-def test_server_mode_reports_an_unreachable_server_on_each_row(workspace: Callable[..., Path], pytester: pytest.Pytester) -> None:
+def test_server_mode_reports_an_unreachable_server_on_each_row(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
     workspace(multiply_rows(4))
-    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, f"--osmosis-server=http://127.0.0.1:{_free_port()}")
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl",
+        POLICY,
+        f"--osmosis-server=http://127.0.0.1:{_free_port()}",
+    )
     result.assert_outcomes(passed=1, failed=4)
     assert "ConnectError" in result.stdout.str()
