@@ -36,13 +36,20 @@ from typing import Any, cast
 
 from osmosis_rollout._imports import require_extra
 from osmosis_rollout.context import RolloutContext, SampleSource, get_rollout_context
-from osmosis_rollout.integrations._litellm import ROLLOUT_MODEL_ID, import_litellm
+from osmosis_rollout.integrations._litellm import (
+    ROLLOUT_MODEL_ID,
+    import_litellm,
+    prepare_litellm_import,
+)
 from osmosis_rollout.integrations.streaming import resolve_streaming
 from osmosis_rollout.types import RolloutSample
 
-# LiteLLM first, so the framework's own ``import litellm`` uses the local cost map.
-import_litellm(extra="openai-agents")
+# The framework first (the likelier one to be missing), then LiteLLM through our helper,
+# before ``agents.extensions.models.litellm_model`` imports it; the cost-map setting goes in
+# before either.
+prepare_litellm_import()
 require_extra("agents", extra="openai-agents", package="openai-agents")
+import_litellm(extra="openai-agents")
 
 from agents import Agent  # noqa: E402
 from agents.extensions.models.litellm_model import LitellmModel  # noqa: E402

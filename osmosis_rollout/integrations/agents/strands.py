@@ -41,13 +41,16 @@ from osmosis_rollout.integrations._litellm import (
     ROLLOUT_MODEL_ID,
     SKIP_MCP_HANDLER,
     import_litellm,
+    prepare_litellm_import,
 )
 from osmosis_rollout.integrations.streaming import resolve_streaming
 from osmosis_rollout.types import RolloutSample
 
-# LiteLLM first, so the framework's own ``import litellm`` uses the local cost map.
-import_litellm(extra="strands")
+# The framework first (the likelier one to be missing), then LiteLLM through our helper,
+# before ``strands.models.litellm`` imports it; the cost-map setting goes in before either.
+prepare_litellm_import()
 require_extra("strands", extra="strands", package="strands-agents")
+import_litellm(extra="strands")
 
 from strands import Agent as StrandsAgent  # noqa: E402
 from strands.models.litellm import LiteLLMModel  # noqa: E402
