@@ -313,3 +313,36 @@ def test_a_second_dataset_adds_its_rows(
         "--osmosis-dataset=data/test.jsonl", "--osmosis-dataset=data/more.jsonl", POLICY
     )
     result.assert_outcomes(passed=5 + PREFLIGHT + 1)  # a dataset check per file
+
+
+def test_eval_toml_values_are_defaults_that_flags_override(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace(multiply_rows(4, wrong={0}))
+    (root / "configs" / "eval").mkdir(parents=True)
+    (root / "configs" / "eval" / "demo.toml").write_text(
+        '[experiment]\nrollout = "demo"\nentrypoint = "main.py"\nmodel_path = "openai/gpt-5-mini"\ndataset = "demo"\n'
+        "[evaluation]\npass_threshold = 0.0\nlimit = 3\n"
+    )
+    by_toml = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
+    by_toml.assert_outcomes(passed=3 + PREFLIGHT + 1)  # + the eval-config check
+    by_flag = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl",
+        POLICY,
+        "--osmosis-pass-threshold=1",
+        "--osmosis-limit=4",
+    )
+    by_flag.assert_outcomes(passed=3 + PREFLIGHT + 1, failed=1)
+
+
+def test_last_failed_reruns_only_the_failed_rows(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace(multiply_rows(5, wrong={3}))
+    pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
+    rerun = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--lf", "--osmosis-report=r.json"
+    )
+    rerun.assert_outcomes(failed=1, deselected=4 + PREFLIGHT)
+    report = json.loads((root / "r.json").read_text())
+    assert [r["row_key"] for r in report["rows"]] == ["row-3"]
