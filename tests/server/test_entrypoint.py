@@ -141,7 +141,9 @@ def test_two_backends_are_refused_with_their_names(tmp_path: Path) -> None:
         tmp_path,
         "b1 = LocalBackend(workflow=Echo)\nb2 = LocalBackend(workflow=Echo)\n",
     )
-    with pytest.raises(EntrypointError, match=r"found 2 ExecutionBackend instances: b1, b2; pass .*:b1"):
+    with pytest.raises(
+        EntrypointError, match=r"found 2 ExecutionBackend instances: b1, b2; pass .*:b1"
+    ):
         load_entrypoint(str(path))
 
 
@@ -164,14 +166,16 @@ def test_sibling_imports_work_because_the_directory_is_on_sys_path(tmp_path: Pat
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(EntrypointError, match="entrypoint file not found: .*nope.py"):
+    with pytest.raises(EntrypointError, match=r"entrypoint file not found: .*nope\.py"):
         load_entrypoint(str(tmp_path / "nope.py"))
 
 
 def test_an_import_error_inside_the_file_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "main.py"
     path.write_text("raise RuntimeError('bad config')\n")
-    with pytest.raises(EntrypointError, match=r"importing .*main.py failed: RuntimeError: bad config"):
+    with pytest.raises(
+        EntrypointError, match=r"importing .*main.py failed: RuntimeError: bad config"
+    ):
         load_entrypoint(str(path))
 
 
