@@ -15,6 +15,21 @@ from osmosis_rollout.context import (
     get_rollout_context,
 )
 from osmosis_rollout.grader import Grader
+from osmosis_rollout.rewards import RewardFunction, RewardGrader, osmosis_reward, reward_grader
+from osmosis_rollout.rubric import (
+    RubricGrader,
+    RubricResult,
+    evaluate_rubric,
+    evaluate_rubric_sync,
+    osmosis_rubric,
+    rubric_grader,
+)
+from osmosis_rollout.sample_text import (
+    assistant_texts,
+    first_user_text,
+    last_assistant_text,
+    tool_calls,
+)
 from osmosis_rollout.types import (
     POLLING_LEASE_HEADER,
     AgentWorkflowConfig,
@@ -60,6 +75,8 @@ __all__ = [
     "LocalBackend",
     "MessageDict",
     "Messages",
+    "RewardFunction",
+    "RewardGrader",
     "RolloutContext",
     "RolloutErrorCategory",
     "RolloutInitRequest",
@@ -68,7 +85,19 @@ __all__ = [
     "RolloutResultResponse",
     "RolloutSample",
     "RolloutStatus",
+    "RubricGrader",
+    "RubricResult",
     "SampleSource",
     "__version__",
+    "assistant_texts",
+    "evaluate_rubric",
+    "evaluate_rubric_sync",
+    "first_user_text",
     "get_rollout_context",
+    "last_assistant_text",
+    "osmosis_reward",
+    "osmosis_rubric",
+    "reward_grader",
+    "rubric_grader",
+    "tool_calls",
 ]
