@@ -127,6 +127,7 @@ def build_runtime(session: OsmosisSession) -> Runtime:
 
     s = session.settings
     closers: list[Any] = []
+    loop_closers: list[Any] = []
     try:
         policy = build_policy(session)
         policy_server = PolicyServer(policy)
@@ -141,9 +142,9 @@ def build_runtime(session: OsmosisSession) -> Runtime:
                 closers.append(stop)
                 urls.append(url)
             scheduler = RolloutScheduler(s.concurrency or _default_concurrency())
-            closers.insert(0, scheduler.close)
+            closers.append(scheduler.close)
             clients = [_client(scheduler, url) for url in urls]
-            closers.append(functools.partial(_close_clients, scheduler, clients))
+            loop_closers.append(functools.partial(_close_clients, scheduler, clients))
             runner: Any = ServerRunner(
                 clients,
                 policy_server,
@@ -167,7 +168,7 @@ def build_runtime(session: OsmosisSession) -> Runtime:
                 grader_timeout=s.grader_timeout,
             )
     except BaseException:
-        for closer in reversed(closers):
+        for closer in [*loop_closers, *reversed(closers)]:
             try:
                 closer()
             except Exception:

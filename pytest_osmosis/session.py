@@ -41,6 +41,8 @@ class Runtime:
     scheduler: RolloutScheduler
     runner: AttemptRunner
     closers: list[Any] = field(default_factory=list)
+    loop_closers: list[Any] = field(default_factory=list)
+    """Run while the scheduler's loop still runs (e.g. closing HTTP clients made on it)."""
 
 
 class OsmosisSession:
@@ -181,8 +183,8 @@ class OsmosisSession:
         runtime, self.runtime = self.runtime, None
         if runtime is None:
             return
-        runtime.scheduler.close()
-        for closer in reversed(runtime.closers):
+        runtime.scheduler.cancel_pending()
+        for closer in [*runtime.loop_closers, runtime.scheduler.close, *reversed(runtime.closers)]:
             try:
                 closer()
             except Exception:
