@@ -1,0 +1,114 @@
+"""Secrets: a plugin run with a provider key and the inbound API key set leaves neither in
+any file it wrote (JSON report, HTML report, JUnit XML, cassettes, trajectories, artifacts,
+logs), nor in its console output.
+
+The provider key is really used: ``--osmosis-model openai/...`` goes through LiteLLM to a
+fake provider on loopback (our ``PolicyServer``, which demands that key as its bearer), in
+record mode, so cassettes are written from real provider traffic. The inbound key
+(``OSMOSIS_ROLLOUT_API_KEY``) sits in the environment of the run. The workflow uses
+``RolloutChatClient``, whose conversation becomes the trajectory. LiteLLM and the
+workflow log at DEBUG into a log file under the output directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from osmosis_rollout.controller import PolicyServer
+
+PROVIDER_KEY = "sk-provider-SECRET-5f1c0b7e9a2d4c36"
+INBOUND_KEY = "inbound-SECRET-8e2a7d41c9b3"
+
+MAIN_PY = """
+import logging
+from osmosis_rollout import AgentWorkflow, Grader
+from osmosis_rollout.chat_client import RolloutChatClient
+
+log = logging.getLogger("secrets_workflow")
+
+
+class Ask(AgentWorkflow):
+    async def run(self, ctx):
+        log.debug("asking the policy: %s", ctx.prompt)
+        chat = RolloutChatClient(ctx.prompt, streaming=False)
+        reply = await chat.complete()
+        log.debug("reply: %s", reply.message)
+
+
+class Exact(Grader):
+    async def grade(self, ctx):
+        ctx.set_reward(1.0 if ctx.label in (ctx.sample.messages[-1]["content"] or "") else 0.0)
+"""
+
+
+def provider(request: object) -> str:
+    """The fake provider's model: always answers with the multiplication's result."""
+    return "The answer is 42"
+
+
+def test_a_plugin_run_writes_neither_key_anywhere(tmp_path: Path) -> None:
+    (tmp_path / "rollouts" / "secrets").mkdir(parents=True)
+    (tmp_path / "rollouts" / "secrets" / "main.py").write_text(textwrap.dedent(MAIN_PY))
+    (tmp_path / "data").mkdir()
+    rows = [{"user_prompt": f"What is 6 times 7? ({i})", "ground_truth": "42"} for i in range(3)]
+    (tmp_path / "data" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    out = tmp_path / "out"
+
+    with PolicyServer(provider, api_key=PROVIDER_KEY) as fake_provider:
+        env = {
+            **os.environ,
+            "OPENAI_API_KEY": PROVIDER_KEY,
+            "OPENAI_API_BASE": fake_provider.rollout_url("provider"),
+            "OPENAI_BASE_URL": fake_provider.rollout_url("provider"),
+            "OSMOSIS_ROLLOUT_API_KEY": INBOUND_KEY,
+            "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT": str(out / "artifact-root"),
+            "LITELLM_LOG": "DEBUG",
+        }
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "--osmosis-dataset=data/test.jsonl",
+                "--osmosis-model=openai/gpt-4o-mini",
+                "--osmosis-record-mode=all",
+                f"--osmosis-cassette-dir={out / 'cassettes'}",
+                f"--osmosis-output={out / 'run'}",
+                f"--osmosis-report={out / 'report.json'}",
+                f"--osmosis-html={out / 'report.html'}",
+                f"--junitxml={out / 'junit.xml'}",
+                f"--log-file={out / 'pytest.log'}",
+                "--log-file-level=DEBUG",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        provider_calls = fake_provider.log("provider").calls
+
+    console = proc.stdout + proc.stderr
+    assert proc.returncode == 0, console[-4000:]
+    # The provider key was really used: the fake provider accepted three calls with it.
+    assert len(provider_calls) == 3 and all(c.error is None for c in provider_calls)
+
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    kinds = {p.suffix for p in written}
+    assert {".json", ".html", ".xml", ".log"} <= kinds, sorted(map(str, written))
+    assert list((out / "cassettes").rglob("*")), "no cassette was written"
+    assert any(p.name == "trajectory.json" for p in written), "no trajectory was written"
+    for path in written:
+        data = path.read_bytes()
+        for secret in (PROVIDER_KEY, INBOUND_KEY):
+            assert secret.encode() not in data, f"{secret[:12]}... leaked into {path}"
+    for secret in (PROVIDER_KEY, INBOUND_KEY):
+        assert secret not in console
