@@ -110,7 +110,7 @@ class _Uvicorn:
     """Serve an ASGI app on a free loopback port in a thread (independent of PolicyServer)."""
 
     def __init__(self, app: Any) -> None:
-        self.sock = socket.socket()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         config = uvicorn.Config(app, log_config=None, log_level="warning", lifespan="off")
