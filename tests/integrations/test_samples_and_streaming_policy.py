@@ -59,7 +59,7 @@ def test_an_explicit_choice_beats_everything(monkeypatch: pytest.MonkeyPatch) ->
 def test_an_unknown_mode_names_the_valid_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(STREAMING_ENV, "sometimes")
 
-    with pytest.raises(ConfigError, match="'sometimes'.*auto, always, never"):
+    with pytest.raises(ConfigError, match=r"'sometimes'.*auto, always, never"):
         resolve_streaming()
 
 
