@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -109,7 +110,8 @@ async def test_status_waits_raise_the_polling_error_when_polling_ends_first(
     )
     handle = await admit(client, router, wire)
     with pytest.raises(RolloutProtocolError) as caught:
-        await handle.wait_for_running()
+        async with asyncio.timeout(5):
+            await handle.wait_for_running()
     assert caught.value.status_code == 404
     assert handle.status == RolloutStatus.QUEUED
 
@@ -249,6 +251,26 @@ async def test_no_retry_that_could_not_finish_before_the_lease_deadline(
             await handle
     assert caught.value.status_code == 502
     assert poll.call_count == 3
+
+
+async def test_a_backoff_that_overruns_the_lease_ends_polling_without_another_read(
+    router: respx.MockRouter, wire: type[Wire]
+) -> None:
+    # The loop stalls during the 0.25 s backoff until no read could finish within the lease:
+    # the check after the sleep must stop the retry.
+    def gateway_error_then_stall(request: httpx.Request) -> httpx.Response:
+        asyncio.get_running_loop().call_later(0.05, time.sleep, 1.3)
+        return httpx.Response(502)
+
+    poll = router.get("/rollout/r1/result").mock(
+        side_effect=[gateway_error_then_stall, wire.result("r1")]
+    )
+    async with RolloutClient(wire.base_url, result_read_grace_sec=0.1) as client:
+        handle = await admit(client, router, wire, wait=0.2, lease=1.5)
+        with pytest.raises(RolloutProtocolError) as caught:
+            await handle
+    assert caught.value.status_code == 502
+    assert poll.call_count == 1
 
 
 async def test_default_grace_leaves_no_room_to_retry_under_a_short_lease(
