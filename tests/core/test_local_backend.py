@@ -371,3 +371,12 @@ async def test_a_backend_keeps_working_after_shutdown() -> None:
     await backend.shutdown()
     assert (await backend.execute(_request(grade=False))).result.status is RolloutStatus.SUCCESS
     await backend.shutdown()
+
+
+def test_resolve_reference_passes_objects_through_and_follows_dotted_attributes() -> None:
+    from osmosis_rollout._imports import resolve_reference
+
+    assert resolve_reference(Echo) is Echo
+    assert resolve_reference(None) is None
+    assert resolve_reference("osmosis_rollout:RolloutStatus.SUCCESS") is RolloutStatus.SUCCESS
+    assert resolve_reference("osmosis_rollout.backend.local:LocalBackend") is LocalBackend
