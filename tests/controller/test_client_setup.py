@@ -107,6 +107,14 @@ async def test_own_httpx_client_applies_a_five_second_timeout_to_admission(
 def test_importing_the_controller_does_not_import_fastapi() -> None:
     code = (
         "import sys, osmosis_rollout.controller as c; c.RolloutClient; c.RolloutHandle; "
-        "assert 'fastapi' not in sys.modules, 'fastapi imported'"
+        "assert 'fastapi' not in sys.modules, 'fastapi imported'; "
+        "assert c.PolicyServer.__name__ == 'PolicyServer'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_unknown_controller_attributes_raise_attribute_error() -> None:
+    import osmosis_rollout.controller as controller
+
+    with pytest.raises(AttributeError, match="NoSuchThing"):
+        controller.NoSuchThing  # noqa: B018
