@@ -31,6 +31,7 @@ class AttemptResult:
     tokens: int | None = None
     tokens_estimated: bool = False
     duration_ms: float = 0.0
+    started_at: float = 0.0
     trajectory_path: str | None = None
     last_assistant: str | None = None
     policy_calls: int = 0

@@ -89,6 +89,12 @@ class RunReport:
         errors = Counter(a["error_type"] for a in self.attempts if a.get("status") == "failed")
         summary["errors_by_type"] = dict(errors.most_common())
         summary["tokens_estimated"] = any(a.get("tokens_estimated") for a in self.attempts)
+        timed = [a for a in self.attempts if a.get("started_at")]
+        if timed:
+            first = min(a["started_at"] for a in timed)
+            last = max(a["started_at"] + a["duration_ms"] / 1000.0 for a in timed)
+            # Wall time from the first rollout's start to the last one's end: what concurrency buys.
+            summary["rollouts_wall_s"] = round(last - first, 3)
         return summary
 
     def write(self, extra: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
@@ -158,8 +164,10 @@ def summary_lines(report: RunReport, summary: dict[str, Any], *, slowest: int = 
     attempts = report.attempts
     if attempts:
         durations = [a["duration_ms"] for a in attempts]
+        wall = summary.get("rollouts_wall_s")
         lines.append(
             f"rollout time: total {sum(durations) / 1000:.2f}s  median {statistics.median(durations) / 1000:.3f}s"
+            + (f"  wall {wall:.2f}s" if wall is not None else "")
         )
         top = sorted(attempts, key=lambda a: a["duration_ms"], reverse=True)[:slowest]
         if len(attempts) > 1:

@@ -101,6 +101,7 @@ class _AttemptBuilder:
         trajectory: Path | None,
     ) -> AttemptResult:
         log = self.policy_server.release(rollout_id)
+        duration = time.perf_counter() - started
         sample = wire.get("sample") or {}
         status, reward, error_type = classify(
             str(wire.get("status")),
@@ -127,7 +128,8 @@ class _AttemptBuilder:
             err_message=err_message,
             tokens=getattr(log, "total_tokens", None),
             tokens_estimated=bool(getattr(log, "tokens_estimated", False)),
-            duration_ms=round((time.perf_counter() - started) * 1000.0, 3),
+            duration_ms=round(duration * 1000.0, 3),
+            started_at=round(time.time() - duration, 6),
             trajectory_path=str(trajectory) if trajectory else None,
             last_assistant=last_assistant_text(sample.get("messages")),
             policy_calls=len(getattr(log, "calls", []) or []),
