@@ -68,7 +68,7 @@ async def test_the_grader_deadline_is_independent_of_the_agent_deadline() -> Non
     # The grader alone outlasts the agent deadline; only its own deadline applies to it.
     backend = LocalBackend(workflow=Instant, grader=SlowGrader)
     outcome = await backend.execute(
-        _request(agent_timeout_sec=0.05, grader_timeout_sec=5.0, metadata={"grade_sleep": 0.2})
+        _request(agent_timeout_sec=0.15, grader_timeout_sec=5.0, metadata={"grade_sleep": 0.4})
     )
     assert outcome.result.status is RolloutStatus.SUCCESS
     assert outcome.result.sample is not None and outcome.result.sample.reward == 1.0
