@@ -106,6 +106,9 @@ class RolloutContext:
     process_id: str | None = None
     preview_path: Path | None = None
     preview_enabled: bool = True
+    streaming: bool | None = None
+    """Whether integrations stream model calls; ``None`` = their default (stream, as production
+    requires). The plugin sets ``False`` in-process, where its endpoint also answers plainly."""
 
     def __post_init__(self) -> None:
         if not self.chat_completions_url:

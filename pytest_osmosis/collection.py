@@ -134,6 +134,6 @@ class RowItem(pytest.Item):
 
 
 def _session(config: pytest.Config) -> OsmosisSession:
-    from pytest_osmosis.session import SESSION_KEY
+    from pytest_osmosis.lifecycle import ensure_session
 
-    return config.stash[SESSION_KEY]
+    return ensure_session(config)

@@ -83,6 +83,15 @@ def parametrize_by_marker(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("osmosis_row", rows, ids=[row.key for row in rows])
 
 
+def may_have_rows(session: pytest.Session) -> bool:
+    """True when this session has dataset rows or marker-parametrized tests (cheap check)."""
+    from pytest_osmosis.keys import DATASETS_KEY
+
+    if DATASETS_KEY in session.config.stash:
+        return True
+    return any(item.get_closest_marker("osmosis_dataset") is not None for item in session.items)
+
+
 def osmosis_row_fixture(request: pytest.FixtureRequest) -> Any:
     param = getattr(request, "param", None)
     if param is None:
@@ -94,10 +103,10 @@ def osmosis_row_fixture(request: pytest.FixtureRequest) -> Any:
 
 
 def osmosis_result_fixture(request: pytest.FixtureRequest) -> Any:
-    from pytest_osmosis.session import SESSION_KEY
+    from pytest_osmosis.lifecycle import ensure_session
 
     row = request.getfixturevalue("osmosis_row")
-    session = request.config.stash[SESSION_KEY]
+    session = ensure_session(request.config)
     verdict = session.wait_for_row(request.node.nodeid, row)
     return verdict.attempts[0] if len(verdict.attempts) == 1 else verdict
 

@@ -11,13 +11,11 @@ from typing import Any
 
 import pytest
 
+from pytest_osmosis.keys import DATASETS_KEY, RESULT_KEY, SESSION_KEY
 from pytest_osmosis.options import OsmosisSettings, raw_value, resolve_path, resolve_settings
 from pytest_osmosis.reporting import PROPERTY, RowRecord, summary_lines
-from pytest_osmosis.session import SESSION_KEY, OsmosisSession
+from pytest_osmosis.session import OsmosisSession
 from pytest_osmosis.workspace import default_eval_config, discover_entrypoint, find_workspace
-
-RESULT_KEY = pytest.StashKey[dict[str, Any]]()
-DATASETS_KEY = pytest.StashKey[set[Path]]()
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -60,9 +58,7 @@ def configure_session(config: pytest.Config) -> None:
     """Resolve settings; when datasets are given, point collection at them."""
     datasets = [str(p) for p in (raw_value(config, "dataset") or [])]
     if not datasets:
-        config.stash[SESSION_KEY] = OsmosisSession(
-            config, resolve_settings(config), workspace=None, entrypoint=None, eval_config=None
-        )
+        ensure_session(config)
         return
     invocation = Path(config.invocation_params.dir)
     dataset_paths = [resolve_path(config, d) for d in datasets]
@@ -102,6 +98,17 @@ def configure_session(config: pytest.Config) -> None:
         config.args = [str(p) for p in dataset_paths]
     else:
         config.args = [*config.args, *(str(p) for p in dataset_paths if str(p) not in config.args)]
+
+
+def ensure_session(config: pytest.Config) -> OsmosisSession:
+    """The session, created on first use when no dataset was given (marker-driven rows)."""
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None:
+        session = OsmosisSession(
+            config, resolve_settings(config), workspace=None, entrypoint=None, eval_config=None
+        )
+        config.stash[SESSION_KEY] = session
+    return session
 
 
 def unconfigure_session(config: pytest.Config) -> None:
@@ -168,10 +175,10 @@ def start_rows(session: pytest.Session) -> None:
     config = session.config
     if config.option.collectonly or is_worker(config):
         return
-    osmosis = config.stash.get(SESSION_KEY, None)
     rows = _row_items(session.items)
-    if osmosis is None or not rows:
+    if not rows:
         return
+    osmosis = ensure_session(config)
     try:
         for item in rows:
             _submit(osmosis, item)
@@ -185,9 +192,6 @@ def start_worker_queue(item: pytest.Item) -> None:
     config = item.config
     if not is_worker(config):
         return
-    osmosis = config.stash.get(SESSION_KEY, None)
-    if osmosis is None:
-        return
     queued: list[int] = []
     for plugin in config.pluginmanager.get_plugins():
         if type(plugin).__name__ == "WorkerInteractor":
@@ -196,9 +200,12 @@ def start_worker_queue(item: pytest.Item) -> None:
                 with torun.lock() as pending:
                     queued = [i for i in pending if isinstance(i, int)]
     items = item.session.items
-    candidates = [item, *(items[i] for i in queued if i < len(items))]
+    candidates = _row_items([item, *(items[i] for i in queued if i < len(items))])
+    if not candidates:
+        return
+    osmosis = ensure_session(config)
     try:
-        for candidate in _row_items(candidates):
+        for candidate in candidates:
             _submit(osmosis, candidate)
     except Exception:
         return

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from pytest_osmosis import fixtures as _fixtures
-from pytest_osmosis.options import add_options
+from pytest_osmosis.keys import DATASETS_KEY, SESSION_KEY
+from pytest_osmosis.options import add_options, raw_value
 
 MARKER = (
     "osmosis_dataset(path, rows=None): parametrize this test by the rows of a dataset file; the test "
@@ -28,24 +29,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
-    from pytest_osmosis.lifecycle import configure_session
+    # Without a dataset the runtime is not imported at all: `pytest --help` and ordinary
+    # test runs pay only for this module. Marker-driven rows create the session lazily.
+    if raw_value(config, "dataset"):
+        from pytest_osmosis.lifecycle import configure_session
 
-    configure_session(config)
+        configure_session(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from pytest_osmosis.lifecycle import unconfigure_session
+    if SESSION_KEY in config.stash:
+        from pytest_osmosis.lifecycle import unconfigure_session
 
-    unconfigure_session(config)
+        unconfigure_session(config)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if DATASETS_KEY not in parent.config.stash:
+        return None
     from pytest_osmosis.lifecycle import dataset_collector
 
     return dataset_collector(file_path, parent)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    if SESSION_KEY not in config.stash:
+        return None
     from pytest_osmosis.lifecycle import report_header
 
     return report_header(config)
@@ -66,6 +75,8 @@ def pytest_collection_modifyitems(
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
+    if not _fixtures.may_have_rows(session):
+        return (yield)
     from pytest_osmosis.lifecycle import finish_rows, start_rows
 
     start_rows(session)
@@ -77,22 +88,25 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, objec
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    from pytest_osmosis.lifecycle import start_worker_queue
+    if hasattr(item.config, "workerinput") and _fixtures.may_have_rows(item.session):
+        from pytest_osmosis.lifecycle import start_worker_queue
 
-    start_worker_queue(item)
+        start_worker_queue(item)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    from pytest_osmosis.lifecycle import session_finish
+    if SESSION_KEY in session.config.stash:
+        from pytest_osmosis.lifecycle import session_finish
 
-    session_finish(session, exitstatus)
+        session_finish(session, exitstatus)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    from pytest_osmosis.lifecycle import terminal_summary
+    if SESSION_KEY in config.stash:
+        from pytest_osmosis.lifecycle import terminal_summary
 
-    terminal_summary(terminalreporter, config)
+        terminal_summary(terminalreporter, config)
 
 
 @pytest.fixture

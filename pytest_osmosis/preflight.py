@@ -122,7 +122,7 @@ def preflight_checks(osmosis: Any) -> list[tuple[str, Any]]:
 
 def add_preflight_items(session: pytest.Session, items: list[pytest.Item]) -> None:
     """Put the preflight items first; with ``--osmosis-preflight-only`` deselect the rows."""
-    from pytest_osmosis.session import SESSION_KEY
+    from pytest_osmosis.keys import SESSION_KEY
 
     osmosis = session.config.stash.get(SESSION_KEY, None)
     if osmosis is None or not osmosis.settings.active:

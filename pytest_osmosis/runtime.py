@@ -180,6 +180,9 @@ class InProcessRunner(_AttemptBuilder):
             api_key=self.policy_server.api_key,
             rollout_id=rollout_id,
             progress=RolloutProgress(),
+            # Our endpoint answers plain requests too: in-process rollouts skip the cost of
+            # streaming (samples are identical); server mode keeps the production path.
+            streaming=False,
         )
         trajectory: Path | None = None
         try:
