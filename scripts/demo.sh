@@ -12,5 +12,4 @@ cd example_rollouts/multiply-openai
 exec "$root/.venv/bin/python" -m pytest -p no:cacheprovider -p no:asyncio \
     --osmosis-dataset data/test.jsonl \
     --osmosis-policy rollouts/multiply-openai/policy.py:policy \
-    --osmosis-output "$root/.osmosis/demo" \
     "$@"

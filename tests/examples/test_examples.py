@@ -1,0 +1,120 @@
+"""Each example workspace is complete and passes under the plugin, in-process and served."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from examples.support import (
+    EXAMPLE_TEMPLATES,
+    EXAMPLES,
+    assert_all_rows_passed,
+    copy_example,
+    count_rows,
+    read_report,
+    run_pytest,
+)
+
+from osmosis_rollout.dataset import validate_dataset
+from osmosis_rollout.eval_config import load_eval_config
+from osmosis_rollout.templates import render_template
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def test_every_example_has_the_workspace_layout(example: str) -> None:
+    root = EXAMPLES / example
+    for rel in (
+        f"rollouts/{example}/main.py",
+        f"rollouts/{example}/policy.py",
+        f"configs/eval/{example}.toml",
+        "data/test.jsonl",
+        "pyproject.toml",
+        "README.md",
+    ):
+        assert (root / rel).is_file(), f"{example} lacks {rel}"
+
+
+def test_every_example_is_its_template_rendered_with_its_name(example: str) -> None:
+    root = EXAMPLES / example
+    rendered = render_template(EXAMPLE_TEMPLATES[example], example)
+    for rel, text in rendered.items():
+        on_disk = root / ("data/test.jsonl" if rel.parts[0] == "data" else rel)
+        assert on_disk.read_text(encoding="utf-8") == text, (
+            f"{on_disk} differs from template {EXAMPLE_TEMPLATES[example]!r}'s {rel}: "
+            "edit osmosis_rollout/templates/ and re-render the example from it"
+        )
+
+
+def test_every_example_dataset_and_eval_config_pass_the_submit_rules(example: str) -> None:
+    root = EXAMPLES / example
+    report = validate_dataset(root / "data" / "test.jsonl")
+    assert report.ok and not report.warnings, report.format()
+    assert report.n_rows >= 6
+    config = load_eval_config(root / "configs" / "eval" / f"{example}.toml", require_secrets=True)
+    assert config.experiment.rollout == example
+    assert config.entrypoint_path(root).is_file()
+    assert config.evaluation.pass_threshold == 1.0
+
+
+def test_every_example_pyproject_runs_its_dataset_with_its_reference_policy(example: str) -> None:
+    with (EXAMPLES / example / "pyproject.toml").open("rb") as handle:
+        pyproject = tomllib.load(handle)
+    ini = pyproject["tool"]["pytest"]["ini_options"]
+    assert ini["osmosis_dataset"] == ["data/test.jsonl"]
+    assert ini["osmosis_policy"] == f"rollouts/{example}/policy.py:policy"
+    (dependency,) = pyproject["project"]["dependencies"]
+    assert dependency.startswith("pytest-osmosis[")
+
+
+def test_a_bare_pytest_in_an_example_runs_every_row_in_process(
+    example: str, tmp_path: Path
+) -> None:
+    workspace = copy_example(example, tmp_path)
+    rows = count_rows(workspace / "data" / "test.jsonl")
+    result = run_pytest(workspace)
+    assert_all_rows_passed(result, rows)
+    assert "osmosis: in-process" in result.stdout
+    report = read_report(workspace)
+    summary = report["summary"]
+    assert isinstance(summary, dict)
+    assert summary["passed"] == rows and summary["pass_rate"] == 1.0
+
+
+def test_an_example_passes_in_server_mode_against_its_own_served_entrypoint(
+    example: str, tmp_path: Path
+) -> None:
+    workspace = copy_example(example, tmp_path)
+    rows = count_rows(workspace / "data" / "test.jsonl")
+    result = run_pytest(
+        workspace,
+        "--osmosis-dataset",
+        "data/test.jsonl",
+        "--osmosis-policy",
+        f"rollouts/{example}/policy.py:policy",
+        "--osmosis-serve",
+    )
+    assert_all_rows_passed(result, rows)
+    assert "osmosis: server" in result.stdout
+
+
+def test_the_judge_example_records_the_offline_judges_verdict(tmp_path: Path) -> None:
+    workspace = copy_example("judge", tmp_path)
+    result = run_pytest(workspace, "--osmosis-rows", "0")
+    assert result.returncode == 0, result.explain()
+    report = read_report(workspace)
+    (row,) = report["rows"]  # type: ignore[misc]
+    trajectory = Path(row["trajectory_filename"]).read_text(encoding="utf-8")
+    assert "reference_verdict" in trajectory
+    assert "computed with the 9/5 + 32 formula" in trajectory
+
+
+def test_an_answer_without_working_gets_half_credit_from_the_judge(tmp_path: Path) -> None:
+    workspace = copy_example("judge", tmp_path)
+    (workspace / "terse.py").write_text(
+        "def policy(request):\n    return 'It is 212 degrees Fahrenheit.'\n", encoding="utf-8"
+    )
+    result = run_pytest(workspace, "--osmosis-rows", "0", "--osmosis-policy", "terse.py:policy")
+    assert result.returncode == 1, result.explain()
+    assert "reward 0.5 < threshold 1" in result.stdout, result.explain()
