@@ -42,7 +42,8 @@ def test_a_recording_replays_with_the_policy_removed(
     cassettes = sorted((root / "data" / "cassettes").rglob("*.json"))
     assert len(cassettes) == 4
     (root / "policy.py").unlink()
-    replayed = pytester.runpytest("--osmosis-dataset=data/test.jsonl")
+    # A fresh process, as CI would run it: no key, no provider, just the cassettes.
+    replayed = pytester.runpytest_subprocess("--osmosis-dataset=data/test.jsonl")
     replayed.assert_outcomes(passed=4 + PREFLIGHT)
 
 
@@ -311,3 +312,36 @@ def test_server_mode_reports_an_unreachable_server_on_each_row(
     )
     result.assert_outcomes(passed=1, failed=4)
     assert "ConnectError" in result.stdout.str()
+
+
+def test_a_real_model_is_recorded_once_then_replayed_in_ci_without_a_key(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI flow: record with a LiteLLM model and a key, then replay with neither."""
+    from osmosis_rollout.controller import PolicyServer
+
+    root = workspace(multiply_rows(4))
+    provider_policy = (root / "policy.py").read_text()
+    namespace: dict[str, object] = {}
+    exec(compile(provider_policy, "policy.py", "exec"), namespace)
+    with PolicyServer(namespace["policy"]) as provider:  # an OpenAI-compatible provider on loopback
+        monkeypatch.setenv("OPENAI_BASE_URL", provider.rollout_url("provider"))
+        monkeypatch.setenv("OPENAI_API_KEY", provider.api_key)
+        recorded = pytester.runpytest(
+            "--osmosis-dataset=data/test.jsonl",
+            "--osmosis-model=openai/gpt-test",
+            "--osmosis-record-mode=once",
+        )
+        recorded.assert_outcomes(passed=4 + PREFLIGHT)
+        assert len(provider.log("provider").calls) == 4
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    written = [
+        p
+        for p in root.rglob("*")
+        if p.is_file() and p.suffix in {".json", ".jsonl", ".html", ".log"}
+    ]
+    assert all(provider.api_key not in p.read_text(errors="replace") for p in written)
+    # A fresh process, as CI would run it: no key, no provider, just the cassettes.
+    replayed = pytester.runpytest_subprocess("--osmosis-dataset=data/test.jsonl")
+    replayed.assert_outcomes(passed=4 + PREFLIGHT)
