@@ -22,7 +22,9 @@ SUBCOMMANDS: dict[str, str] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand whose module is present."""
-    parser = argparse.ArgumentParser(prog="osmosis-rollout", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="osmosis-rollout", description="Write, validate and serve Osmosis agent rollouts."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     added: set[str] = set()
     for module_name in dict.fromkeys(SUBCOMMANDS.values()):
