@@ -182,6 +182,9 @@ def start_rows(session: pytest.Session) -> None:
     try:
         for item in rows:
             _submit(osmosis, item)
+    except pytest.UsageError as exc:
+        # A user mistake (no policy, a broken entrypoint): say it once and stop.
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
     except Exception:
         # The session remembers the setup error; every row reports it when it runs.
         return

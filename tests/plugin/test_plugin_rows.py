@@ -346,3 +346,14 @@ def test_last_failed_reruns_only_the_failed_rows(
     rerun.assert_outcomes(failed=1, deselected=4 + PREFLIGHT)
     report = json.loads((root / "r.json").read_text())
     assert [r["row_key"] for r in report["rows"]] == ["row-3"]
+
+
+def test_no_policy_stops_the_run_once_with_the_ways_to_give_one(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(multiply_rows(4))
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert out.count("no policy to answer") == 1
+    assert "--osmosis-policy FILE:CALLABLE" in out and "--osmosis-model LITELLM_ID" in out
