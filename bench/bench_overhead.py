@@ -1,0 +1,87 @@
+"""Harness overhead per row: the plugin over a null rollout vs a plain parametrized test.
+
+- plugin: ``pytest --osmosis-dataset rowsN.jsonl --osmosis-policy policy.py:policy`` over a
+  workflow that returns its prompt and a grader that rewards 1.0 (no model call), at the
+  plugin's default concurrency;
+- parametrize: ``@pytest.mark.parametrize("i", range(N))`` over a no-op test.
+
+Per-row overhead = (wall(N rows) - wall(1 row)) / (N - 1), so interpreter and plugin
+start-up cancel out; both run pytest in-process under the same runner script
+(``-p no:cacheprovider -q``). Medians of ``--repeats`` runs, interleaved.
+
+    .venv/bin/python bench/bench_overhead.py [--rows 2000] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _benchlib import OURS_PYTHON, machine, median, null_workspace, run_child, table
+
+PARAM_TEST = """
+import os
+import pytest
+
+N = int(os.environ["BENCH_ROWS"])
+
+
+@pytest.mark.parametrize("i", range(N))
+def test_noop(i):
+    pass
+"""
+
+
+def run(root: Path, kind: str, rows: int) -> float:
+    if kind == "plugin":
+        argv = [OURS_PYTHON, "pytest_rusage.py", "-q", "-p", "no:cacheprovider",
+                f"--osmosis-dataset=data/rows{rows}.jsonl", "--osmosis-policy=policy.py:policy",
+                f"--osmosis-output=out/{rows}"]  # fmt: skip
+        env = {"_OSMOSIS_ROLLOUT_ARTIFACT_ROOT": str(root / "artifacts")}
+    else:
+        argv = [OURS_PYTHON, "pytest_rusage.py", "-q", "-p", "no:cacheprovider",
+                "param/test_param.py"]  # fmt: skip
+        env = {"BENCH_ROWS": str(rows)}
+    report = run_child(argv, cwd=root, env=env)
+    if report["rc"] != 0:
+        raise SystemExit(f"{kind} with {rows} rows exited {report['rc']}")
+    return float(report["wall"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(machine())
+    walls: dict[tuple[str, int], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
+        root = Path(tmp)
+        null_workspace(root, 1)
+        null_workspace(root, args.rows)
+        (root / "param").mkdir()
+        (root / "param" / "test_param.py").write_text(PARAM_TEST)
+        for _ in range(args.repeats):
+            for kind in ("plugin", "parametrize"):
+                for rows in (1, args.rows):
+                    walls.setdefault((kind, rows), []).append(run(root, kind, rows))
+    out = []
+    per_row: dict[str, float] = {}
+    for kind in ("plugin", "parametrize"):
+        one, many = median(walls[(kind, 1)]), median(walls[(kind, args.rows)])
+        per_row[kind] = (many - one) / (args.rows - 1)
+        out.append([kind, f"{one:.2f}", f"{many:.2f}", f"{per_row[kind] * 1000:.3f}"])
+    print(f"median of {args.repeats}; wall = pytest.main() in-process, after interpreter start")
+    print(table(["kind", "1 row s", f"{args.rows} rows s", "per-row ms"], out))
+    print(f"plugin per-row overhead = {per_row['plugin'] / per_row['parametrize']:.2f}x "
+          "a plain parametrized test")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
