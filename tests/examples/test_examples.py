@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -118,3 +119,18 @@ def test_an_answer_without_working_gets_half_credit_from_the_judge(tmp_path: Pat
     result = run_pytest(workspace, "--osmosis-rows", "0", "--osmosis-policy", "terse.py:policy")
     assert result.returncode == 1, result.explain()
     assert "reward 0.5 < threshold 1" in result.stdout, result.explain()
+
+
+def test_the_hard_rows_fail_with_the_label_and_the_wrong_answer(tmp_path: Path) -> None:
+    workspace = copy_example("multiply-openai", tmp_path)
+    result = run_pytest(workspace, "--osmosis-dataset", "data/hard.jsonl")
+    assert result.returncode == 1, result.explain()
+    assert re.search(r"^rows: 4\s+passed: 1\s+failed: 3\b", result.stdout, re.M), result.explain()
+    for line in (
+        "hard-2 (hard.jsonl line 2): reward 0 < threshold 1",
+        "  label: 24",
+        "  last assistant message: The product is 6.",
+        "hard-4 (hard.jsonl line 4): reward 0 < threshold 1",
+        "  last assistant message: The product is 0.",
+    ):
+        assert line in result.stdout, result.explain()
