@@ -43,8 +43,8 @@ def test_every_example_is_its_template_rendered_with_its_name(example: str) -> N
     for rel, text in rendered.items():
         on_disk = root / ("data/test.jsonl" if rel.parts[0] == "data" else rel)
         assert on_disk.read_text(encoding="utf-8") == text, (
-            f"{on_disk} differs from template {EXAMPLE_TEMPLATES[example]!r}'s {rel}: "
-            "edit osmosis_rollout/templates/ and re-render the example from it"
+            f"{on_disk} differs from template {EXAMPLE_TEMPLATES[example]!r}'s {rel}: the "
+            f"example must be the template with {{{{name}}}} = {example!r}; edit both alike"
         )
 
 
