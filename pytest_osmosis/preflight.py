@@ -127,8 +127,12 @@ def add_preflight_items(session: pytest.Session, items: list[pytest.Item]) -> No
     osmosis = session.config.stash.get(SESSION_KEY, None)
     if osmosis is None or not osmosis.settings.active:
         return
+    from pytest_osmosis.options import resolve_path
+
+    # Shown beside the first dataset in pytest's progress lines; addressed as osmosis-preflight::<check>.
+    anchor = resolve_path(session.config, osmosis.settings.datasets[0])
     collector = PreflightCollector.from_parent(
-        session, name=PREFLIGHT, checks=preflight_checks(osmosis)
+        session, name=PREFLIGHT, nodeid=PREFLIGHT, path=anchor, checks=preflight_checks(osmosis)
     )
     preflight = list(collector.collect())
     if osmosis.settings.preflight_only:

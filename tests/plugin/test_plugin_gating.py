@@ -327,7 +327,8 @@ def test_a_real_model_is_recorded_once_then_replayed_in_ci_without_a_key(
     with PolicyServer(namespace["policy"]) as provider:  # an OpenAI-compatible provider on loopback
         monkeypatch.setenv("OPENAI_BASE_URL", provider.rollout_url("provider"))
         monkeypatch.setenv("OPENAI_API_KEY", provider.api_key)
-        recorded = pytester.runpytest(
+        # A subprocess: litellm imported into this process breaks later in-process pytest runs.
+        recorded = pytester.runpytest_subprocess(
             "--osmosis-dataset=data/test.jsonl",
             "--osmosis-model=openai/gpt-test",
             "--osmosis-record-mode=once",
