@@ -166,7 +166,7 @@ def summary_lines(report: RunReport, summary: dict[str, Any], *, slowest: int = 
         durations = [a["duration_ms"] for a in attempts]
         wall = summary.get("rollouts_wall_s")
         lines.append(
-            f"rollout time: total {sum(durations) / 1000:.2f}s  median {statistics.median(durations) / 1000:.3f}s"
+            f"rollout time: sum {sum(durations) / 1000:.2f}s  median {statistics.median(durations) / 1000:.3f}s"
             + (f"  wall {wall:.2f}s" if wall is not None else "")
         )
         top = sorted(attempts, key=lambda a: a["duration_ms"], reverse=True)[:slowest]
