@@ -114,8 +114,14 @@ class OsmosisSession:
             raise self.runtime_error
         from pytest_osmosis.build import build_runtime
 
+        from osmosis_rollout.errors import UsageError
+
         try:
             self.runtime = build_runtime(self)
+        except UsageError as exc:
+            # A missing extra, a bad entrypoint: the user's to fix, said once.
+            self.runtime_error = pytest.UsageError(f"pytest-osmosis: {exc}")
+            raise self.runtime_error from exc
         except BaseException as exc:
             self.runtime_error = exc
             raise
