@@ -1,0 +1,385 @@
+"""Helpers for the wire-compatibility tests against the official ``osmosis-ai`` 0.3.8 SDK.
+
+- ``ensure_official_venv()``: the Python of a 3.12 virtualenv with ``osmosis-ai[server]==0.3.8``,
+  built once and cached at ``~/.cache/pytest-osmosis/interop-venv-0.3.8`` (``$XDG_CACHE_HOME``
+  is honoured). An ``fcntl`` lock keeps concurrent builders (pytest-xdist workers, parallel
+  runs) apart: the loser waits, then reuses. A cached venv is reused when its Python imports
+  the official rollout client and server; otherwise it is rebuilt. With no Python >= 3.12, or
+  when pip cannot install (no network), it raises ``OfficialSdkUnavailable`` (tests SKIP).
+- ``start_our_server`` / ``start_official_server``: the same official-style entrypoint
+  (``scripts/rollout_main.py``) served by ``osmosis-rollout serve`` from our ``.venv`` (imports
+  migrated to ``osmosis_rollout``) and by ``python main.py`` in the official venv, each on a
+  free loopback port; ``ServerProcess.stop()`` sends SIGTERM, then SIGKILL.
+- ``run_official_client``: runs ``scripts/official_client_driver.py`` in the official venv.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+OFFICIAL_VERSION = "0.3.8"
+OFFICIAL_REQUIREMENT = f"osmosis-ai[server]=={OFFICIAL_VERSION}"
+VENV_NAME = f"interop-venv-{OFFICIAL_VERSION}"
+SCRIPTS = Path(__file__).parent / "scripts"
+
+PYTHON_ENV = "PYTEST_OSMOSIS_INTEROP_PYTHON"
+"""Set to a Python >= 3.12 interpreter to build the official venv with (else it is searched)."""
+
+VENV_CREATE_TIMEOUT_SEC = 120
+PIP_INSTALL_TIMEOUT_SEC = 600
+IMPORT_CHECK_TIMEOUT_SEC = 60
+LOCK_WAIT_SEC = 900
+FAILURE_MEMORY_SEC = 600
+"""A failed build is remembered this long, so xdist workers and reruns skip at once."""
+
+SERVER_START_TIMEOUT_SEC = 30
+SERVER_STOP_TIMEOUT_SEC = 10
+
+RESULT_WAIT_SEC = 0.5
+"""Both servers long-poll for at most this long (30 s in production) to keep tests fast."""
+LEASE_SEC = 4.0
+"""Both servers' polling lease (120 s in production): short enough to test expiry quickly,
+eight result waits long so a client that polls keeps its rollout alive."""
+
+_CHECK_IMPORTS = (
+    "import osmosis_ai.rollout, osmosis_ai.rollout.client, osmosis_ai.rollout.server.app, "
+    "fastapi, uvicorn, httpx"
+)
+
+
+class OfficialSdkUnavailable(Exception):
+    """The official SDK's virtualenv cannot be had here; the reason becomes the skip message."""
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/pytest-osmosis`` or ``~/.cache/pytest-osmosis``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-osmosis"
+
+
+def _python_version(python: str) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run(
+            [python, "-c", "import sys; print(sys.version_info[0], sys.version_info[1])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.split()
+        return int(out[0]), int(out[1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def find_python312() -> str | None:
+    """A Python >= 3.12 interpreter: ``$PYTEST_OSMOSIS_INTEROP_PYTHON``, pyenv, or ``PATH``."""
+    candidates: list[str] = []
+    if os.environ.get(PYTHON_ENV):
+        candidates.append(os.environ[PYTHON_ENV])
+    candidates.append("/root/.pyenv/versions/3.12.1/bin/python")
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    candidates += [str(p) for p in sorted(pyenv_root.glob("versions/3.1[2-9]*/bin/python"))]
+    for name in ("python3.12", "python3.13", "python3.14"):
+        found = shutil.which(name)
+        if found:
+            candidates.append(found)
+    if sys.version_info >= (3, 12):
+        candidates.append(sys.executable)
+    for candidate in candidates:
+        if Path(candidate).is_file():
+            version = _python_version(candidate)
+            if version is not None and version >= (3, 12):
+                return candidate
+    return None
+
+
+def _venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def _venv_works(venv: Path) -> bool:
+    python = _venv_python(venv)
+    if not python.exists():
+        return False
+    try:
+        return (
+            subprocess.run(
+                [str(python), "-c", _CHECK_IMPORTS],
+                capture_output=True,
+                timeout=IMPORT_CHECK_TIMEOUT_SEC,
+            ).returncode
+            == 0
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _tail(text: str | bytes | None, lines: int = 15) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return "\n".join((text or "").strip().splitlines()[-lines:])
+
+
+def _build(venv: Path, python: str) -> None:
+    """Create ``venv`` from ``python`` and pip-install the official SDK; raises on failure."""
+    shutil.rmtree(venv, ignore_errors=True)
+    try:
+        subprocess.run(
+            [python, "-m", "venv", str(venv)],
+            capture_output=True,
+            timeout=VENV_CREATE_TIMEOUT_SEC,
+            check=True,
+        )
+    except subprocess.CalledProcessError as exc:
+        raise OfficialSdkUnavailable(
+            f"`{python} -m venv {venv}` failed: {_tail(exc.stderr)}"
+        ) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise OfficialSdkUnavailable(
+            f"`{python} -m venv` took over {VENV_CREATE_TIMEOUT_SEC}s"
+        ) from exc
+    command = [
+        str(_venv_python(venv)),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--retries",
+        "1",
+        "--timeout",
+        "30",
+        OFFICIAL_REQUIREMENT,
+    ]
+    try:
+        subprocess.run(command, capture_output=True, timeout=PIP_INSTALL_TIMEOUT_SEC, check=True)
+    except subprocess.CalledProcessError as exc:
+        raise OfficialSdkUnavailable(
+            f"pip could not install {OFFICIAL_REQUIREMENT} (no network?): {_tail(exc.stderr, 5)}"
+        ) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise OfficialSdkUnavailable(
+            f"pip install {OFFICIAL_REQUIREMENT} took over {PIP_INSTALL_TIMEOUT_SEC}s"
+        ) from exc
+    if not _venv_works(venv):
+        raise OfficialSdkUnavailable(
+            f"{venv} was built but its Python cannot import the official rollout server"
+        )
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path``, waiting at most ``LOCK_WAIT_SEC``."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as handle:
+        deadline = time.monotonic() + LOCK_WAIT_SEC
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise OfficialSdkUnavailable(
+                        f"waited {LOCK_WAIT_SEC}s for another build of the official venv "
+                        f"(lock {lock_path})"
+                    ) from None
+                time.sleep(0.5)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_official_venv() -> Path:
+    """The official SDK venv's Python, building the venv if needed (see module docstring)."""
+    root = cache_dir()
+    venv = root / VENV_NAME
+    failure = root / f"{VENV_NAME}.failed"
+    if _venv_works(venv):
+        return _venv_python(venv)
+    with _exclusive(root / f"{VENV_NAME}.lock"):
+        if _venv_works(venv):  # another worker built it while we waited
+            return _venv_python(venv)
+        if failure.exists() and time.time() - failure.stat().st_mtime < FAILURE_MEMORY_SEC:
+            raise OfficialSdkUnavailable(
+                f"{failure.read_text(encoding='utf-8')} "
+                f"(remembered from a recent attempt; delete {failure} to retry now)"
+            )
+        python = find_python312()
+        if python is None:
+            raise OfficialSdkUnavailable(
+                f"osmosis-ai {OFFICIAL_VERSION} needs Python >= 3.12 and none was found "
+                f"(set {PYTHON_ENV} to one)"
+            )
+        try:
+            _build(venv, python)
+        except OfficialSdkUnavailable as exc:
+            shutil.rmtree(venv, ignore_errors=True)
+            failure.write_text(str(exc), encoding="utf-8")
+            raise
+        failure.unlink(missing_ok=True)
+        return _venv_python(venv)
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ServerProcess:
+    """A rollout server subprocess on loopback."""
+
+    name: str
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def log_tail(self) -> str:
+        try:
+            return _tail(self.log.read_text(encoding="utf-8", errors="replace"), 40)
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after ``SERVER_STOP_TIMEOUT_SEC``; only this process."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(SERVER_STOP_TIMEOUT_SEC)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+def start_server(name: str, command: list[str], *, cwd: Path, env: dict[str, str]) -> ServerProcess:
+    """Start ``command`` (which serves on ``env["_OSMOSIS_ROLLOUT_PORT"]``) and wait for /health."""
+    port = env["_OSMOSIS_ROLLOUT_PORT"]
+    log = cwd / f"{name}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    server = ServerProcess(name, f"http://127.0.0.1:{port}", process, log)
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_SEC
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"{name} server exited with {process.returncode} before serving:\n"
+                f"{server.log_tail()}"
+            )
+        try:
+            if httpx.get(server.url + "/health", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(
+        f"{name} server not healthy within {SERVER_START_TIMEOUT_SEC}s:\n{server.log_tail()}"
+    )
+
+
+def migrate_imports(source: str) -> str:
+    """The documented migration: ``osmosis_ai.rollout`` -> ``osmosis_rollout``, nothing else."""
+    return re.sub(r"\bosmosis_ai\.rollout\b", "osmosis_rollout", source)
+
+
+def _server_env(workdir: Path, port: int, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("VIRTUAL_ENV", None)
+    env.update(
+        _OSMOSIS_ROLLOUT_PORT=str(port),
+        _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(workdir / "artifacts"),
+        PYTHONUNBUFFERED="1",
+        **extra,
+    )
+    return env
+
+
+def start_official_server(python: Path, workdir: Path) -> ServerProcess:
+    """The official entrypoint, run the way its template says: ``python main.py``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SCRIPTS / "rollout_main.py", workdir / "main.py")
+    env = _server_env(
+        workdir,
+        free_port(),
+        INTEROP_RESULT_WAIT_SEC=str(RESULT_WAIT_SEC),
+        INTEROP_LEASE_SEC=str(LEASE_SEC),
+    )
+    return start_server("official", [str(python), "main.py"], cwd=workdir, env=env)
+
+
+def start_our_server(workdir: Path) -> ServerProcess:
+    """The migrated entrypoint under ``osmosis-rollout serve`` in our own ``.venv``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    source = (SCRIPTS / "rollout_main.py").read_text(encoding="utf-8")
+    (workdir / "main.py").write_text(migrate_imports(source), encoding="utf-8")
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "osmosis_rollout.cli",
+        "serve",
+        "main.py",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--result-wait-timeout-sec",
+        str(RESULT_WAIT_SEC),
+        "--polling-lease-timeout-sec",
+        str(LEASE_SEC),
+    ]
+    return start_server("ours", command, cwd=workdir, env=_server_env(workdir, port))
+
+
+def multiply_policy(request: Any) -> str:
+    """Multiplies the first two numbers of the last user message; 'wrong' gets a wrong answer."""
+    text = str(request.messages[-1].get("content") or "")
+    if "wrong" in text:
+        return "I do not know"
+    numbers = [int(n) for n in re.findall(r"-?\d+", text)]
+    if len(numbers) >= 2:
+        return f"The answer is {numbers[0] * numbers[1]}"
+    return "ok"
+
+
+def run_official_client(
+    python: Path, plan: dict[str, Any], *, timeout_sec: float = 60
+) -> dict[str, Any]:
+    """Run ``scripts/official_client_driver.py`` with ``plan``; return its JSON report."""
+    plan = {"timeout_sec": timeout_sec - 10, **plan}
+    completed = subprocess.run(
+        [str(python), str(SCRIPTS / "official_client_driver.py")],
+        input=json.dumps(plan).encode(),
+        capture_output=True,
+        timeout=timeout_sec,
+    )
+    if completed.returncode != 0:
+        raise AssertionError(
+            f"official client driver exited {completed.returncode}:\n{_tail(completed.stderr, 30)}"
+        )
+    report: dict[str, Any] = json.loads(completed.stdout)
+    return report
