@@ -5,9 +5,9 @@ before the server, reset after the server answered) and delays the others.
 Every rollout must reach exactly one terminal result: none lost, none duplicated, every
 reward the one its row calls for, no lease expired.
 
-Count: 1,000 by default. The issue asks for 2,000 (``RELIABILITY_ROLLOUTS=2000``); that run
-passes but took ~57 s on the shared 2-core machine (load average ~7), over this folder's
-~90 s budget with the rest of the suite. ``RELIABILITY_DROP`` sets the drop rate.
+Count: 2,000, the issue's figure: ~24 s on the shared 2-core machine at load average ~2,
+~57 s at load average ~7 (the whole folder: ~50 s at load ~2). ``RELIABILITY_ROLLOUTS``
+lowers it for a busier machine; ``RELIABILITY_DROP`` sets the drop rate.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from osmosis_rollout.controller import RolloutClient
 from osmosis_rollout.server import create_rollout_server
 from osmosis_rollout.types import RolloutStatus
 
-ROLLOUTS = int(os.environ.get("RELIABILITY_ROLLOUTS", "1000"))
+ROLLOUTS = int(os.environ.get("RELIABILITY_ROLLOUTS", "2000"))
 CONCURRENCY = 64
 
 
