@@ -143,7 +143,9 @@ def build_runtime(session: OsmosisSession) -> Runtime:
                 urls.append(url)
             scheduler = RolloutScheduler(s.concurrency or _default_concurrency())
             closers.append(scheduler.close)
-            clients = [_client(scheduler, url) for url in urls]
+            per_url = max(1, -(-scheduler.concurrency // (ROLLOUTS_PER_CLIENT * len(urls))))
+            # Interleaved, so round-robin spreads rows over the replicas first.
+            clients = [_client(scheduler, url) for _ in range(per_url) for url in urls]
             loop_closers.append(functools.partial(_close_clients, scheduler, clients))
             runner: Any = ServerRunner(
                 clients,
@@ -180,11 +182,23 @@ def build_runtime(session: OsmosisSession) -> Runtime:
     )
 
 
+ROLLOUTS_PER_CLIENT = 16
+"""Long polls each hold a connection, and httpx's pool scans all of its connections per
+request, so one client per 16 rollouts in flight keeps the controller side cheap."""
+
+
+def _server_api_key() -> str | None:
+    """The rollout server's inbound key, from the same variable ``osmosis-rollout serve`` reads."""
+    from osmosis_rollout.server import SERVER_API_KEY_ENV
+
+    return os.environ.get(SERVER_API_KEY_ENV) or None
+
+
 def _client(scheduler: RolloutScheduler, url: str) -> Any:
     from osmosis_rollout.controller import RolloutClient
 
     async def make() -> Any:
-        return RolloutClient(url, admission_timeout_sec=120.0)
+        return RolloutClient(url, admission_timeout_sec=120.0, api_key=_server_api_key())
 
     return scheduler.run(make, timeout=10)
 
@@ -250,8 +264,10 @@ def start_server_subprocess(session: OsmosisSession) -> tuple[str, Any, Path]:
             raise pytest.UsageError(
                 f"pytest-osmosis: --osmosis-serve: the server exited early:\n{tail}"
             )
+        key = _server_api_key()
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
         try:
-            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
+            if httpx.get(url + "/health", timeout=1.0, headers=headers).status_code == 200:
                 return url, stop, artifact_root
         except httpx.HTTPError:
             pass

@@ -33,6 +33,17 @@ if TYPE_CHECKING:
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
+MAX_ANSWER_CHARS = 1000
+MAX_ERROR_CHARS = 4000
+"""Per-row records travel on every test report and stay in memory for the session, so the
+answer and error text they carry are clipped; the trajectory file has everything."""
+
+
+def _clip(text: str | None, limit: int) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 20] + f"... [{len(text) - limit + 20} more chars]"
+
 
 def make_rollout_id(row_key: str, attempt: int) -> str:
     """A readable, unique, single-path-segment id: ``<row key>.<attempt>.<8 hex>``."""
@@ -125,13 +136,13 @@ class _AttemptBuilder:
             status=status,
             reward=reward,
             error_type=error_type,
-            err_message=err_message,
+            err_message=_clip(err_message, MAX_ERROR_CHARS),
             tokens=getattr(log, "total_tokens", None),
             tokens_estimated=bool(getattr(log, "tokens_estimated", False)),
             duration_ms=round(duration * 1000.0, 3),
             started_at=round(time.time() - duration, 6),
             trajectory_path=str(trajectory) if trajectory else None,
-            last_assistant=last_assistant_text(sample.get("messages")),
+            last_assistant=_clip(last_assistant_text(sample.get("messages")), MAX_ANSWER_CHARS),
             policy_calls=len(getattr(log, "calls", []) or []),
         )
 

@@ -112,9 +112,8 @@ class OsmosisSession:
             return self.runtime
         if self.runtime_error is not None:
             raise self.runtime_error
-        from pytest_osmosis.build import build_runtime
-
         from osmosis_rollout.errors import UsageError
+        from pytest_osmosis.build import build_runtime
 
         try:
             self.runtime = build_runtime(self)

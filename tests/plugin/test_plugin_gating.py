@@ -346,3 +346,14 @@ def test_a_real_model_is_recorded_once_then_replayed_in_ci_without_a_key(
     # A fresh process, as CI would run it: no key, no provider, just the cassettes.
     replayed = pytester.runpytest_subprocess("--osmosis-dataset=data/test.jsonl")
     replayed.assert_outcomes(passed=4 + PREFLIGHT)
+
+
+def test_server_mode_sends_the_inbound_api_key_from_the_environment(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace(multiply_rows(4))
+    monkeypatch.setenv("OSMOSIS_ROLLOUT_API_KEY", "inbound-secret-123")
+    served = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-serve", "--osmosis-concurrency=40"
+    )
+    served.assert_outcomes(passed=4 + PREFLIGHT)
