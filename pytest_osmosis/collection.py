@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_osmosis.keys import RECORD_KEY
 from pytest_osmosis.outcome import failure_message
-from pytest_osmosis.reporting import PROPERTY
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
@@ -108,7 +108,7 @@ class RowItem(pytest.Item):
             "attempts": attempts,
             "stats": row_stats(verdict),
         }
-        self.user_properties.append((PROPERTY, record))
+        self.stash[RECORD_KEY] = record
         # Flat properties, for JUnit XML readers.
         last = verdict.attempts[-1]
         for name, value in (

@@ -18,3 +18,10 @@ DATASETS_KEY = pytest.StashKey[set[Path]]()
 
 RESULT_KEY = pytest.StashKey[dict[str, Any]]()
 """What ``pytest_sessionfinish`` computed for the terminal summary."""
+
+RECORD_KEY = pytest.StashKey[dict[str, Any]]()
+"""A finished row's record, moved onto its call report by the makereport wrapper."""
+
+REPORT_ATTR = "osmosis"
+"""The attribute carrying a row's record on its call report (pytest-xdist ships it to the
+controller with the report; JUnit XML does not see it)."""

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from pytest_osmosis.keys import DATASETS_KEY, RESULT_KEY, SESSION_KEY
+from pytest_osmosis.keys import DATASETS_KEY, REPORT_ATTR, RESULT_KEY, SESSION_KEY
 from pytest_osmosis.options import OsmosisSettings, raw_value, resolve_path, resolve_settings
-from pytest_osmosis.reporting import PROPERTY, RowRecord, summary_lines
+from pytest_osmosis.reporting import RowRecord, summary_lines
 from pytest_osmosis.session import OsmosisSession
 from pytest_osmosis.workspace import default_eval_config, discover_entrypoint, find_workspace
 
@@ -145,6 +145,15 @@ def report_header(config: pytest.Config) -> list[str] | None:
     ]
 
 
+def attach_record(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Move a finished row's record from the item onto its call report."""
+    from pytest_osmosis.keys import RECORD_KEY
+
+    if report.when == "call" and RECORD_KEY in item.stash:
+        setattr(report, REPORT_ATTR, item.stash[RECORD_KEY])
+        del item.stash[RECORD_KEY]
+
+
 def _row_items(items: list[pytest.Item]) -> list[Any]:
     from pytest_osmosis.collection import RowItem
 
@@ -231,20 +240,21 @@ class ReportCollector:
         self.session = session
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call":
+        value = getattr(report, REPORT_ATTR, None)
+        if report.when != "call" or not isinstance(value, dict):
             return
-        for name, value in report.user_properties:
-            if name == PROPERTY and isinstance(value, dict):
-                self.session.report.add(
-                    RowRecord(
-                        nodeid=value["nodeid"],
-                        dataset=value["dataset"],
-                        row_key=value["row_key"],
-                        verdict=value["verdict"],
-                        attempts=value["attempts"],
-                        stats=value.get("stats", {}),
-                    )
-                )
+        self.session.report.add(
+            RowRecord(
+                nodeid=value["nodeid"],
+                dataset=value["dataset"],
+                row_key=value["row_key"],
+                verdict=value["verdict"],
+                attempts=value["attempts"],
+                stats=value.get("stats", {}),
+            )
+        )
+        # pytest keeps every report for the session: do not keep the record twice.
+        delattr(report, REPORT_ATTR)
 
 
 def session_finish(session: pytest.Session, exitstatus: int) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_osmosis import fixtures as _fixtures
-from pytest_osmosis.keys import DATASETS_KEY, SESSION_KEY
+from pytest_osmosis.keys import DATASETS_KEY, RECORD_KEY, SESSION_KEY
 from pytest_osmosis.options import add_options, raw_value
 
 MARKER = (
@@ -92,6 +92,18 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         from pytest_osmosis.lifecycle import start_worker_queue
 
         start_worker_queue(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.when == "call" and RECORD_KEY in item.stash:
+        from pytest_osmosis.lifecycle import attach_record
+
+        attach_record(item, report)
+    return report
 
 
 @pytest.hookimpl(trylast=True)

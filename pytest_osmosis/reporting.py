@@ -1,8 +1,9 @@
 """The run's files and its terminal summary, written once, on the controlling process.
 
-Per-item facts travel on each test report as ``user_properties`` (JSON primitives), so the
-same code works in-process and under pytest-xdist, where items run on workers and reports
-come back to the controller. Rows stream to ``rows.jsonl`` as they arrive; the JSON report
+Per-item facts travel on each call report as an ``osmosis`` attribute of JSON primitives
+(set by a makereport wrapper), so the same code works in-process and under pytest-xdist,
+where items run on workers and reports come back to the controller; flat
+``user_properties`` carry the headline numbers for JUnit XML. Rows stream to ``rows.jsonl`` as they arrive; the JSON report
 and the summary are built at the end from small per-attempt records (no messages).
 """
 
@@ -16,9 +17,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
-
-PROPERTY = "osmosis"
-"""The ``user_properties`` key carrying a row's record."""
 
 
 @dataclass
