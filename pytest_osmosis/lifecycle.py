@@ -6,6 +6,7 @@ pytest-xdist workers), from records that reach it on each test report.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -189,8 +190,7 @@ def start_rows(session: pytest.Session) -> None:
         return
     osmosis = ensure_session(config)
     try:
-        for item in rows:
-            _submit(osmosis, item)
+        osmosis.run_ahead([functools.partial(_submit, osmosis, item) for item in rows])
     except pytest.UsageError as exc:
         # A user mistake (no policy, a broken entrypoint): say it once and stop.
         pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,13 +30,6 @@ class RowRecord:
     verdict: str
     attempts: list[dict[str, Any]]
     stats: dict[str, Any] = field(default_factory=dict)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 class RunReport:
@@ -115,9 +109,19 @@ class RunReport:
             "config": self.settings,
             **extra,
         }
-        text = json.dumps(document, indent=2, sort_keys=False, default=str) + "\n"
-        for path in paths:
-            _atomic_write(path, text)
+        first, *others = paths
+        first.parent.mkdir(parents=True, exist_ok=True)
+        tmp = first.with_name(f".{first.name}.{os.getpid()}.tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            # Streamed to the file: a 10,000-row report never exists as one string.
+            json.dump(document, fh, indent=2, default=str)
+            fh.write("\n")
+        os.replace(tmp, first)
+        for path in others:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            copy = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            shutil.copyfile(first, copy)
+            os.replace(copy, path)
         return document
 
 

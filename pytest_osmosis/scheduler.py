@@ -82,6 +82,11 @@ class RolloutScheduler:
         with self._lock:
             return self._futures.get(key)
 
+    def pending(self) -> int:
+        """How many submitted rollouts have not been consumed yet (running, queued or done)."""
+        with self._lock:
+            return len(self._futures)
+
     def forget(self, key: str) -> None:
         """Drop the future of ``key`` once its result was consumed (bounds memory)."""
         with self._lock:

@@ -8,10 +8,12 @@ scheduler, and submits every selected row's attempts.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import datetime as dt
 import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,6 +71,8 @@ class OsmosisSession:
         self.runtime: Runtime | None = None
         self.runtime_error: BaseException | None = None
         self.rows_ran = 0
+        self._ahead: collections.deque[Callable[[], None]] = collections.deque()
+        self._consumed: set[str] = set()
 
     def _output_dir(self) -> Path:
         if self.settings.output:
@@ -126,13 +130,37 @@ class OsmosisSession:
             raise
         return self.runtime
 
+    def run_ahead(self, submits: list[Callable[[], None]]) -> None:
+        """Queue row submissions in item order and start the first window of them.
+
+        The window (four times the concurrency, at least 64 rows) keeps every slot busy while
+        pytest reports in order, without holding thousands of pending rollouts in memory;
+        each finished row tops it up.
+        """
+        self._ahead.extend(submits)
+        self._top_up()
+
+    def _window(self) -> int:
+        runtime = self.ensure_runtime()
+        return max(64, 4 * runtime.scheduler.concurrency)
+
+    def _top_up(self) -> None:
+        if not self._ahead:
+            return
+        window = self._window()
+        assert self.runtime is not None
+        while self._ahead and self.runtime.scheduler.pending() < window:
+            self._ahead.popleft()()
+
     def submit(self, item: RowItem) -> None:
         """Start every attempt of ``item``'s row (idempotent)."""
         self.submit_row(item.nodeid, item.row, cassette_key=item.cassette_key)
 
     def submit_row(self, key: str, row: DatasetRow, *, cassette_key: str | None = None) -> None:
-        """Start every attempt of ``row`` under ``key`` (idempotent)."""
+        """Start every attempt of ``row`` under ``key`` (idempotent; never after it was consumed)."""
         runtime = self.ensure_runtime()
+        if key in self._consumed:
+            return
         runner = runtime.runner
         for attempt in range(self.settings.n):
             runtime.scheduler.submit(
@@ -180,6 +208,8 @@ class OsmosisSession:
             finally:
                 scheduler.forget(future_key)
         self.rows_ran += 1
+        self._consumed.add(key)
+        self._top_up()
         return row_verdict(attempts, self.settings.pass_threshold, self.settings.row_pass)
 
     def close(self) -> None:
