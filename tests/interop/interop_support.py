@@ -170,7 +170,7 @@ def _build(venv: Path, python: str) -> None:
         subprocess.run(command, capture_output=True, timeout=PIP_INSTALL_TIMEOUT_SEC, check=True)
     except subprocess.CalledProcessError as exc:
         raise OfficialSdkUnavailable(
-            f"pip could not install {OFFICIAL_REQUIREMENT} (no network?): {_tail(exc.stderr, 5)}"
+            f"pip could not install {OFFICIAL_REQUIREMENT} (no network?): {_tail(exc.stderr, 2)}"
         ) from exc
     except subprocess.TimeoutExpired as exc:
         raise OfficialSdkUnavailable(
@@ -288,7 +288,8 @@ def start_server(name: str, command: list[str], *, cwd: Path, env: dict[str, str
                 f"{server.log_tail()}"
             )
         try:
-            if httpx.get(server.url + "/health", timeout=1).status_code == 200:
+            # Any answer means it listens (a keyed server answers 401 without the key).
+            if httpx.get(server.url + "/health", timeout=1).status_code in (200, 401):
                 return server
         except httpx.HTTPError:
             pass
@@ -307,6 +308,7 @@ def migrate_imports(source: str) -> str:
 def _server_env(workdir: Path, port: int, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("VIRTUAL_ENV", None)
+    env.pop("OSMOSIS_ROLLOUT_API_KEY", None)  # our serve would read it: keys are explicit here
     env.update(
         _OSMOSIS_ROLLOUT_PORT=str(port),
         _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(workdir / "artifacts"),
@@ -316,8 +318,13 @@ def _server_env(workdir: Path, port: int, **extra: str) -> dict[str, str]:
     return env
 
 
-def start_official_server(python: Path, workdir: Path) -> ServerProcess:
-    """The official entrypoint, run the way its template says: ``python main.py``."""
+def start_official_server(
+    python: Path, workdir: Path, *, api_key: str | None = None
+) -> ServerProcess:
+    """The official entrypoint, run the way its template says: ``python main.py``.
+
+    ``api_key`` is the server's inbound bearer key (``create_rollout_server(api_key=...)``).
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     shutil.copy(SCRIPTS / "rollout_main.py", workdir / "main.py")
     env = _server_env(
@@ -325,12 +332,16 @@ def start_official_server(python: Path, workdir: Path) -> ServerProcess:
         free_port(),
         INTEROP_RESULT_WAIT_SEC=str(RESULT_WAIT_SEC),
         INTEROP_LEASE_SEC=str(LEASE_SEC),
+        INTEROP_SERVER_API_KEY=api_key or "",
     )
     return start_server("official", [str(python), "main.py"], cwd=workdir, env=env)
 
 
-def start_our_server(workdir: Path) -> ServerProcess:
-    """The migrated entrypoint under ``osmosis-rollout serve`` in our own ``.venv``."""
+def start_our_server(workdir: Path, *, api_key: str | None = None) -> ServerProcess:
+    """The migrated entrypoint under ``osmosis-rollout serve`` in our own ``.venv``.
+
+    ``api_key`` is the server's inbound bearer key (``serve --api-key``).
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     source = (SCRIPTS / "rollout_main.py").read_text(encoding="utf-8")
     (workdir / "main.py").write_text(migrate_imports(source), encoding="utf-8")
@@ -351,6 +362,7 @@ def start_our_server(workdir: Path) -> ServerProcess:
         str(RESULT_WAIT_SEC),
         "--polling-lease-timeout-sec",
         str(LEASE_SEC),
+        *(["--api-key", api_key] if api_key else []),
     ]
     return start_server("ours", command, cwd=workdir, env=_server_env(workdir, port))
 

@@ -5,6 +5,7 @@ from stdin and prints one JSON report on stdout:
 
 plan = {
   "url": "http://127.0.0.1:PORT",
+  "api_key": "the server's inbound key" | null,
   "rollouts": [{RolloutClient.run_rollout_async keyword arguments}, ...],
   "cancel": ["rollout id", ...],      # cancelled through client.cancel_rollout once running
   "timeout_sec": 30                   # bound on the whole plan
@@ -45,7 +46,7 @@ async def _drive(plan: dict[str, Any]) -> dict[str, Any]:
         "cancel": {},
         "results": {},
     }
-    client = RolloutClient(url=plan["url"], admission_timeout_sec=10.0)
+    client = RolloutClient(url=plan["url"], admission_timeout_sec=10.0, api_key=plan.get("api_key"))
     try:
         handles = {}
         for spec in plan["rollouts"]:
@@ -71,14 +72,15 @@ async def _drive(plan: dict[str, Any]) -> dict[str, Any]:
                 report["results"][rollout_id] = result.model_dump(mode="json")
             except Exception as exc:
                 report["results"][rollout_id] = _error(exc)
-        report["health"] = await client.health()
         try:
+            report["health"] = await client.health()
             report["idle"] = await client.wait_idle(
                 timeout_sec=15,
                 poll_interval_sec=0.1,
                 process_id=report["health"].get("process_id"),
             )
         except Exception as exc:
+            report.setdefault("health", _error(exc))
             report["idle"] = _error(exc)
     finally:
         await client.aclose()

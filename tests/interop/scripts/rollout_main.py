@@ -73,6 +73,7 @@ def main() -> None:
         backend=backend,
         result_wait_timeout_sec=float(os.environ.get("INTEROP_RESULT_WAIT_SEC", "30")),
         polling_lease_timeout_sec=float(os.environ.get("INTEROP_LEASE_SEC", "120")),
+        api_key=os.environ.get("INTEROP_SERVER_API_KEY") or None,
     )
     uvicorn.run(
         app,
