@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pytest_osmosis.session import OsmosisSession, Runtime
 
 SERVE_START_TIMEOUT_SEC = 60.0
-SERVE_STOP_TIMEOUT_SEC = 30.0
+SERVE_STOP_TIMEOUT_SEC = 10.0
 
 
 def cassette_dir(session: OsmosisSession) -> Path:
@@ -44,7 +44,7 @@ def _has_cassettes(directory: Path) -> bool:
 
 def build_policy(session: OsmosisSession) -> Any:
     """The policy serving model calls: scripted, LiteLLM, or replay, maybe wrapped to record."""
-    from osmosis_rollout.policy import LiteLLMPolicy, RecordingPolicy, as_policy
+    from osmosis_rollout.policy import RecordingPolicy, as_policy
 
     s = session.settings
     base = Path(session.config.invocation_params.dir)
@@ -52,14 +52,14 @@ def build_policy(session: OsmosisSession) -> Any:
     if s.policy:
         inner = as_policy(load_callable(s.policy, base=base, what="--osmosis-policy"))
     elif s.model:
-        inner = LiteLLMPolicy(s.model)
+        inner = _litellm_policy(s.model, "--osmosis-model")
     cassettes = cassette_dir(session)
     mode = s.record_mode
     if inner is None:
         if mode in (None, "none") and _has_cassettes(cassettes):
             return RecordingPolicy(None, cassettes, "none")
-        if (s.toml_model and mode is not None) or (s.toml_model and not _has_cassettes(cassettes)):
-            inner = LiteLLMPolicy(s.toml_model)
+        if s.toml_model and (mode is not None or not _has_cassettes(cassettes)):
+            inner = _litellm_policy(s.toml_model, "the eval TOML's model_path")
         else:
             raise pytest.UsageError(
                 "pytest-osmosis: no policy to answer the rollouts' model calls. Pass "
@@ -69,6 +69,48 @@ def build_policy(session: OsmosisSession) -> Any:
     if mode is None or (mode == "none" and not _has_cassettes(cassettes)):
         return inner
     return RecordingPolicy(inner, cassettes, cast("RecordMode", mode))
+
+
+def _litellm_policy(model: str, source: str) -> Any:
+    """A LiteLLM policy, refused up front when LiteLLM finds no credentials for the model."""
+    from osmosis_rollout.integrations._litellm import import_litellm
+    from osmosis_rollout.policy import LiteLLMPolicy
+
+    litellm = import_litellm(extra="litellm")
+    try:
+        check = litellm.validate_environment(model=model)
+    except Exception:
+        check = {}
+    missing = check.get("missing_keys") if isinstance(check, dict) else None
+    if missing and not check.get("keys_in_environment", True):
+        raise pytest.UsageError(
+            f"pytest-osmosis: model {model!r} (from {source}) needs {', '.join(missing)} in the "
+            "environment. Set it, or replay recorded cassettes, or pass --osmosis-policy FILE:CALLABLE."
+        )
+    return LiteLLMPolicy(model)
+
+
+def check_servers(urls: list[str]) -> None:
+    """Refuse to start when a rollout server does not answer ``GET /health``."""
+    key = _server_api_key()
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    for url in urls:
+        try:
+            response = httpx.get(url.rstrip("/") + "/health", timeout=5.0, headers=headers)
+        except httpx.HTTPError as exc:
+            raise pytest.UsageError(
+                f"pytest-osmosis: --osmosis-server {url}: no rollout server there ({type(exc).__name__}: {exc}). "
+                "Start it (osmosis-rollout serve ...) or use --osmosis-serve."
+            ) from None
+        if response.status_code != 200:
+            hint = (
+                " (set OSMOSIS_ROLLOUT_API_KEY to its inbound key)"
+                if response.status_code == 401
+                else ""
+            )
+            raise pytest.UsageError(
+                f"pytest-osmosis: --osmosis-server {url}: GET /health answered {response.status_code}{hint}"
+            )
 
 
 def load_backend(session: OsmosisSession) -> ExecutionBackend:
@@ -136,6 +178,7 @@ def build_runtime(session: OsmosisSession) -> Runtime:
         paths = session.paths
         if s.servers or s.serve:
             urls = list(s.servers)
+            check_servers(urls)
             artifact_root: Path | None = None
             if s.serve:
                 url, stop, artifact_root = start_server_subprocess(session)

@@ -64,8 +64,8 @@ class RowItem(pytest.Item):
 
     @property
     def cassette_key(self) -> str:
-        """The row's cassette folder name: ``<dataset stem>.<row key>``, unique across datasets."""
-        return f"{self.path.stem}.{self.row.key}"
+        """The row's cassette folder name: ``<dataset file name>.<row key>``."""
+        return f"{self.path.name}.{self.row.key}"
 
     def describe(self) -> str:
         line = f" line {self.row.line}" if getattr(self.row, "line", None) else ""
@@ -83,7 +83,9 @@ class RowItem(pytest.Item):
             ) from exc
         self._record(session, verdict)
         if verdict.outcome == "skipped":
-            pytest.skip("the grader removed the sample (remove_sample=True)")
+            raise pytest.skip.Exception(
+                "the grader removed the sample (remove_sample=True)", _use_item_location=True
+            )
         if verdict.outcome == "failed":
             pytest.fail(
                 failure_message(
@@ -119,7 +121,8 @@ class RowItem(pytest.Item):
             ("osmosis_tokens", sum(a.tokens or 0 for a in verdict.attempts)),
             ("osmosis_duration_ms", round(sum(a.duration_ms for a in verdict.attempts), 3)),
         ):
-            self.user_properties.append((name, value))
+            if value is not None:
+                self.user_properties.append((name, value))
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
@@ -130,7 +133,9 @@ class RowItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         # The domain must be the tail of the node id: pytest's verbose line is built from it.
-        return self.path, None, self.name
+        line = getattr(self.row, "line", None)
+        # The row's line in the dataset (0-based, as pytest counts), so skips point at it.
+        return self.path, (line - 1 if line else 0), self.name
 
 
 def _session(config: pytest.Config) -> OsmosisSession:

@@ -42,6 +42,8 @@ def _histogram(rewards: list[float]) -> str:
     if not rewards:
         return "<p>No rewards.</p>"
     lo, hi = min(rewards), max(rewards)
+    if lo >= 0.0 and hi <= 1.0:
+        lo, hi = 0.0, 1.0  # the usual reward range: fixed bins read the same across runs
     bins = 10
     width = (hi - lo) / bins if hi > lo else 1.0
     counts = [0] * bins
@@ -53,13 +55,17 @@ def _histogram(rewards: list[float]) -> str:
     for i, count in enumerate(counts):
         h = 120 * count / peak
         x = 10 + i * 44
-        label = f"{lo + i * width:.2g}"
+        label = f"{lo + i * width:.2g}-{lo + (i + 1) * width:.2g}"
         bars.append(
             f'<rect x="{x}" y="{130 - h:.1f}" width="38" height="{h:.1f}" fill="#0969da"><title>{count} row(s) from {label}</title></rect>'
             f'<text x="{x + 19}" y="146" font-size="10" text-anchor="middle">{_e(label)}</text>'
             f'<text x="{x + 19}" y="{126 - h:.1f}" font-size="10" text-anchor="middle">{count or ""}</text>'
         )
     return f'<svg class="histogram" width="460" height="155" role="img" aria-label="reward histogram">{"".join(bars)}</svg>'
+
+
+def _ms(value: Any) -> str:
+    return f"{value:.0f}" if isinstance(value, int | float) else ""
 
 
 def _conversation(path: str | None) -> str:
@@ -133,7 +139,7 @@ def render(document: dict[str, Any]) -> str:
         body_rows.append(
             f'<tr class="row" data-verdict="{_e(verdict["verdict"])}" data-conv="{conv_id}" onclick="osmosisToggle(\'{conv_id}\')">'
             f'<td>{_e(verdict["row_key"])}</td><td class="{_e(verdict["verdict"])}">{_e(verdict["verdict"])}</td>'
-            f"<td>{_e(rewards)}</td><td>{delta_html}</td><td>{_e(error)}</td><td>{_e(last.get('duration_ms'))}</td></tr>"
+            f"<td>{_e(rewards)}</td><td>{delta_html}</td><td>{_e(error)}</td><td>{_e(_ms(last.get('duration_ms')))}</td></tr>"
             f'<tr class="conv" id="{conv_id}"><td colspan="6">{_conversation(last.get("trajectory_filename"))}</td></tr>'
         )
     rewards_all = [

@@ -94,11 +94,32 @@ def configure_session(config: pytest.Config) -> None:
         config.pluginmanager.register(
             ReportCollector(config.stash[SESSION_KEY]), "osmosis-report-collector"
         )
-    # With no test paths on the command line, collect only the datasets (not the whole tree).
+    if settings.baseline:
+        # Fail before any rollout runs, not after all of them.
+        from pytest_osmosis.gates import load_baseline
+
+        load_baseline(resolve_path(config, settings.baseline))
+    _point_collection_at_datasets(config, dataset_paths)
+
+
+def _point_collection_at_datasets(config: pytest.Config, dataset_paths: list[Path]) -> None:
+    """Decide what pytest collects when datasets are configured.
+
+    No paths on the command line: just the datasets (not the whole tree). Explicit paths:
+    those, plus the datasets given by ``--osmosis-dataset`` on the command line that no path
+    already names; datasets set only in the ini do not join an explicit selection, so
+    ``pytest tests/unit`` or ``pytest data/test.jsonl::row-3`` run just what was named.
+    """
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(p) for p in dataset_paths]
-    else:
-        config.args = [*config.args, *(str(p) for p in dataset_paths if str(p) not in config.args)]
+        return
+    invocation = Path(config.invocation_params.dir)
+    named = {(invocation / arg.split("::", 1)[0]).resolve() for arg in config.args}
+    from_cli = {
+        resolve_path(config, d).resolve() for d in (config.getoption("osmosis_dataset") or [])
+    }
+    extra = [str(p) for p in dataset_paths if p.resolve() in from_cli and p.resolve() not in named]
+    config.args = [*config.args, *extra]
 
 
 def ensure_session(config: pytest.Config) -> OsmosisSession:

@@ -33,6 +33,7 @@ class AttemptResult:
     duration_ms: float = 0.0
     started_at: float = 0.0
     trajectory_path: str | None = None
+    diagnostics_path: str | None = None
     last_assistant: str | None = None
     policy_calls: int = 0
     passed: bool = False
@@ -133,13 +134,17 @@ def failure_message(
             else:
                 detail = f"reward {a.reward if a.reward is None else format(a.reward, 'g')}"
             lines.append(f"  attempt {a.run_index}: {detail}")
-    last = attempts[-1] if attempts else None
+    # Show the first attempt that missed (not merely the last one, which may have passed).
+    shown = next((a for a in attempts if not a.passed), attempts[-1] if attempts else None)
     lines.append(f"  label: {_clip(label)}")
-    if last is not None:
-        lines.append(f"  last assistant message: {_clip(last.last_assistant)}")
-        lines.append(f"  rollout id: {last.rollout_id}")
-        if last.trajectory_path:
-            lines.append(f"  trajectory: {last.trajectory_path}")
+    if shown is not None:
+        which = f" (attempt {shown.run_index})" if len(attempts) > 1 else ""
+        lines.append(f"  last assistant message{which}: {_clip(shown.last_assistant)}")
+        lines.append(f"  rollout id: {shown.rollout_id}")
+        if shown.trajectory_path:
+            lines.append(f"  trajectory: {shown.trajectory_path}")
+        if shown.diagnostics_path:
+            lines.append(f"  diagnostics: {shown.diagnostics_path}")
     lines.append(_hint(verdict))
     return "\n".join(lines)
 
@@ -154,5 +159,5 @@ def _hint(verdict: RowVerdict) -> str:
             "--osmosis-record-mode new_episodes (or all) and a model"
         )
     if errors:
-        return "  fix: see the trajectory and the error above; rerun just this row with -k"
+        return "  fix: see the error above (and the diagnostics/trajectory file); rerun just this row with -k"
     return "  fix: compare the last assistant message with the label; rerun just this row with -k"

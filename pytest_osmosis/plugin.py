@@ -106,6 +106,20 @@ def pytest_runtest_makereport(
     return report
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from pytest_osmosis.distribution import make_scheduler
+
+    return make_scheduler(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    from pytest_osmosis.distribution import share_run_name
+
+    share_run_name(node)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if SESSION_KEY in session.config.stash:

@@ -48,7 +48,8 @@ class RunReport:
         self.rows.append(record)
         if self._stream is None:
             self.output.mkdir(parents=True, exist_ok=True)
-            self._stream = (self.output / "rows.jsonl").open("a", encoding="utf-8")
+            # A fresh file per run, even when --osmosis-output is reused.
+            self._stream = (self.output / "rows.jsonl").open("w", encoding="utf-8")
         for attempt in record.attempts:
             self._stream.write(json.dumps(attempt, sort_keys=True) + "\n")
         self._stream.flush()
@@ -131,6 +132,11 @@ def _fmt(value: float | None) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.1f}"
 
 
+def _attempt_label(attempt: dict[str, Any]) -> str:
+    run = attempt.get("run_index") or 0
+    return f"{attempt['row_key']}#{run}" if run else str(attempt["row_key"])
+
+
 def summary_lines(report: RunReport, summary: dict[str, Any], *, slowest: int = 5) -> list[str]:
     """The human summary printed at the end of the session."""
     rows = summary["rows"]
@@ -175,7 +181,7 @@ def summary_lines(report: RunReport, summary: dict[str, Any], *, slowest: int = 
         if len(attempts) > 1:
             lines.append(
                 "slowest: "
-                + ", ".join(f"{a['row_key']} {a['duration_ms'] / 1000:.2f}s" for a in top)
+                + ", ".join(f"{_attempt_label(a)} {a['duration_ms'] / 1000:.2f}s" for a in top)
             )
     flaky = [r for r in report.rows if r.stats.get("flaky")]
     if flaky:

@@ -142,17 +142,23 @@ class _AttemptBuilder:
             duration_ms=round(duration * 1000.0, 3),
             started_at=round(time.time() - duration, 6),
             trajectory_path=str(trajectory) if trajectory else None,
+            diagnostics_path=_existing(self.paths.rollouts / rollout_id / "diagnostics.json"),
             last_assistant=_clip(last_assistant_text(sample.get("messages")), MAX_ANSWER_CHARS),
             policy_calls=len(getattr(log, "calls", []) or []),
         )
 
 
+def _existing(path: Path) -> str | None:
+    return str(path) if path.is_file() else None
+
+
 def _policy_error(log: Any) -> tuple[str, str] | None:
+    """The last failed model call of a rollout, as ``(error_type, message)``."""
     for call in reversed(getattr(log, "calls", []) or []):
         error = getattr(call, "error", None)
         if error:
-            kind = getattr(call, "error_type", None) or "policy_error"
-            return str(kind), str(error)
+            kind = "cassette_miss" if str(error).startswith("CassetteMissError") else "policy_error"
+            return kind, str(error)
     return None
 
 

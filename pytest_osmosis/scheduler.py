@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -33,6 +34,7 @@ class RolloutScheduler:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="osmosis-rollouts", daemon=True)
         self._futures: dict[str, concurrent.futures.Future[Any]] = {}
+        self._submitted: dict[str, float] = {}
         self._lock = threading.Lock()
         self._semaphore: asyncio.Semaphore | None = None
         self._ready = threading.Event()
@@ -60,6 +62,7 @@ class RolloutScheduler:
                 return existing
             future = asyncio.run_coroutine_threadsafe(self._guarded(factory, bounded), self._loop)
             self._futures[key] = future
+            self._submitted[key] = time.monotonic()
             return future
 
     def run(self, factory: Callable[[], Awaitable[T]], timeout: float | None = None) -> T:
@@ -87,10 +90,16 @@ class RolloutScheduler:
         with self._lock:
             return len(self._futures)
 
+    def submitted_at(self, key: str) -> float:
+        """When ``key`` was submitted (``time.monotonic()``)."""
+        with self._lock:
+            return self._submitted.get(key, time.monotonic())
+
     def forget(self, key: str) -> None:
         """Drop the future of ``key`` once its result was consumed (bounds memory)."""
         with self._lock:
             self._futures.pop(key, None)
+            self._submitted.pop(key, None)
 
     def cancel_pending(self) -> int:
         """Cancel every rollout that has not finished; return how many were cancelled."""

@@ -13,6 +13,7 @@ import concurrent.futures
 import datetime as dt
 import functools
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +64,9 @@ class OsmosisSession:
         self.workspace = workspace
         self.entrypoint = entrypoint
         self.eval_config = eval_config
-        self.run_name = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+        # Under xdist, workers write into the controller's run directory.
+        shared = getattr(config, "workerinput", {}).get("osmosis_run_name")
+        self.run_name = shared or dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
         self.output = self._output_dir()
         self.report = RunReport(
             self.output, pass_threshold=settings.pass_threshold, settings=self.describe()
@@ -187,8 +190,10 @@ class OsmosisSession:
             future_key = f"{key}#{attempt}"
             future = scheduler.future(future_key)
             assert future is not None
+            # Counted from submission, so rows that hang together expire together.
+            remaining = max(0.0, scheduler.submitted_at(future_key) + deadline - time.monotonic())
             try:
-                attempts.append(future.result(timeout=deadline))
+                attempts.append(future.result(timeout=remaining))
             except concurrent.futures.TimeoutError:
                 future.cancel()
                 attempts.append(

@@ -301,17 +301,17 @@ def test_osmosis_serve_starts_and_stops_the_entrypoints_server(
     assert _summary_line(served) == _summary_line(in_process)
 
 
-def test_server_mode_reports_an_unreachable_server_on_each_row(
+def test_an_unreachable_server_stops_the_run_before_any_row(
     workspace: Callable[..., Path], pytester: pytest.Pytester
 ) -> None:
     workspace(multiply_rows(4))
+    url = f"http://127.0.0.1:{_free_port()}"
     result = pytester.runpytest(
-        "--osmosis-dataset=data/test.jsonl",
-        POLICY,
-        f"--osmosis-server=http://127.0.0.1:{_free_port()}",
+        "--osmosis-dataset=data/test.jsonl", POLICY, f"--osmosis-server={url}"
     )
-    result.assert_outcomes(passed=1, failed=4)
-    assert "ConnectError" in result.stdout.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert f"--osmosis-server {url}: no rollout server there" in out
 
 
 def test_a_real_model_is_recorded_once_then_replayed_in_ci_without_a_key(

@@ -357,3 +357,19 @@ def test_no_policy_stops_the_run_once_with_the_ways_to_give_one(
     out = result.stdout.str() + result.stderr.str()
     assert out.count("no policy to answer") == 1
     assert "--osmosis-policy FILE:CALLABLE" in out and "--osmosis-model LITELLM_ID" in out
+
+
+def test_a_node_id_runs_just_that_row_even_with_the_dataset_in_the_ini(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(multiply_rows(4))
+    pytester.makeini(
+        "[pytest]\nosmosis_dataset = data/test.jsonl\nosmosis_policy = policy.py:policy\n"
+    )
+    result = pytester.runpytest("data/test.jsonl::row-2", "--osmosis-report=r.json")
+    result.assert_outcomes(passed=1 + PREFLIGHT)
+    pytester.makepyfile(test_unit="def test_unit():\n    pass\n")
+    unit_only = pytester.runpytest("test_unit.py")
+    unit_only.assert_outcomes(passed=1)
+    both = pytester.runpytest("test_unit.py", "--osmosis-dataset=data/test.jsonl")
+    both.assert_outcomes(passed=1 + 4 + PREFLIGHT)
