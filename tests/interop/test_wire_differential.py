@@ -240,7 +240,7 @@ def _diff(ours: list[Step], official: list[Step]) -> list[str]:
 
 
 async def test_our_server_answers_every_exchange_exactly_like_the_official_server(
-    ours_server: ServerProcess, official_server: ServerProcess, policy_server: Any
+    official_server: ServerProcess, ours_server: ServerProcess, policy_server: Any
 ) -> None:
     async with asyncio.timeout(60):
         ours, official = await asyncio.gather(
