@@ -11,6 +11,7 @@ that differs, both sides shown.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -85,7 +86,12 @@ class _Script:
         }
 
     async def admit(self, name: str, rollout_id: str, **fields: Any) -> Any:
-        response = await self.http.post("/rollout", json=self.request(rollout_id, **fields))
+        # json.dumps escapes lone surrogates (\udcff), which httpx's own encoder cannot send.
+        response = await self.http.post(
+            "/rollout",
+            content=json.dumps(self.request(rollout_id, **fields)).encode(),
+            headers={"content-type": "application/json"},
+        )
         body = self.record(name, response)
         if response.status_code == 202:
             self.tokens[rollout_id] = body["polling_lease_token"]
@@ -174,6 +180,11 @@ class _Script:
             ("d-bare", {"label": None}),
             ("d-empty-metadata", {"label": None, "metadata": {}}),
             ("d-no-prompt", {"initial_messages": [], "metadata": {"mode": "fail"}}),
+            ("d-surrogate-error", {"metadata": {"mode": "fail", "message": "bad \udcff byte"}}),
+            ("d-output", {"metadata": {"mode": "output"}}),
+            ("d-source", {"metadata": {"mode": "source"}}),
+            ("d-nan-message", {"metadata": {"mode": "nan_message"}}),
+            ("d-unencodable", {"metadata": {"mode": "unencodable"}, "label": "4\ud8002"}),
         ]:
             await self.admit(f"admit {rollout_id}", rollout_id, **fields)
         for rollout_id in [
@@ -188,6 +199,11 @@ class _Script:
             "d-bare",
             "d-empty-metadata",
             "d-no-prompt",
+            "d-surrogate-error",
+            "d-output",
+            "d-source",
+            "d-nan-message",
+            "d-unencodable",
         ]:
             await self.poll_until(f"result of {rollout_id}", rollout_id, TERMINAL)
 

@@ -12,7 +12,12 @@ entrypoint covers every outcome the tests compare:
 - ``multiply`` (default): one chat call, the conversation is returned;
 - ``fail``: ``RuntimeError`` (``agent_error``); ``invalid``: ``ValueError`` (``validation_error``);
 - ``sleep``: sleeps ``metadata["seconds"]`` first (timeouts, cancel, lease tests);
-- ``grader_error``: the grader raises ``KeyError``; ``remove``: the grader removes the sample.
+- ``grader_error``: the grader raises ``KeyError``; ``remove``: the grader removes the sample;
+- ``output``: returns an ``AgentWorkflowOutput`` with metrics; ``source``: registers a
+  ``SampleSource`` (non-finite metrics) and returns None;
+- ``nan_message``: a NaN inside a message; ``unencodable``: an object inside a message.
+
+``metadata["message"]`` overrides the ``fail`` message (e.g. with a lone surrogate).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import os
 
 import httpx
 import uvicorn
+from osmosis_ai.rollout import AgentWorkflowOutput, RolloutSample, SampleSource
 from osmosis_ai.rollout.agent_workflow import AgentWorkflow
 from osmosis_ai.rollout.backend.local import LocalBackend
 from osmosis_ai.rollout.context import AgentWorkflowContext, GraderContext, get_rollout_context
@@ -33,11 +39,19 @@ def _mode(metadata: dict | None) -> str:
     return str((metadata or {}).get("mode", "multiply"))
 
 
+class StaticSource(SampleSource):
+    def __init__(self, sample: RolloutSample) -> None:
+        self.sample = sample
+
+    async def get_sample(self) -> RolloutSample:
+        return self.sample
+
+
 class InteropWorkflow(AgentWorkflow):
-    async def run(self, ctx: AgentWorkflowContext) -> list[dict]:
+    async def run(self, ctx: AgentWorkflowContext) -> object:
         mode = _mode(ctx.metadata)
         if mode == "fail":
-            raise RuntimeError("workflow failed on purpose")
+            raise RuntimeError((ctx.metadata or {}).get("message", "workflow failed on purpose"))
         if mode == "invalid":
             raise ValueError("workflow rejected its input on purpose")
         if mode == "sleep":
@@ -51,7 +65,22 @@ class InteropWorkflow(AgentWorkflow):
             )
             response.raise_for_status()
             reply = response.json()["choices"][0]["message"]
-        return [*ctx.prompt, {"role": "assistant", "content": reply["content"]}]
+        conversation = [*ctx.prompt, {"role": "assistant", "content": reply["content"]}]
+        if mode == "output":
+            return AgentWorkflowOutput(messages=conversation, metrics={"turns": 1.0})
+        if mode == "source":
+            sample = RolloutSample(
+                messages=conversation,
+                metrics={"turns": 1, "nan": float("nan"), "nested": {"inf": float("inf")}},
+                extra_fields={"note": "from a sample source", "tuple": (1, 2)},
+            )
+            rollout.set_sample_source(StaticSource(sample))
+            return None
+        if mode == "nan_message":
+            return [{"role": "system", "content": "x", "score": float("nan")}, *conversation]
+        if mode == "unencodable":
+            return [{"role": "system", "content": "x", "blob": object()}, *conversation]
+        return conversation
 
 
 class InteropGrader(Grader):
