@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pytest_osmosis.options import RowPassRule
@@ -40,7 +40,7 @@ class AttemptResult:
 
     def index_row(self, nodeid: str, dataset: str) -> dict[str, Any]:
         """The report row: the official ``index.jsonl`` keys plus ours (``nodeid``, ...)."""
-        row = asdict(self)
+        row = {f.name: getattr(self, f.name) for f in fields(self)}  # flat: no deep copy
         row["trajectory_filename"] = row.pop("trajectory_path")
         row["nodeid"] = nodeid
         row["dataset"] = dataset

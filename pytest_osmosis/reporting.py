@@ -52,7 +52,6 @@ class RunReport:
             self._stream = (self.output / "rows.jsonl").open("w", encoding="utf-8")
         for attempt in record.attempts:
             self._stream.write(json.dumps(attempt, sort_keys=True) + "\n")
-        self._stream.flush()
 
     def close(self) -> None:
         """Close the row stream."""
