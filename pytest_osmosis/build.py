@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 import httpx
 import pytest
 
-from pytest_osmosis.options import resolve_path
+from pytest_osmosis.options import DEFAULT_CONCURRENCY, resolve_path
 from pytest_osmosis.runtime import InProcessRunner, ServerRunner
 from pytest_osmosis.scheduler import RolloutScheduler
 from pytest_osmosis.workspace import load_callable
@@ -153,12 +153,6 @@ def _concurrency(session: OsmosisSession, backend: ExecutionBackend | None) -> i
             return configured
     if isinstance(backend, LocalBackend):
         backend.limiter = ConcurrencyLimiter(max_concurrent=None)
-    return _default_concurrency()
-
-
-def _default_concurrency() -> int:
-    from pytest_osmosis.session import DEFAULT_CONCURRENCY
-
     return DEFAULT_CONCURRENCY
 
 
@@ -184,7 +178,7 @@ def build_runtime(session: OsmosisSession) -> Runtime:
                 url, stop, artifact_root = start_server_subprocess(session)
                 closers.append(stop)
                 urls.append(url)
-            scheduler = RolloutScheduler(s.concurrency or _default_concurrency())
+            scheduler = RolloutScheduler(s.concurrency or DEFAULT_CONCURRENCY)
             closers.append(scheduler.close)
             per_url = max(1, -(-scheduler.concurrency // (ROLLOUTS_PER_CLIENT * len(urls))))
             # Interleaved, so round-robin spreads rows over the replicas first.

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_osmosis.keys import DATASETS_KEY, REPORT_ATTR, RESULT_KEY, SESSION_KEY
-from pytest_osmosis.options import OsmosisSettings, raw_value, resolve_path, resolve_settings
+from pytest_osmosis.options import raw_value, resolve_path, resolve_settings
 from pytest_osmosis.reporting import RowRecord, summary_lines
 from pytest_osmosis.session import OsmosisSession
 from pytest_osmosis.workspace import default_eval_config, discover_entrypoint, find_workspace
@@ -138,11 +138,6 @@ def unconfigure_session(config: pytest.Config) -> None:
     if session is not None:
         session.close()
         session.report.close()
-
-
-def settings_of(config: pytest.Config) -> OsmosisSettings | None:
-    session = config.stash.get(SESSION_KEY, None)
-    return session.settings if session is not None else None
 
 
 def dataset_collector(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -18,6 +18,8 @@ from typing import Any, Literal
 import pytest
 
 RECORD_MODES = ("none", "once", "new_episodes", "all")
+DEFAULT_CONCURRENCY = 32
+"""Rollouts in flight when neither the flag nor the workflow config says."""
 ROW_PASS_HELP = "all|any|majority|at_least:K|rate:R"
 
 

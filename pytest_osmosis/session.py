@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
     from pytest_osmosis.collection import RowItem
 
-DEFAULT_CONCURRENCY = 32
 ITEM_GRACE_SEC = 60.0
 UNBOUNDED_ITEM_DEADLINE_SEC = 3600.0
 

@@ -8,18 +8,9 @@ from typing import Any
 from pytest_osmosis.outcome import RowVerdict
 
 
-def powers_of_two(n: int) -> list[int]:
-    """k = 1, 2, 4, ... <= n."""
-    ks, k = [], 1
-    while k <= n:
-        ks.append(k)
-        k *= 2
-    return ks
-
-
 def row_stats(verdict: RowVerdict) -> dict[str, Any]:
     """Attempts, passes, flakiness, reward spread, and pass@k / pass^k for this row."""
-    from osmosis_rollout.metrics import pass_at_k, pass_hat_k
+    from osmosis_rollout.metrics import pass_at_k, pass_hat_k, powers_of_two
 
     n, c = verdict.scored_attempts, verdict.passed_attempts
     rewards = [a.reward for a in verdict.attempts if a.reward is not None]
