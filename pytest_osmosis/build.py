@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import socket
 import subprocess
@@ -156,13 +157,38 @@ def _concurrency(session: OsmosisSession, backend: ExecutionBackend | None) -> i
     return DEFAULT_CONCURRENCY
 
 
+def _route_runtime_logs(path: Path) -> Any:
+    """Send osmosis_rollout's logs to ``<output>/rollouts.log`` while rows run.
+
+    Rollouts run concurrently on another thread, so their log records would otherwise land in
+    whichever item pytest is reporting at that moment. Returns the function that undoes it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("osmosis_rollout")
+    previous = (logger.propagate, logger.level)
+    logger.addHandler(handler)
+    logger.propagate = False
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
+
+    def restore() -> None:
+        logger.removeHandler(handler)
+        handler.close()
+        logger.propagate, level = previous
+        logger.setLevel(level)
+
+    return restore
+
+
 def build_runtime(session: OsmosisSession) -> Runtime:
     """Import, start and wire everything the rows need; register how to stop it."""
     from osmosis_rollout.controller import PolicyServer
     from pytest_osmosis.session import Runtime
 
     s = session.settings
-    closers: list[Any] = []
+    closers: list[Any] = [_route_runtime_logs(session.output / "rollouts.log")]
     loop_closers: list[Any] = []
     try:
         policy = build_policy(session)
