@@ -1,3 +1,13 @@
-"""pytest-osmosis: dataset rows as pytest items, rollouts run concurrently, rewards asserted."""
+"""pytest-osmosis: dataset rows as pytest items, rollouts run concurrently, rewards asserted.
 
-__all__: list[str] = []
+The plugin registers itself through the ``pytest11`` entry point (``pytest_osmosis.plugin``);
+users rarely import this package. What they may want to name in their own code:
+:class:`RunResult` (what the ``osmosis_run`` fixture returns) and :class:`DatasetMarker`
+(the parsed arguments of ``@pytest.mark.osmosis_dataset``).
+"""
+
+from pytest_osmosis.fixtures import DatasetMarker, RunResult
+
+__version__ = "0.1.0"
+
+__all__ = ["DatasetMarker", "RunResult", "__version__"]
