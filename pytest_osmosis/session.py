@@ -72,7 +72,6 @@ class OsmosisSession:
         )
         self.runtime: Runtime | None = None
         self.runtime_error: BaseException | None = None
-        self.rows_ran = 0
         self._ahead: collections.deque[Callable[[], None]] = collections.deque()
         self._consumed: set[str] = set()
 
@@ -211,7 +210,6 @@ class OsmosisSession:
                 )
             finally:
                 scheduler.forget(future_key)
-        self.rows_ran += 1
         self._consumed.add(key)
         self._top_up()
         return row_verdict(attempts, self.settings.pass_threshold, self.settings.row_pass)
