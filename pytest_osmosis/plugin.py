@@ -27,6 +27,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_osmosis import newhooks
+
+    pluginmanager.add_hookspecs(newhooks)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     # Without a dataset the runtime is not imported at all: `pytest --help` and ordinary

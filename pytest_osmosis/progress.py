@@ -1,0 +1,278 @@
+"""Live progress while rows run: the counts, the line that shows them, and how it is drawn.
+
+:class:`ProgressState` counts rows as they finish (done/total, running, passed, failed,
+errored, skipped, tokens, cost) and knows the rate and the ETA; it reads time only through
+an injected clock. :func:`progress_segments` turns a state into the status line.
+:class:`ProgressDisplay` decides when to draw it:
+
+- ``bar``: on a terminal, one line redrawn in place a few times a second. It is drawn on
+  the line *below* pytest's current one and erased before pytest writes again (the cursor
+  goes back up to the column where pytest left it), so pytest's dots, ``-v`` lines and
+  percentages are never overwritten.
+- ``line``: without a terminal (CI logs), one plain line every ``interval`` seconds, never
+  more than one per interval.
+
+Nothing here touches pytest: the display writes through callables, so the plugin decides
+where output goes (with pytest's capturing suspended) and tests drive it with a fake clock.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+PROGRESS_MODES = ("off", "auto", "line", "bar")
+DEFAULT_INTERVAL_SEC = 30.0
+"""Seconds between two plain lines (``--osmosis-progress-interval``)."""
+BAR_REFRESH_SEC = 0.25
+"""Seconds between two redraws of the in-place line: a few times a second."""
+
+Segment = tuple[str, dict[str, bool]]
+"""A piece of the status line and its pytest markup (``{"green": True}``, ...)."""
+
+_ERASE_LINE = "\r\x1b[K"
+_UP = "\x1b[1A"
+
+
+@dataclass
+class ProgressState:
+    """Counts of one run so far; every figure derived from them reads the injected clock."""
+
+    total: int
+    clock: Callable[[], float] = time.monotonic
+    started_at: float | None = None
+    running: int = 0
+    passed: int = 0
+    failed: int = 0
+    errored: int = 0
+    skipped: int = 0
+    tokens: int = 0
+    tokens_estimated: bool = False
+    cost: float | None = None
+    cost_estimated: bool = False
+    _finished: set[str] = field(default_factory=set, repr=False)
+
+    @property
+    def done(self) -> int:
+        """Rows with a verdict."""
+        return self.passed + self.failed + self.errored + self.skipped
+
+    def start(self) -> None:
+        """Mark the moment rows start running (the rate is measured from here)."""
+        if self.started_at is None:
+            self.started_at = self.clock()
+
+    def row_finished(
+        self,
+        key: str,
+        verdict: str,
+        *,
+        errored: bool = False,
+        tokens: int = 0,
+        tokens_estimated: bool = False,
+        cost: float | None = None,
+        cost_estimated: bool = False,
+    ) -> None:
+        """Count one finished row once (a second report for the same ``key`` is ignored).
+
+        ``verdict`` is ``passed``, ``failed`` or ``skipped``; a failed row whose rollouts
+        errored (rather than scoring below the threshold) is counted as ``errored``.
+        """
+        if key in self._finished:
+            return
+        self._finished.add(key)
+        self.start()
+        if verdict == "passed":
+            self.passed += 1
+        elif verdict == "skipped":
+            self.skipped += 1
+        elif errored:
+            self.errored += 1
+        else:
+            self.failed += 1
+        self.tokens += tokens
+        self.tokens_estimated = self.tokens_estimated or (tokens > 0 and tokens_estimated)
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + cost
+            self.cost_estimated = self.cost_estimated or cost_estimated
+
+    def elapsed(self) -> float:
+        """Seconds since :meth:`start` (0 before it)."""
+        if self.started_at is None:
+            return 0.0
+        return max(0.0, self.clock() - self.started_at)
+
+    def rate(self) -> float | None:
+        """Rows per second so far, or None before the first row finished."""
+        elapsed = self.elapsed()
+        if self.done == 0 or elapsed <= 0:
+            return None
+        return self.done / elapsed
+
+    def eta(self) -> float | None:
+        """Seconds until the last row, at the rate so far (None while it is unknown)."""
+        remaining = max(0, self.total - self.done)
+        if remaining == 0:
+            return 0.0
+        rate = self.rate()
+        return None if rate is None else remaining / rate
+
+
+def format_duration(seconds: float | None) -> str:
+    """``7s``, ``1m05s``, ``2h03m``; ``?`` when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def format_cost(cost: float) -> str:
+    """Dollars with enough digits to see small amounts: ``$0.0042``, ``$1.23``."""
+    if cost >= 1:
+        return f"${cost:,.2f}"
+    if cost >= 0.01:
+        return f"${cost:.3f}"
+    return f"${cost:.4f}"
+
+
+def progress_segments(state: ProgressState) -> list[Segment]:
+    """The status line, as pieces with pytest markup."""
+    segments: list[Segment] = [
+        (f"osmosis {state.done}/{state.total} rows", {"bold": True}),
+        (f"  running {state.running}", {}),
+        (f"  passed {state.passed}", {"green": True} if state.passed else {}),
+        (f"  failed {state.failed}", {"red": True} if state.failed else {}),
+        (f"  errored {state.errored}", {"red": True} if state.errored else {}),
+    ]
+    if state.skipped:
+        segments.append((f"  skipped {state.skipped}", {"yellow": True}))
+    rate = state.rate()
+    segments.append(
+        (f"  {'-' if rate is None else format(rate, '.2f')} rows/s", {}),
+    )
+    segments.append((f"  ETA {format_duration(state.eta())}", {}))
+    if state.tokens:
+        estimated = " (estimated)" if state.tokens_estimated else ""
+        segments.append((f"  tokens {state.tokens:,}{estimated}", {}))
+    if state.cost is not None:
+        estimated = " (estimated)" if state.cost_estimated else ""
+        segments.append((f"  cost {format_cost(state.cost)}{estimated}", {}))
+    return segments
+
+
+def progress_line(state: ProgressState) -> str:
+    """The status line as plain text."""
+    return "".join(text for text, _ in progress_segments(state))
+
+
+def fit(segments: list[Segment], width: int) -> list[Segment]:
+    """Cut the line to ``width`` characters so it never wraps (a wrapped line cannot be erased)."""
+    fitted: list[Segment] = []
+    left = width
+    for text, markup in segments:
+        if left <= 0:
+            break
+        fitted.append((text[:left], markup))
+        left -= len(text)
+    return fitted
+
+
+@dataclass
+class Terminal:
+    """Where and how the display writes.
+
+    ``write(text, markup)`` writes to the terminal (with pytest's capturing suspended);
+    ``column()`` is where pytest left the cursor on its current line; ``width()`` is the
+    terminal's width.
+    """
+
+    write: Callable[[str, dict[str, bool]], None]
+    column: Callable[[], int]
+    width: Callable[[], int]
+    flush: Callable[[], None] = lambda: None
+
+
+class ProgressDisplay:
+    """Draws a :class:`ProgressState` as an in-place line (``bar``) or periodic lines (``line``)."""
+
+    def __init__(
+        self,
+        state: ProgressState,
+        terminal: Terminal,
+        *,
+        mode: Literal["bar", "line"],
+        interval: float = DEFAULT_INTERVAL_SEC,
+        refresh: float = BAR_REFRESH_SEC,
+    ) -> None:
+        if mode not in ("bar", "line"):
+            raise ValueError(f"mode must be 'bar' or 'line', got {mode!r}")
+        self.state = state
+        self.terminal = terminal
+        self.mode = mode
+        self.interval = interval
+        self.refresh = refresh
+        self.shown = False
+        """True while the in-place line is on the screen (and pytest must not write)."""
+        self._column = 0
+        self._last_draw: float | None = None
+        self.lines_written = 0
+
+    def update(self) -> bool:
+        """Draw when it is time to (a few times a second, or once per interval); True if drawn."""
+        now = self.state.clock()
+        self.state.start()
+        if self.mode == "bar":
+            if self._last_draw is not None and now - self._last_draw < self.refresh:
+                return False
+            self._draw_bar()
+        else:
+            # The first plain line comes one interval after the start, then one per interval.
+            since = self._last_draw if self._last_draw is not None else self.state.started_at
+            if since is not None and now - since < self.interval:
+                return False
+            self._draw_line()
+        self._last_draw = now
+        return True
+
+    def _draw_bar(self) -> None:
+        width = max(10, self.terminal.width() - 1)
+        segments = fit(progress_segments(self.state), width)
+        if self.shown:
+            self.terminal.write(_ERASE_LINE, {})
+        else:
+            column = self.terminal.column()
+            if column >= width:
+                return  # pytest's line already wrapped: going back up would miss it
+            self._column = column
+            self.terminal.write("\n", {})
+            self.shown = True
+        for text, markup in segments:
+            self.terminal.write(text, markup)
+        self.terminal.flush()
+
+    def _draw_line(self) -> None:
+        if self.terminal.column() > 0:
+            self.terminal.write("\n", {})
+        for text, markup in progress_segments(self.state):
+            self.terminal.write(text, markup)
+        self.terminal.write("\n", {})
+        self.terminal.flush()
+        self.lines_written += 1
+
+    def clear(self) -> None:
+        """Erase the in-place line and put the cursor back where pytest left it."""
+        if not self.shown:
+            return
+        back = f"\x1b[{self._column}C" if self._column else ""
+        self.terminal.write(_ERASE_LINE + _UP + back, {})
+        self.terminal.flush()
+        self.shown = False
