@@ -11,7 +11,7 @@ Nothing here imports litellm or fastapi at import time.
 """
 
 from osmosis_rollout.errors import CassetteMissError, PolicyError
-from osmosis_rollout.policy.accounting import CallRecord, RolloutCallLog
+from osmosis_rollout.policy.accounting import CallRecord, Cost, RolloutCallLog, TokenPrices
 from osmosis_rollout.policy.faults import Faults
 from osmosis_rollout.policy.litellm_policy import LiteLLMPolicy
 from osmosis_rollout.policy.recording import RecordingPolicy, RecordMode, normalise_request
@@ -32,6 +32,7 @@ __all__ = [
     "CassetteMissError",
     "ChatReply",
     "ChatRequest",
+    "Cost",
     "Faults",
     "LiteLLMPolicy",
     "Policy",
@@ -41,6 +42,7 @@ __all__ = [
     "RolloutCallLog",
     "ScriptedPolicy",
     "Text",
+    "TokenPrices",
     "ToolCall",
     "Usage",
     "as_policy",

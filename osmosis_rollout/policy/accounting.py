@@ -1,13 +1,52 @@
-"""Per-rollout accounting of policy calls: the request/response log, tokens and latency."""
+"""Per-rollout accounting of policy calls: the request/response log, tokens, latency and cost.
+
+Cost comes from one of two places. Configured prices (:class:`TokenPrices`, dollars per
+million prompt and completion tokens) win when given: the user knows their rates. Otherwise
+the cost the provider reported through LiteLLM is summed over the calls that reported one.
+A cost computed from estimated token counts (a policy that reported no usage) is marked
+``estimated``.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from osmosis_rollout.policy.types import Usage
 
-__all__ = ["CallRecord", "RolloutCallLog"]
+__all__ = ["CallRecord", "Cost", "RolloutCallLog", "TokenPrices"]
+
+
+@dataclass(frozen=True)
+class TokenPrices:
+    """Prices in US dollars per million tokens: ``input`` for prompt, ``output`` for completion."""
+
+    input_per_million: float
+    output_per_million: float
+
+    def __post_init__(self) -> None:
+        for name in ("input_per_million", "output_per_million"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number of dollars, got {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """What ``prompt_tokens`` in and ``completion_tokens`` out cost at these prices."""
+        return (
+            prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million
+        ) / 1_000_000
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A rollout's cost in US dollars, where it came from, and whether its tokens were estimated."""
+
+    usd: float
+    source: Literal["prices", "provider"]
+    estimated: bool = False
 
 
 @dataclass
@@ -37,6 +76,8 @@ class RolloutCallLog:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     tokens_estimated: bool = False
+    reported_cost: float | None = None
+    """The sum of the costs the provider reported (None when no call reported one)."""
 
     @property
     def total_tokens(self) -> int:
@@ -65,6 +106,23 @@ class RolloutCallLog:
             self.prompt_tokens += record.usage.prompt_tokens
             self.completion_tokens += record.usage.completion_tokens
             self.tokens_estimated = self.tokens_estimated or record.usage.estimated
+            if record.usage.cost is not None:
+                self.reported_cost = (self.reported_cost or 0.0) + record.usage.cost
+
+    def cost(self, prices: TokenPrices | None = None) -> Cost | None:
+        """The rollout's cost: at ``prices`` when given, else as the provider reported it.
+
+        None when neither is known (a scripted policy and no prices).
+        """
+        if prices is not None:
+            return Cost(
+                prices.cost(self.prompt_tokens, self.completion_tokens),
+                "prices",
+                estimated=self.tokens_estimated,
+            )
+        if self.reported_cost is not None:
+            return Cost(self.reported_cost, "provider")
+        return None
 
     def copy(self) -> RolloutCallLog:
         """A snapshot that later calls will not change."""
@@ -74,6 +132,7 @@ class RolloutCallLog:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             tokens_estimated=self.tokens_estimated,
+            reported_cost=self.reported_cost,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,5 +145,6 @@ class RolloutCallLog:
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
             "tokens_estimated": self.tokens_estimated,
+            "reported_cost": self.reported_cost,
             "latency_s": self.latency_s,
         }

@@ -8,6 +8,7 @@ import time.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from functools import cache
 from pathlib import Path
@@ -69,6 +70,15 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
+def _response_cost(response: Any) -> float | None:
+    """The call's cost in US dollars as LiteLLM priced it, or None for a model it cannot price."""
+    hidden = getattr(response, "_hidden_params", None)
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost):
+        return float(cost)
+    return None
+
+
 def _reply_from_response(response: Any, model: str) -> ChatReply:
     choices = _field(response, "choices") or []
     if not choices:
@@ -97,6 +107,7 @@ def _reply_from_response(response: Any, model: str) -> ChatReply:
         usage = Usage(
             prompt_tokens=int(_field(raw_usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(_field(raw_usage, "completion_tokens", 0) or 0),
+            cost=_response_cost(response),
         )
     return ChatReply(
         content=content if isinstance(content, str) or content is None else str(content),

@@ -94,11 +94,16 @@ class Text:
 
 @dataclass
 class Usage:
-    """Token counts of one call; ``estimated`` when counted by us (chars / 4), not by a model."""
+    """Token counts of one call; ``estimated`` when counted by us (chars / 4), not by a model.
+
+    ``cost`` is what the provider (through LiteLLM) says the call cost, in US dollars, when it
+    says; it stays out of :meth:`to_dict`, so a cassette never replays a cost as if it were spent.
+    """
 
     prompt_tokens: int
     completion_tokens: int
     estimated: bool = False
+    cost: float | None = None
 
     @property
     def total_tokens(self) -> int:

@@ -167,3 +167,27 @@ def test_build_kwargs_lets_request_params_override_defaults_but_not_credentials(
 def test_model_id_needs_a_provider_prefix() -> None:
     with pytest.raises(ValueError, match="openai/gpt-5-mini"):
         LiteLLMPolicy("gpt-5-mini")
+
+
+async def test_litellm_reports_the_cost_of_a_model_it_can_price(
+    serve: Callable[..., PolicyServer], stub_provider: Any
+) -> None:
+    import litellm
+
+    policy = LiteLLMPolicy("openai/gpt-4o-mini", api_base=stub_provider.base_url, api_key=KEY)
+    server = serve(policy)
+    await _ask(server, stream=False, messages=[{"role": "user", "content": "hello"}])
+    prices = litellm.model_cost["gpt-4o-mini"]
+    expected = 7 * prices["input_cost_per_token"] + 3 * prices["output_cost_per_token"]
+    log = server.log("r1")
+    assert log.reported_cost == pytest.approx(expected)
+    cost = log.cost()
+    assert cost is not None and cost.source == "provider" and not cost.estimated
+
+
+async def test_a_model_litellm_cannot_price_has_no_cost(
+    serve: Callable[..., PolicyServer], stub_provider: Any
+) -> None:
+    server = serve(LiteLLMPolicy("openai/stub-model", api_base=stub_provider.base_url, api_key=KEY))
+    await _ask(server, stream=False, messages=[{"role": "user", "content": "hello"}])
+    assert server.log("r1").reported_cost is None
