@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import PurePosixPath, PureWindowsPath
 
 
@@ -11,7 +12,10 @@ def is_single_path_segment(value: str) -> bool:
         return False
     if any(ch in value for ch in ("/", "\\", "\x00")):
         return False
-    return PurePosixPath(value).name == value and PureWindowsPath(value).name == value
+    # The official SDK checks ``Path(value).name`` of the host it runs on: ``"run:1"`` is
+    # one segment on POSIX (a drive on Windows), and refusing it would break the wire.
+    pure_path = PureWindowsPath if os.name == "nt" else PurePosixPath
+    return pure_path(value).name == value
 
 
 def ensure_single_path_segment(value: str, *, label: str = "id") -> str:
@@ -21,4 +25,37 @@ def ensure_single_path_segment(value: str, *, label: str = "id") -> str:
             f"{label} must be a single path segment (no '/', '\\\\' or NUL, and not '.' or '..'); "
             f"got {value!r}"
         )
+    return value
+
+
+MAX_ROLLOUT_ID_CHARS = 256
+"""Longest ``rollout_id`` the server admits."""
+
+ROLLOUT_ID_RULE = (
+    f"rollout_id must be printable (no control characters or line breaks), have no "
+    f"whitespace at either end, be at most {MAX_ROLLOUT_ID_CHARS} characters, and be a single "
+    "path segment (no '/', '\\\\' or NUL, and not '.' or '..')"
+)
+"""The rule :func:`ensure_rollout_id` enforces, quoted in its error."""
+
+
+def is_valid_rollout_id(value: str) -> bool:
+    """True when ``value`` is a rollout id the server admits (see :data:`ROLLOUT_ID_RULE`).
+
+    Stricter than the official server, which admits ``" "``, ids with line breaks and ids
+    too long for a file name: each of those breaks a directory name or a log line.
+    """
+    return (
+        0 < len(value) <= MAX_ROLLOUT_ID_CHARS
+        and value.isprintable()
+        and value == value.strip()
+        and is_single_path_segment(value)
+    )
+
+
+def ensure_rollout_id(value: str) -> str:
+    """Return ``value`` unchanged or raise ``ValueError`` quoting the rule and the bad id."""
+    if not is_valid_rollout_id(value):
+        shown = value if len(value) <= 40 else value[:40] + f"... ({len(value)} characters)"
+        raise ValueError(f"{ROLLOUT_ID_RULE}; got {shown!r}")
     return value

@@ -15,22 +15,30 @@ from osmosis_rollout.server.shutdown import DrainPolicy
 
 if TYPE_CHECKING:
     from osmosis_rollout.server.app import create_rollout_server
+    from osmosis_rollout.server.limits import DEFAULT_MAX_BODY_BYTES
 
-_LAZY = {"create_rollout_server", "execute_rollout"}
+_LAZY = {
+    "create_rollout_server": "app",
+    "execute_rollout": "app",
+    "DEFAULT_MAX_BODY_BYTES": "limits",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
+    module_name = _LAZY.get(name)
+    if module_name is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
     from osmosis_rollout._imports import require_extra
 
     require_extra("fastapi", extra="server")
-    from osmosis_rollout.server import app
-
-    return getattr(app, name)
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    return getattr(module, name)
 
 
 __all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
     "SERVER_API_KEY_ENV",
     "ControllerAuth",
     "DrainPolicy",

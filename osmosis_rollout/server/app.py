@@ -29,6 +29,11 @@ from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.backend.local import categorize_exception
 from osmosis_rollout.context import RolloutContext, RolloutProgress
 from osmosis_rollout.server.auth import BearerAuthMiddleware, ControllerAuth
+from osmosis_rollout.server.limits import (
+    DEFAULT_MAX_BODY_BYTES,
+    BodySizeLimitMiddleware,
+    check_max_body_bytes,
+)
 from osmosis_rollout.server.metrics import CONTENT_TYPE, RolloutMetrics
 from osmosis_rollout.server.registry import (
     DuplicateRolloutError,
@@ -371,6 +376,7 @@ def create_rollout_server(
     enable_metrics: bool = False,
     drain: DrainPolicy | None = None,
     on_status: StatusObserver | None = None,
+    max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     """Build the FastAPI app that serves ``backend`` to an Osmosis controller.
 
@@ -378,11 +384,13 @@ def create_rollout_server(
     ``artifact_root`` (where trajectories go; default ``$_OSMOSIS_ROLLOUT_ARTIFACT_ROOT`` or
     ``~/.osmosis``, resolved per save), ``enable_metrics`` (``GET /metrics``, behind the same
     ``api_key``), ``drain`` (shutdown stage timeouts) and ``on_status`` (an observer called
-    with ``(rollout_id, status)`` on every status change).
+    with ``(rollout_id, status)`` on every status change), ``max_body_bytes`` (request
+    bodies over it get 413; default 16 MiB, ``None`` for no limit).
 
-    Raises ``ValueError`` for a blank ``api_key`` or inconsistent timeouts.
+    Raises ``ValueError`` for a blank ``api_key``, inconsistent timeouts or a bad limit.
     """
     auth = ControllerAuth(api_key)
+    body_limit = check_max_body_bytes(max_body_bytes)
     check_timeouts(result_wait_timeout_sec, polling_lease_timeout_sec, result_retention_sec)
     if not callable(getattr(backend, "execute", None)):
         raise TypeError(f"backend must be an ExecutionBackend, got {backend!r}")
@@ -419,7 +427,10 @@ def create_rollout_server(
     app.state.osmosis_server = server
     app.state.rollout_registry = server.registry
     app.add_exception_handler(RequestValidationError, _validation_error)
+    if body_limit is not None:
+        app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=body_limit)
     if auth.enabled:
+        # Added last, so outermost: an unauthenticated request never gets to send a body.
         app.add_middleware(BearerAuthMiddleware, auth=auth)
 
     @app.post("/rollout", status_code=202, response_model=RolloutInitResponse)

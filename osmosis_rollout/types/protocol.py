@@ -7,7 +7,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from osmosis_rollout._ids import ensure_single_path_segment
+from osmosis_rollout._ids import ensure_rollout_id
 from osmosis_rollout.types.sample import (
     MessageDict,
     RolloutErrorCategory,
@@ -37,7 +37,7 @@ class RolloutInitRequest(BaseModel):
     @field_validator("rollout_id")
     @classmethod
     def _check_id(cls, value: str) -> str:
-        return ensure_single_path_segment(value, label="rollout_id")
+        return ensure_rollout_id(value)
 
     @field_validator("llm_api_key")
     @classmethod
