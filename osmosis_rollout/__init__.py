@@ -14,6 +14,7 @@ from osmosis_rollout.context import (
     SampleSource,
     get_rollout_context,
 )
+from osmosis_rollout.errors import MissingAPIKeyError, ModelNotFoundError, ProviderRequestError
 from osmosis_rollout.grader import Grader
 from osmosis_rollout.rewards import RewardFunction, RewardGrader, osmosis_reward, reward_grader
 from osmosis_rollout.rubric import (
@@ -75,6 +76,9 @@ __all__ = [
     "LocalBackend",
     "MessageDict",
     "Messages",
+    "MissingAPIKeyError",
+    "ModelNotFoundError",
+    "ProviderRequestError",
     "RewardFunction",
     "RewardGrader",
     "RolloutContext",

@@ -7,13 +7,20 @@
     │   ├── EntrypointError         a rollout entrypoint that cannot be imported or resolved
     │   ├── MissingExtraError       an optional dependency is not installed (also ImportError)
     │   ├── RewardSignatureError    a reward/rubric function with the wrong signature (TypeError)
-    │   └── RewardReturnError       a reward that is not a finite float (TypeError, ValueError)
+    │   ├── RewardReturnError       a reward that is not a finite float (TypeError, ValueError)
+    │   ├── MissingAPIKeyError      no API key for a judge's provider (also RuntimeError)
+    │   └── PlatformOnlyError       a feature only the official SDK runs (also ImportError)
     └── RuntimeFailure              something failed while running
         ├── RolloutProtocolError    a rollout server answered outside the protocol
         ├── RolloutAdmissionTimeoutError  admission did not finish in time (also TimeoutError)
         ├── PolicyError             the policy behind the chat endpoint failed
         │   └── CassetteMissError   replay found no recording for a request
-        └── JudgeError              an LLM judge gave no valid verdict within its retries
+        └── ProviderRequestError    a judge's provider call failed (also RuntimeError)
+            ├── ModelNotFoundError  the provider does not know the judge model
+            └── JudgeError          an LLM judge gave no valid verdict within its retries
+
+``MissingAPIKeyError``, ``ProviderRequestError`` and ``ModelNotFoundError`` are the official
+SDK's rubric errors (``osmosis_ai``), with the same constructor and attributes.
 
 Workflow and grader exceptions are not wrapped: they become error categories on the result.
 """
@@ -104,14 +111,49 @@ class CassetteMissError(PolicyError):
     """Replay found no recording matching a request; the message shows the first difference."""
 
 
-class JudgeError(RuntimeFailure):
+class MissingAPIKeyError(UsageError, RuntimeError):
+    """A judge's provider needs an API key that neither ``api_key=`` nor the environment gave."""
+
+
+class PlatformOnlyError(UsageError, ImportError):
+    """A feature this package does not run: the message names the official tool and the doc."""
+
+
+class ProviderRequestError(RuntimeFailure, RuntimeError):
+    """A judge's provider call failed; ``provider``, ``model`` and ``detail`` say where and why."""
+
+    def __init__(self, provider: str, model: str, detail: str) -> None:
+        self.provider = provider
+        self.model = model
+        self.detail = detail.strip() or "the provider request failed with no detail"
+        super().__init__(f"Provider {provider!r} request for model {model!r} failed. {self.detail}")
+
+
+class ModelNotFoundError(ProviderRequestError):
+    """The provider reports that the judge model does not exist or is not available."""
+
+
+class JudgeError(ProviderRequestError):
     """An LLM judge answered without a usable verdict on every attempt.
 
-    ``raw`` is the judge's last reply, ``attempts`` how many calls were made.
+    ``raw`` is the judge's last reply, ``attempts`` how many calls were made. A
+    :class:`ProviderRequestError` (the official SDK raises that for an unusable reply), with
+    ``detail`` holding the whole message.
     """
 
-    def __init__(self, message: str, *, raw: str | None = None, attempts: int = 0) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        *,
+        raw: str | None = None,
+        attempts: int = 0,
+        provider: str = "",
+        model: str = "",
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.detail = message
+        RuntimeError.__init__(self, message)
         self.raw = raw
         self.attempts = attempts
 

@@ -33,6 +33,7 @@ import inspect
 import json
 import logging
 import math
+import os
 import re
 import sys
 from collections.abc import Callable, Coroutine, Mapping
@@ -40,7 +41,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast, overload
 
 from osmosis_rollout.context import GraderContext
-from osmosis_rollout.errors import JudgeError
+from osmosis_rollout.errors import (
+    JudgeError,
+    MissingAPIKeyError,
+    ModelNotFoundError,
+    PolicyError,
+    ProviderRequestError,
+)
 from osmosis_rollout.grader import Grader
 from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy, as_policy
 from osmosis_rollout.rewards import AsyncRewardFunction, RewardFunction, SignatureRule
@@ -49,6 +56,9 @@ from osmosis_rollout.types import RolloutSample
 
 __all__ = [
     "DEFAULT_JUDGE_MODEL",
+    "MissingAPIKeyError",
+    "ModelNotFoundError",
+    "ProviderRequestError",
     "RubricGrader",
     "RubricResult",
     "Verdict",
@@ -90,6 +100,7 @@ class Verdict:
 class RubricResult:
     """The outcome of :func:`evaluate_rubric`.
 
+    ``score`` and ``explanation`` are the official SDK's ``RubricResult``; the rest is ours.
     ``score`` is within ``[score_min, score_max]``; ``clamped_from`` is the judge's own score when
     it fell outside and was clamped (else ``None``); ``raw`` is the judge's final reply text;
     ``attempts`` counts judge calls (1 when the first reply was usable).
@@ -97,7 +108,7 @@ class RubricResult:
 
     score: float
     explanation: str
-    raw: str
+    raw: str = ""
     clamped_from: float | None = None
     attempts: int = 1
 
@@ -133,48 +144,81 @@ def parse_verdict(text: str) -> Verdict:
 
 async def evaluate_rubric(
     rubric: str,
-    solution: str,
+    solution: str | None = None,
     ground_truth: str | None = None,
     *,
+    solution_str: str | None = None,
     model: str = DEFAULT_JUDGE_MODEL,
-    policy: Any = None,
-    score_min: float = 0.0,
-    score_max: float = 1.0,
-    max_retries: int = 2,
     original_input: str | None = None,
     metadata: Mapping[str, Any] | None = None,
+    score_min: float = 0.0,
+    score_max: float = 1.0,
+    api_key: str | None = None,
+    timeout: float | None = None,
     system_prompt: str | None = None,
+    policy: Any = None,
+    max_retries: int = 2,
     **params: Any,
 ) -> RubricResult:
-    """Have a judge score ``solution`` against ``rubric``; see the module docstring.
+    """Have a judge score a solution against ``rubric``; see the module docstring.
+
+    The official SDK's call works unchanged: ``await evaluate_rubric(solution_str=...,
+    rubric=..., model=..., ground_truth=..., original_input=..., metadata=..., score_min=...,
+    score_max=..., api_key=..., timeout=..., system_prompt=...)``. The solution may also be
+    given positionally, after the rubric (``evaluate_rubric(rubric, solution, ground_truth)``).
+
+    ``model`` is a LiteLLM model id (``"openai/gpt-5-mini"``; a bare ``gpt-``/``o1-``/``o3-``/
+    ``o4-``, ``claude``, ``gemini`` or ``grok`` name gets its provider prefix). Its API key is
+    ``api_key`` or the provider's environment variable (``OPENAI_API_KEY``...); a known
+    provider with neither raises :class:`~osmosis_rollout.errors.MissingAPIKeyError` before
+    any call, unless ``api_base`` or ``mock_response`` is passed. ``timeout`` bounds each call
+    (default 30 s, longer for slow providers as the official SDK does). Provider failures are
+    raised as :class:`~osmosis_rollout.errors.ProviderRequestError`, an unknown model as
+    :class:`~osmosis_rollout.errors.ModelNotFoundError`, a rejected key with none given as
+    ``MissingAPIKeyError``; no usable verdict after ``max_retries`` corrections as
+    :class:`~osmosis_rollout.errors.JudgeError` (a ``ProviderRequestError``).
 
     ``policy`` (anything :func:`~osmosis_rollout.policy.as_policy` accepts) replaces the LiteLLM
-    ``model``. ``original_input`` (the task), ``ground_truth`` and ``metadata`` are quoted in the
-    prompt when given. ``params`` go to the judge call: LiteLLM keyword arguments (``api_base``,
-    ``api_key``, ``temperature``, ``timeout``, ``mock_response``, ...) or, with ``policy=``, the
+    ``model``: ``api_key`` is then unused, ``timeout`` bounds each call, and the policy's own
+    errors propagate unchanged. ``original_input`` (the task), ``ground_truth`` and ``metadata``
+    are quoted in the prompt when given. ``params`` go to the judge call: LiteLLM keyword
+    arguments (``api_base``, ``temperature``, ``mock_response``, ...) or, with ``policy=``, the
     request's sampling parameters. ``response_format`` defaults to ``{"type": "json_object"}``;
     pass ``response_format=None`` to send none.
     """
-    _check_arguments(rubric, solution, score_min, score_max, max_retries)
+    text = _one_solution(solution, solution_str)
+    _check_arguments(rubric, text, score_min, score_max, max_retries)
+    if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     response_format = params.pop("response_format", _JSON_OBJECT_FORMAT)
     request_params: dict[str, Any] = {}
     if response_format is not None:
         request_params["response_format"] = response_format
+    target: _Provider | None = None
     if policy is None:
-        judge: Any = LiteLLMPolicy(model, **params)
-        request_model: str | None = model
-        described = f"judge model {model!r}"
+        target = _Provider.of(model)
+        key = _api_key(target, api_key, params)
+        if key is not None:
+            params["api_key"] = key
+        params["timeout"] = (
+            timeout if timeout is not None else params.get("timeout", target.timeout)
+        )
+        judge: Any = LiteLLMPolicy(target.litellm_model, **params)
+        request_model: str | None = target.litellm_model
+        described = f"judge model {target.litellm_model!r}"
+        call_timeout: float | None = None
     else:
         judge = as_policy(policy)
         request_params.update(params)
         request_model = None
         described = f"judge {judge!r}"
+        call_timeout = timeout
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": _system_prompt(score_min, score_max, system_prompt)},
         {
             "role": "user",
             "content": _user_prompt(
-                rubric, solution, ground_truth, original_input, metadata, score_min, score_max
+                rubric, text, ground_truth, original_input, metadata, score_min, score_max
             ),
         },
     ]
@@ -189,7 +233,11 @@ async def evaluate_rubric(
             rollout_id=JUDGE_ROLLOUT_ID,
             model=request_model,
         )
-        reply = await judge.complete(request)
+        if target is None:
+            async with asyncio.timeout(call_timeout):
+                reply = await judge.complete(request)
+        else:
+            reply = await _call_provider(judge, request, target, "api_key" in params)
         raw = _reply_text(reply)
         try:
             verdict = parse_verdict(raw)
@@ -224,16 +272,13 @@ async def evaluate_rubric(
         f"(max_retries={max_retries}): {'; '.join(problems)}\n  last reply: {_clip(raw)}",
         raw=raw,
         attempts=attempts,
+        provider=target.name if target is not None else "policy",
+        model=target.bare_model if target is not None else repr(judge),
     )
 
 
-def evaluate_rubric_sync(
-    rubric: str,
-    solution: str,
-    ground_truth: str | None = None,
-    **kwargs: Any,
-) -> RubricResult:
-    """:func:`evaluate_rubric` for plain ``def`` code running outside an event loop.
+def evaluate_rubric_sync(*args: Any, **kwargs: Any) -> RubricResult:
+    """:func:`evaluate_rubric` (same arguments) for plain ``def`` code outside an event loop.
 
     A plain ``def grade`` runs in a worker thread, where this works; inside a coroutine,
     ``await evaluate_rubric(...)`` instead (this raises ``RuntimeError`` there).
@@ -241,7 +286,7 @@ def evaluate_rubric_sync(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(evaluate_rubric(rubric, solution, ground_truth, **kwargs))
+        return asyncio.run(evaluate_rubric(*args, **kwargs))
     raise RuntimeError(
         "evaluate_rubric_sync() cannot run inside a running event loop; "
         "use 'await evaluate_rubric(...)' instead"
@@ -390,6 +435,132 @@ def rubric_grader(
         picker = solution
         namespace["solution"] = lambda self, sample: picker(sample)
     return cast(type[RubricGrader], type(name, (RubricGrader,), namespace))
+
+
+# The environment variable each provider's key is read from (LiteLLM reads the same ones).
+_PROVIDER_KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "xai": "XAI_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "google": "GEMINI_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "cerebras": "CEREBRAS_API_KEY",
+    "azure": "AZURE_API_KEY",
+    "bedrock": "AWS_ACCESS_KEY_ID",
+    "vertex_ai": "GOOGLE_APPLICATION_CREDENTIALS",
+}
+# Bare model-name prefixes and the provider they imply.
+_BARE_PREFIXES = (
+    (("gpt-", "o1-", "o3-", "o4-"), "openai"),
+    (("claude",), "anthropic"),
+    (("gemini",), "gemini"),
+    (("grok",), "xai"),
+)
+DEFAULT_JUDGE_TIMEOUT_SEC = 30.0
+# Slower providers get longer, as in the official SDK.
+_PROVIDER_TIMEOUT_SEC = {"xai": 45.0, "gemini": 45.0, "cerebras": 60.0, "openrouter": 60.0}
+
+
+@dataclass(frozen=True)
+class _Provider:
+    """Where a LiteLLM judge call goes: provider, model ids and default timeout."""
+
+    name: str
+    bare_model: str
+    litellm_model: str
+    timeout: float
+
+    @classmethod
+    def of(cls, model: str) -> _Provider:
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError(f"model must be a LiteLLM model id such as {DEFAULT_JUDGE_MODEL!r}")
+        model = model.strip()
+        if "/" in model:
+            name, bare = model.split("/", 1)
+            name = name.lower()
+            litellm_model = model
+        else:
+            lowered = model.lower()
+            name = next(
+                (provider for prefixes, provider in _BARE_PREFIXES if lowered.startswith(prefixes)),
+                "",
+            )
+            bare = model
+            litellm_model = f"{name}/{model}" if name else model
+        timeout = _PROVIDER_TIMEOUT_SEC.get(name, DEFAULT_JUDGE_TIMEOUT_SEC)
+        if name == "xai" and bare.lower().startswith("grok-4"):
+            timeout = 60.0
+        return cls(name=name, bare_model=bare, litellm_model=litellm_model, timeout=timeout)
+
+
+def _one_solution(solution: str | None, solution_str: str | None) -> Any:
+    if solution is not None and solution_str is not None:
+        raise TypeError(
+            "evaluate_rubric() got the solution twice: pass solution_str= (the official "
+            "name) or the second positional argument, not both"
+        )
+    text = solution_str if solution_str is not None else solution
+    if text is None:
+        raise TypeError(
+            "the solution must be a str, got NoneType: pass the text to judge as solution_str="
+        )
+    return text
+
+
+def _api_key(target: _Provider, api_key: str | None, params: Mapping[str, Any]) -> str | None:
+    """The key to send, or ``None`` to let LiteLLM find one; raises when there is none."""
+    if isinstance(api_key, str) and api_key.strip():
+        return api_key.strip()
+    if params.get("api_key"):
+        return str(params["api_key"])
+    if not target.name or "api_base" in params or "mock_response" in params:
+        # No provider to look a key up for, or a local endpoint / mock that needs none.
+        return None
+    env_name = _PROVIDER_KEY_ENV.get(target.name, f"{target.name.upper()}_API_KEY")
+    found = os.environ.get(env_name, "").strip()
+    if not found:
+        raise MissingAPIKeyError(
+            f"Environment variable {env_name!r} is not set: export it with your "
+            f"{target.name} API key, or pass api_key=, before calling evaluate_rubric "
+            f"(judge model {target.litellm_model!r})"
+        )
+    return found
+
+
+async def _call_provider(
+    judge: LiteLLMPolicy, request: ChatRequest, target: _Provider, key_given: bool
+) -> Any:
+    """One LiteLLM judge call, its failures raised as the official SDK's rubric errors."""
+    try:
+        return await judge.complete(request)
+    except (ProviderRequestError, MissingAPIKeyError, TypeError, ValueError):
+        raise
+    except Exception as exc:
+        raise _provider_error(exc, target, key_given) from exc
+
+
+def _provider_error(exc: Exception, target: _Provider, key_given: bool) -> Exception:
+    litellm = sys.modules.get("litellm")
+    provider = target.name or "unknown"
+    if litellm is not None and isinstance(exc, litellm.NotFoundError):
+        return ModelNotFoundError(
+            provider,
+            target.bare_model,
+            f"Model {target.bare_model!r} was not found. Check the model id and that your "
+            f"{provider} account has access to it.",
+        )
+    if litellm is not None and isinstance(exc, litellm.AuthenticationError) and not key_given:
+        return MissingAPIKeyError(
+            f"No API key found for judge model {target.litellm_model!r}: pass api_key= or set "
+            "the provider's environment variable (e.g. OPENAI_API_KEY)"
+        )
+    if isinstance(exc, PolicyError):
+        return ProviderRequestError(provider, target.bare_model, str(exc))
+    detail = getattr(exc, "message", None)
+    if not isinstance(detail, str) or not detail.strip():
+        detail = str(exc).strip() or f"{type(exc).__name__} while contacting the provider"
+    return ProviderRequestError(provider, target.bare_model, detail)
 
 
 def _check_arguments(

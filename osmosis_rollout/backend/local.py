@@ -53,6 +53,8 @@ from osmosis_rollout.types import (
 )
 from osmosis_rollout.types.output import coerce_output
 
+__all__ = ["DEFAULT_MAX_CONCURRENT", "LocalBackend"]
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONCURRENT = 4

@@ -1,9 +1,10 @@
 """ATIF v1.7 trajectory documents for finished rollouts.
 
 ``messages_to_steps`` converts chat messages into ATIF steps, ``build_atif`` builds a whole
-document, ``format_atif`` serialises it and ``save_trajectory`` writes
-``<root>/<rollout_id>/trajectory.json`` (plus ``diagnostics.json``) without ever raising.
-Pure: no web framework, no network.
+document, ``convert_sample_to_trajectory`` does the same with the official SDK's call shape and
+optional per-call metrics (a ``TrajectoryReport``), ``format_atif`` serialises a document and
+``save_trajectory`` writes ``<root>/<rollout_id>/trajectory.json`` (plus ``diagnostics.json``)
+without ever raising. Pure: no web framework, no network.
 """
 
 from osmosis_rollout.trajectory.atif import (
@@ -13,21 +14,33 @@ from osmosis_rollout.trajectory.atif import (
     format_atif,
     validate_atif,
 )
-from osmosis_rollout.trajectory.converter import messages_to_steps
+from osmosis_rollout.trajectory.converter import convert_sample_to_trajectory
+from osmosis_rollout.trajectory.report import (
+    LlmCallMetrics,
+    SampleReport,
+    TrajectoryReport,
+    report_from_response,
+)
 from osmosis_rollout.trajectory.save import (
     DIAGNOSTICS_FILENAME,
     TRAJECTORY_FILENAME,
     save_trajectory,
 )
+from osmosis_rollout.trajectory.steps import messages_to_steps
 
 __all__ = [
     "ATIF_PRODUCER_NAME",
     "ATIF_SCHEMA_VERSION",
     "DIAGNOSTICS_FILENAME",
     "TRAJECTORY_FILENAME",
+    "LlmCallMetrics",
+    "SampleReport",
+    "TrajectoryReport",
     "build_atif",
+    "convert_sample_to_trajectory",
     "format_atif",
     "messages_to_steps",
+    "report_from_response",
     "save_trajectory",
     "validate_atif",
 ]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import osmosis_rollout
 from osmosis_rollout import _json_safe
-from osmosis_rollout.trajectory.converter import messages_to_steps
+from osmosis_rollout.trajectory.steps import messages_to_steps
 
 if TYPE_CHECKING:
     from osmosis_rollout.types import RolloutSample

@@ -18,6 +18,8 @@ logger = logging.getLogger(__name__)
 
 MessageDict = dict[str, Any]
 """One chat message."""
+SampleMessage = Mapping[str, Any]
+"""One chat message as a sample holds it (read-only view; the official SDK's name)."""
 
 
 class RolloutStatus(StrEnum):

@@ -1,0 +1,124 @@
+"""The official SDK's trajectory entry points: ``convert_sample_to_trajectory`` and reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from osmosis_rollout.trajectory import (
+    SampleReport,
+    TrajectoryReport,
+    convert_sample_to_trajectory,
+    report_from_response,
+    validate_atif,
+)
+from osmosis_rollout.types import RolloutSample
+
+MESSAGES: list[dict[str, Any]] = [
+    {"role": "user", "content": "What is 6 times 7?"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "multiply", "arguments": "{}"}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "42"},
+    {"role": "assistant", "content": "42"},
+]
+
+
+def _sample() -> RolloutSample:
+    return RolloutSample(id="s", messages=MESSAGES, trajectory_messages=MESSAGES, reward=1.0)
+
+
+def _report(calls: int) -> SampleReport:
+    return SampleReport.model_validate(
+        {
+            "model_name": "policy-v1",
+            "llm_call_metrics": [
+                {"prompt_tokens": 10 * (i + 1), "completion_tokens": 5, "model_name": f"m{i}"}
+                for i in range(calls)
+            ],
+        }
+    )
+
+
+def test_per_call_metrics_land_on_the_agent_steps_in_order() -> None:
+    doc = convert_sample_to_trajectory(
+        _sample(), rollout_id="r1", request_label="42", report=_report(2)
+    )
+    validate_atif(doc)
+    agent_steps = [step for step in doc["steps"] if step["source"] == "agent"]
+    assert [step["metrics"]["prompt_tokens"] for step in agent_steps] == [10, 20]
+    assert [step["model_name"] for step in agent_steps] == ["m0", "m1"]
+    assert all(step["llm_call_count"] == 1 for step in agent_steps)
+    assert doc["agent"]["model_name"] == "policy-v1"
+    assert doc["final_metrics"]["total_prompt_tokens"] == 30
+    assert doc["final_metrics"]["total_completion_tokens"] == 10
+    assert doc["extra"]["osmosis"]["label"] == "42"
+    assert doc["session_id"] == doc["trajectory_id"] == "r1"
+
+
+def test_metrics_that_do_not_match_the_steps_are_kept_not_misattributed() -> None:
+    doc = convert_sample_to_trajectory(
+        _sample(),
+        rollout_id="r1",
+        report=_report(3),
+        unmatched_sample_reports={"other": _report(1)},
+    )
+    osmosis = doc["extra"]["osmosis"]
+    assert len(osmosis["unmatched_llm_call_metrics"]) == 3
+    assert "other" in osmosis["unmatched_sample_reports"]
+    assert all("llm_call_count" not in step for step in doc["steps"])
+
+
+def test_a_default_model_name_is_used_without_a_report() -> None:
+    doc = convert_sample_to_trajectory(_sample(), rollout_id="r", default_model_name="base")
+    assert doc["agent"]["model_name"] == "base"
+
+
+def test_a_sample_without_trajectory_messages_cannot_be_converted() -> None:
+    sample = RolloutSample(id="s", messages=MESSAGES, trajectory_messages=None)
+    with pytest.raises(ValueError, match="trajectory_messages"):
+        convert_sample_to_trajectory(sample, rollout_id="r")
+
+
+def test_a_callback_acknowledgement_yields_its_report() -> None:
+    body = {"trajectory": {"model_name": "m", "samples": {"s": {"llm_call_metrics": [{}]}}}}
+    report = report_from_response(httpx.Response(200, json=body))
+    assert isinstance(report, TrajectoryReport)
+    assert report.model_name == "m"
+    assert len(report.samples["s"].llm_call_metrics) == 1
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        httpx.Response(200, text="not json"),
+        httpx.Response(200, json=[1, 2]),
+        httpx.Response(200, json={"ok": True}),
+        httpx.Response(200, json={"trajectory": {"samples": "not a map"}}),
+    ],
+    ids=["not-json", "not-object", "no-trajectory", "malformed"],
+)
+def test_anything_else_yields_no_report(response: httpx.Response) -> None:
+    assert report_from_response(response) is None
+
+
+def test_the_client_path_gives_the_controller_client_and_the_protocol_errors() -> None:
+    from osmosis_rollout import controller, errors
+    from osmosis_rollout.client import (
+        RolloutAdmissionTimeoutError,
+        RolloutClient,
+        RolloutHandle,
+        RolloutProtocolError,
+    )
+    from osmosis_rollout.client.client import RolloutClient as Nested
+
+    assert RolloutClient is controller.RolloutClient is Nested
+    assert RolloutHandle is controller.RolloutHandle
+    assert RolloutProtocolError is errors.RolloutProtocolError
+    assert RolloutAdmissionTimeoutError is errors.RolloutAdmissionTimeoutError
