@@ -19,6 +19,16 @@ class ExecutionBackend(ABC):
         """False makes the server answer admission with 429."""
         return True
 
+    def reserve(self, rollout_id: str) -> None:  # noqa: B027 - an optional hook
+        """Count an admitted rollout before :meth:`execute` runs.
+
+        The server calls it at admission, before the execution task exists, so that a
+        burst admitted in one go counts against :meth:`has_capacity` at once.
+        """
+
+    def release(self, rollout_id: str) -> None:  # noqa: B027 - an optional hook
+        """Drop the reservation of a rollout whose execution ended (or never started)."""
+
     def rollout_status(self, rollout_id: str) -> RolloutStatus | None:
         """The backend's own view of a rollout, if it keeps one (used by cancel)."""
         return None

@@ -208,6 +208,7 @@ class LocalBackend(ExecutionBackend):
         )
         self.limiter = ConcurrencyLimiter(max_concurrent=max_concurrent)
         self.max_queue_depth = max_queue_depth
+        self._reserved: set[str] = set()
         self.artifact_root = Path(artifact_root) if artifact_root else default_artifact_root()
         self._executor: ThreadPoolExecutor | None = None
 
@@ -232,12 +233,29 @@ class LocalBackend(ExecutionBackend):
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
 
+    def reserve(self, rollout_id: str) -> None:
+        """Count ``rollout_id`` as waiting from admission until :meth:`execute` starts."""
+        self._reserved.add(rollout_id)
+
+    def release(self, rollout_id: str) -> None:
+        """Forget a reservation whose ``execute`` never ran (cancelled while queued)."""
+        self._reserved.discard(rollout_id)
+
+    @property
+    def waiting(self) -> int:
+        """Rollouts admitted but not holding a slot: reserved ones plus the limiter's queue."""
+        return len(self._reserved) + self.limiter.queued
+
     def has_capacity(self) -> bool:
-        """True unless ``max_queue_depth`` is set and that many rollouts already wait for a slot."""
+        """True unless ``max_queue_depth`` is set and one more rollout would wait beyond it.
+
+        Counts rollouts admitted but not yet started (:meth:`reserve`), so a burst cannot
+        slip past the bound before its rollouts reach the limiter.
+        """
         if self.max_queue_depth is None or self.limiter.max_concurrent is None:
             return True
         free = self.limiter.max_concurrent - self.limiter.running
-        return self.limiter.queued < self.max_queue_depth + max(free, 0)
+        return self.waiting < self.max_queue_depth + max(free, 0)
 
     def health(self) -> dict[str, Any]:
         """``{"status": "ok", "concurrency": {max_concurrent, queued, running}}``."""
@@ -250,6 +268,8 @@ class LocalBackend(ExecutionBackend):
         """Run the workflow, then (when due) the grader, inside one limiter slot."""
         rollout_ctx = get_rollout_context() or RolloutContext(rollout_id=request.id)
         enqueued = time.monotonic()
+        # From here the limiter counts this rollout (no await before it enters the queue).
+        self._reserved.discard(request.id)
         async with self.limiter.acquire():
             queued_sec = time.monotonic() - enqueued
             await rollout_ctx.set_status(RolloutStatus.RUNNING)

@@ -1,10 +1,15 @@
 """``osmosis-rollout serve ENTRYPOINT[:ATTR]``: serve a rollout to the Osmosis controller.
 
 The entrypoint is resolved by :func:`osmosis_rollout.entrypoint.load_entrypoint` (an app, a
-backend, or workflow/grader classes). Uvicorn runs with ``timeout_keep_alive=2160`` so idle
-keep-alive connections outlive the platform load balancer's 2100 s idle timeout. SIGTERM and
-SIGINT shut down gracefully: uvicorn finishes in-flight requests, then the server's lifespan
-drains rollouts (spec I.1.8), and the process exits 0.
+backend, or workflow/grader classes). The server flags (timings, ``--enable-metrics``,
+``--max-queue-depth``, ``--max-body-bytes``) apply to the app serve builds and equally to
+an app the entrypoint built with ``create_rollout_server``. Uvicorn runs with
+``timeout_keep_alive=2160`` so idle keep-alive connections outlive the platform load
+balancer's 2100 s idle timeout.
+
+SIGTERM (or SIGINT) starts a staged drain: new rollouts get 503 with ``Retry-After`` while
+result polls and cancels are still served, until every finished result has been fetched
+or ``--drain-timeout`` passes; then the process exits 0. A second signal stops at once.
 """
 
 from __future__ import annotations
@@ -19,16 +24,14 @@ from types import FrameType
 from typing import Any
 
 from osmosis_rollout.server.auth import SERVER_API_KEY_ENV
+from osmosis_rollout.server.shutdown import DEFAULT_DRAIN_TIMEOUT_SEC, KEEP_ALIVE_SEC
 
 logger = logging.getLogger(__name__)
-
-KEEP_ALIVE_SEC = 2160
-"""Uvicorn ``timeout_keep_alive``: longer than the platform load balancer's 2100 s idle timeout."""
 
 PORT_ENV = "_OSMOSIS_ROLLOUT_PORT"
 DEFAULT_PORT = 8000
 
-_SERVER_OPTIONS = (
+_TIMING_OPTIONS = (
     "result_wait_timeout_sec",
     "polling_lease_timeout_sec",
     "result_retention_sec",
@@ -60,14 +63,39 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--enable-metrics",
         action="store_true",
-        help="serve Prometheus metrics at /metrics (when serve builds the app)",
+        help="serve Prometheus metrics at /metrics",
     )
-    for option in _SERVER_OPTIONS:
+    parser.add_argument(
+        "--max-queue-depth",
+        type=int,
+        default=None,
+        metavar="N",
+        help="admit at most N rollouts beyond the running slots; more get 429 + Retry-After",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="request bodies over BYTES get 413 (default 16 MiB)",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=DEFAULT_DRAIN_TIMEOUT_SEC,
+        metavar="SEC",
+        help=(
+            "on SIGTERM, keep serving results for up to SEC seconds until every finished "
+            f"one was fetched (default {DEFAULT_DRAIN_TIMEOUT_SEC:g}; 0 stops at once)"
+        ),
+    )
+    for option in _TIMING_OPTIONS:
         parser.add_argument(
             "--" + option.replace("_", "-"),
             type=float,
             default=None,
-            help="server timing override (when serve builds the app)",
+            metavar="SEC",
+            help="server timing override",
         )
     parser.set_defaults(handler=run)
 
@@ -76,76 +104,103 @@ def _ignore_signal(signum: int, frame: FrameType | None) -> None:
     """Uvicorn re-raises the shutdown signal after a graceful stop; let that be a no-op."""
 
 
+def _server_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        name: getattr(args, name) for name in _TIMING_OPTIONS if getattr(args, name) is not None
+    }
+    if args.enable_metrics:
+        options["enable_metrics"] = True
+    if args.max_queue_depth is not None:
+        options["max_queue_depth"] = args.max_queue_depth
+    if args.max_body_bytes is not None:
+        options["max_body_bytes"] = args.max_body_bytes
+    return options
+
+
+def _flags(options: dict[str, Any]) -> str:
+    return ", ".join("--" + name.replace("_", "-") for name in options)
+
+
 def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
     """Load the entrypoint and return ``(asgi_app, description)``; raises on misuse."""
     from osmosis_rollout.entrypoint import load_entrypoint
     from osmosis_rollout.errors import UsageError
+    from osmosis_rollout.server.app import configure_rollout_app, create_rollout_server
     from osmosis_rollout.server.auth import BearerAuthMiddleware, ControllerAuth
+    from osmosis_rollout.server.runner import rollout_server_of
 
     api_key = args.api_key if args.api_key is not None else os.environ.get(SERVER_API_KEY_ENV)
     auth = ControllerAuth(api_key or None)
-    overrides = {
-        name: getattr(args, name) for name in _SERVER_OPTIONS if getattr(args, name) is not None
-    }
+    options = _server_options(args)
     loaded = load_entrypoint(args.entrypoint, base_dir=Path.cwd())
     if loaded.app is not None:
-        if overrides or args.enable_metrics:
-            flags = ", ".join(
-                ["--" + name.replace("_", "-") for name in overrides]
-                + (["--enable-metrics"] if args.enable_metrics else [])
-            )
-            raise UsageError(
-                f"{flags}: {loaded.describe()} defines its own app; pass these options to its "
-                "create_rollout_server(...) call instead"
-            )
         app: Any = loaded.app
+        if options:
+            if rollout_server_of(app) is None:
+                raise UsageError(
+                    f"{_flags(options)}: the app in {loaded.describe()} was not built by "
+                    "create_rollout_server, so serve cannot apply these options; pass them "
+                    "where that app is built"
+                )
+            try:
+                configure_rollout_app(app, **options)
+            except TypeError as exc:
+                raise UsageError(f"{_flags(options)}: {exc}") from exc
         if auth.enabled:
             app = BearerAuthMiddleware(app, auth)
         return app, loaded.describe()
-    from osmosis_rollout.server import create_rollout_server
-
     assert loaded.backend is not None
-    built = create_rollout_server(
-        backend=loaded.backend,
-        api_key=auth.api_key,
-        enable_metrics=args.enable_metrics,
-        **overrides,
-    )
+    try:
+        built = create_rollout_server(backend=loaded.backend, api_key=auth.api_key, **options)
+    except TypeError as exc:
+        raise UsageError(f"{_flags(options)}: {exc}") from exc
     return built, loaded.describe()
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until SIGTERM/SIGINT; 0 after a graceful shutdown, 2 on a usage error."""
+    """Serve until SIGTERM/SIGINT and the drain; 0 after it, 2 on a usage error."""
     from osmosis_rollout._imports import require_extra
     from osmosis_rollout.errors import UsageError
 
-    uvicorn = require_extra("uvicorn", extra="server")
+    require_extra("uvicorn", extra="server")
+    from osmosis_rollout.server.runner import rollout_server_of, run_rollout_app
+
     try:
-        app, description = build_asgi_app(args)
+        loaded_app, description = build_asgi_app(args)
     except (UsageError, ValueError) as exc:
         print(f"osmosis-rollout serve: error: {exc}", file=sys.stderr)
         return 2
+    if args.drain_timeout < 0:
+        print("osmosis-rollout serve: error: --drain-timeout must be >= 0", file=sys.stderr)
+        return 2
     port = args.port if args.port is not None else int(os.environ.get(PORT_ENV) or DEFAULT_PORT)
     print(f"osmosis-rollout serve: {description} on http://{args.host}:{port}", flush=True)
-    config = uvicorn.Config(
-        app,
-        host=args.host,
-        port=port,
-        timeout_keep_alive=KEEP_ALIVE_SEC,
-        log_level=args.log_level,
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
+    inner = getattr(loaded_app, "app", loaded_app)  # behind BearerAuthMiddleware
     previous = {sig: signal.signal(sig, _ignore_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        server.run()
+        server = run_rollout_app(
+            loaded_app,
+            host=args.host,
+            port=port,
+            drain_timeout_sec=args.drain_timeout,
+            log_level=args.log_level,
+            timeout_keep_alive=KEEP_ALIVE_SEC,
+            rollout_server=rollout_server_of(loaded_app) or rollout_server_of(inner),
+        )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if not server.started:
         return 1
-    print("osmosis-rollout serve: stopped", flush=True)
+    if server.unfetched:
+        print(
+            f"osmosis-rollout serve: stopped; {len(server.unfetched)} result(s) were never "
+            "fetched before the drain deadline",
+            flush=True,
+        )
+    else:
+        print("osmosis-rollout serve: stopped", flush=True)
     return 0
 
 
-__all__ = ["KEEP_ALIVE_SEC", "add_parser", "build_asgi_app", "run"]
+__all__ = ["DEFAULT_DRAIN_TIMEOUT_SEC", "KEEP_ALIVE_SEC", "add_parser", "build_asgi_app", "run"]

@@ -68,6 +68,10 @@ DEFAULT_POLLING_LEASE_TIMEOUT_SEC = 120.0
 DEFAULT_RESULT_RETENTION_SEC = 900.0
 INSTANCE_ID_ENV = "_OSMOSIS_ROLLOUT_INSTANCE_ID"
 RETRY_AFTER_SEC = "5"
+DRAIN_CANCEL_GRACE_SEC = 3.0
+"""How long before the drain deadline still-running rollouts are cancelled (so the cancel
+reaches their pollers before the process exits)."""
+DRAIN_CHECK_INTERVAL_SEC = 0.05
 
 StatusObserver = Callable[[str, RolloutStatus], None]
 """Called with ``(rollout_id, status)`` on every server-side status change, terminal included."""
@@ -221,6 +225,8 @@ class _Server:
         self.drain = drain
         self.on_status = on_status
         self.metrics = RolloutMetrics()
+        self.metrics_enabled = False
+        self.max_body_bytes: int | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         self.admission_lock = asyncio.Lock()
         self.accepting = True
@@ -266,6 +272,21 @@ class _Server:
                 return None
         return disposition if isinstance(disposition, str) else None
 
+    def _reserve(self, rollout_id: str) -> None:
+        # Backends written against the official contract have no reserve/release hooks.
+        reserve = getattr(self.backend, "reserve", None)
+        if reserve is not None:
+            reserve(rollout_id)
+
+    def _release(self, rollout_id: str) -> None:
+        release = getattr(self.backend, "release", None)
+        if release is None:
+            return
+        try:
+            release(rollout_id)
+        except Exception:
+            logger.warning("rollout %s: backend release failed", rollout_id, exc_info=True)
+
     def lifecycle(self) -> dict[str, Any]:
         """``{"accepting_rollouts", "active_rollouts"}`` for ``/health``."""
         return {
@@ -296,7 +317,13 @@ class _Server:
         async with self.admission_lock:
             if not self.accepting:
                 self.metrics.record_rejected("shutting_down")
-                return _detail(503, "rollout server is shutting down")
+                # Retry-After (beyond the official 503): a rolling restart's replacement
+                # will be up by then, and a controller can retry there.
+                return _detail(
+                    503,
+                    "rollout server is shutting down",
+                    headers={"Retry-After": RETRY_AFTER_SEC},
+                )
             if not self.backend.has_capacity():
                 self.metrics.record_rejected("queue_full")
                 return _detail(
@@ -313,14 +340,18 @@ class _Server:
             entry.progress.on_status = lambda status: self._notify(rollout_id, status)
             task: asyncio.Task[None] | None = None
             try:
+                self._reserve(rollout_id)
                 task = asyncio.create_task(self.run(entry, request), name=f"rollout-{rollout_id}")
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
+                task.add_done_callback(lambda _: self._release(rollout_id))
                 await self.registry.bind_task(entry, task)
             except BaseException:
                 if task is not None:
                     task.cancel()
                     await asyncio.gather(task, return_exceptions=True)
+                else:
+                    self._release(rollout_id)
                 await self.registry.discard(entry)
                 raise
             self.metrics.record_admitted()
@@ -333,6 +364,56 @@ class _Server:
             polling_lease_timeout_sec=self.polling_lease_timeout_sec,
         )
         return JSONResponse(body.model_dump(mode="json"), status_code=202)
+
+    async def drain_before_exit(self, timeout_sec: float) -> list[str]:
+        """The staged drain a SIGTERM starts (before the listener closes; see ``runner``).
+
+        Admissions get 503 at once; polls and cancels keep being served until every
+        rollout has finished and its result was fetched (or its lease lapsed), or until
+        ``timeout_sec``. Rollouts still running shortly before the deadline are cancelled
+        so that their pollers can still fetch a ``cancelled`` result. Returns the ids a
+        controller was still owed when the drain ended (empty when nothing was lost).
+        """
+        async with self.admission_lock:
+            self.accepting = False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_sec
+        cancel_at = deadline - min(DRAIN_CANCEL_GRACE_SEC, timeout_sec / 5)
+        waiting = self.registry.awaiting_controller()
+        logger.warning(
+            "draining: refusing new rollouts; %d result(s) still owed to controllers (up to %ss)",
+            len(waiting),
+            timeout_sec,
+        )
+        if not await self._settled_by(cancel_at):
+            running = [e.rollout_id for e in self.registry.entries.values() if not e.finished]
+            if running:
+                logger.warning(
+                    "draining: cancelling %d rollout(s) still running so their pollers get "
+                    "a result",
+                    len(running),
+                )
+                await self.registry.cancel(ids=running)
+            await self._settled_by(deadline)
+        waiting = self.registry.awaiting_controller()
+        if waiting:
+            logger.warning(
+                "drain deadline passed; %d result(s) never fetched: %s",
+                len(waiting),
+                ", ".join(waiting[:20]),
+            )
+        else:
+            logger.info("drained: every result was fetched")
+        return waiting
+
+    async def _settled_by(self, until: float) -> bool:
+        """Wait until no controller is owed a result (True) or ``until`` passes (False)."""
+        loop = asyncio.get_running_loop()
+        while self.registry.awaiting_controller():
+            if loop.time() >= until:
+                return False
+            await asyncio.sleep(DRAIN_CHECK_INTERVAL_SEC)
+        return True
 
     async def shutdown(self) -> None:
         """Stop admitting, then drain in stages (spec I.1.8)."""
@@ -377,6 +458,7 @@ def create_rollout_server(
     drain: DrainPolicy | None = None,
     on_status: StatusObserver | None = None,
     max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
+    max_queue_depth: int | None = None,
 ) -> FastAPI:
     """Build the FastAPI app that serves ``backend`` to an Osmosis controller.
 
@@ -385,12 +467,16 @@ def create_rollout_server(
     ``~/.osmosis``, resolved per save), ``enable_metrics`` (``GET /metrics``, behind the same
     ``api_key``), ``drain`` (shutdown stage timeouts) and ``on_status`` (an observer called
     with ``(rollout_id, status)`` on every status change), ``max_body_bytes`` (request
-    bodies over it get 413; default 16 MiB, ``None`` for no limit).
+    bodies over it get 413; default 16 MiB, ``None`` for no limit) and ``max_queue_depth``
+    (sets the queue bound of a backend that has one, such as ``LocalBackend``: admissions
+    beyond the running slots plus this many waiting get 429 with ``Retry-After``).
 
     Raises ``ValueError`` for a blank ``api_key``, inconsistent timeouts or a bad limit.
     """
     auth = ControllerAuth(api_key)
     body_limit = check_max_body_bytes(max_body_bytes)
+    if max_queue_depth is not None:
+        set_queue_depth(backend, max_queue_depth)
     check_timeouts(result_wait_timeout_sec, polling_lease_timeout_sec, result_retention_sec)
     if not callable(getattr(backend, "execute", None)):
         raise TypeError(f"backend must be an ExecutionBackend, got {backend!r}")
@@ -427,8 +513,8 @@ def create_rollout_server(
     app.state.osmosis_server = server
     app.state.rollout_registry = server.registry
     app.add_exception_handler(RequestValidationError, _validation_error)
-    if body_limit is not None:
-        app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=body_limit)
+    server.max_body_bytes = body_limit
+    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=lambda: server.max_body_bytes)
     if auth.enabled:
         # Added last, so outermost: an unauthenticated request never gets to send a body.
         app.add_middleware(BearerAuthMiddleware, auth=auth)
@@ -471,12 +557,86 @@ def create_rollout_server(
         return JSONResponse(payload)
 
     if enable_metrics:
-
-        @app.get("/metrics")
-        async def metrics() -> Response:
-            return Response(server.render_metrics(), media_type=CONTENT_TYPE)
-
+        _add_metrics_route(app, server)
     return app
+
+
+def _add_metrics_route(app: FastAPI, server: _Server) -> None:
+    if server.metrics_enabled:
+        return
+    server.metrics_enabled = True
+
+    async def metrics() -> Response:
+        return Response(server.render_metrics(), media_type=CONTENT_TYPE)
+
+    app.add_api_route("/metrics", metrics, methods=["GET"])
+
+
+def configure_rollout_app(
+    app: Any,
+    *,
+    result_wait_timeout_sec: float | None = None,
+    polling_lease_timeout_sec: float | None = None,
+    result_retention_sec: float | None = None,
+    enable_metrics: bool = False,
+    max_body_bytes: int | None = None,
+    max_queue_depth: int | None = None,
+) -> None:
+    """Apply server options to an app ``create_rollout_server`` already built.
+
+    This is how ``osmosis-rollout serve main.py --enable-metrics`` (and the other server
+    flags) reach an entrypoint that defines its own ``app``. ``None`` (or ``False``) leaves
+    an option as the entrypoint set it. Call it before the app starts serving.
+
+    Raises ``TypeError`` for an app that ``create_rollout_server`` did not build, and
+    ``ValueError`` for inconsistent timings or a bad limit.
+    """
+    server = getattr(getattr(app, "state", None), "osmosis_server", None)
+    if not isinstance(server, _Server):
+        raise TypeError(
+            f"{app!r} was not built by create_rollout_server, so its server options cannot "
+            "be set from outside; pass them where the app is built"
+        )
+    registry = server.registry
+    wait = (
+        result_wait_timeout_sec
+        if result_wait_timeout_sec is not None
+        else server.result_wait_timeout_sec
+    )
+    lease_timeout = (
+        polling_lease_timeout_sec
+        if polling_lease_timeout_sec is not None
+        else server.polling_lease_timeout_sec
+    )
+    retention = (
+        result_retention_sec if result_retention_sec is not None else registry.result_retention_sec
+    )
+    check_timeouts(wait, lease_timeout, retention)
+    body_limit = (
+        check_max_body_bytes(max_body_bytes)
+        if max_body_bytes is not None
+        else server.max_body_bytes
+    )
+    if max_queue_depth is not None:
+        set_queue_depth(server.backend, max_queue_depth)
+    server.result_wait_timeout_sec = registry.result_wait_timeout_sec = wait
+    server.polling_lease_timeout_sec = registry.leases.timeout_sec = lease_timeout
+    registry.result_retention_sec = retention
+    server.max_body_bytes = body_limit
+    if enable_metrics:
+        _add_metrics_route(app, server)
+
+
+def set_queue_depth(backend: ExecutionBackend, depth: int) -> None:
+    """Set ``backend.max_queue_depth``; ``TypeError`` for a backend without a queue bound."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise ValueError(f"max_queue_depth must be an integer >= 0, got {depth!r}")
+    if not hasattr(backend, "max_queue_depth"):
+        raise TypeError(
+            f"max_queue_depth: {type(backend).__name__} has no queue bound to set (LocalBackend "
+            "has one); bound its queue in its own has_capacity() instead"
+        )
+    backend.max_queue_depth = depth
 
 
 async def _maybe_await_call(fn: Callable[[], Any]) -> None:
@@ -484,11 +644,13 @@ async def _maybe_await_call(fn: Callable[[], Any]) -> None:
 
 
 __all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_POLLING_LEASE_TIMEOUT_SEC",
     "DEFAULT_RESULT_RETENTION_SEC",
     "DEFAULT_RESULT_WAIT_TIMEOUT_SEC",
     "POLLING_LEASE_HEADER",
     "StatusObserver",
+    "configure_rollout_app",
     "create_rollout_server",
     "execute_rollout",
 ]

@@ -8,6 +8,7 @@ limit, so a hostile client can never make the server buffer more than the limit.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -50,17 +51,21 @@ def too_large_detail(limit: int) -> str:
 
 
 class BodySizeLimitMiddleware:
-    """ASGI middleware answering 413 for HTTP request bodies over ``max_body_bytes``."""
+    """ASGI middleware answering 413 for HTTP request bodies over the limit.
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    ``max_body_bytes`` is read per request (``None``: no limit), so ``serve`` can change the
+    limit of an app an entrypoint already built.
+    """
+
+    def __init__(self, app: ASGIApp, max_body_bytes: Callable[[], int | None]) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        limit = self.max_body_bytes()
+        if scope["type"] != "http" or limit is None:
             await self.app(scope, receive, send)
             return
-        limit = self.max_body_bytes
         declared = _content_length(scope)
         if declared is not None and declared > limit:
             await _discard_body(receive)

@@ -87,6 +87,8 @@ class RolloutEntry:
     task: asyncio.Task[None] | None = None
     cancel_disposition: str | None = None
     cancel_on_bind: bool = False
+    delivered: bool = False
+    """True once a poll has been answered with the fixed result."""
     background: set[asyncio.Task[None]] = field(default_factory=set, repr=False)
 
     @property
@@ -189,6 +191,8 @@ class RolloutRegistry:
                 except TimeoutError:
                     pass
                 self.leases.authenticate(rollout_id, token)
+            if entry.result is not None:
+                entry.delivered = True
             result = entry.result or status_only(rollout_id, entry.progress.status)
         if claimed:
             await self._cancel_execution(entry)
@@ -304,6 +308,27 @@ class RolloutRegistry:
             task.cancel()
         assert entry.cancel_disposition is not None
         return entry.cancel_disposition
+
+    # -- draining --------------------------------------------------------------------------
+
+    def awaiting_controller(self) -> list[str]:
+        """Ids a controller may still come for: running, or finished but never fetched.
+
+        A finished result nobody fetched stops counting once its lease (as last renewed
+        by a poll) has lapsed: its controller is gone. Used by the staged drain.
+        """
+        waiting = []
+        for rollout_id, entry in self.entries.items():
+            if entry.result is None:
+                waiting.append(rollout_id)
+            elif not entry.delivered and entry.result.get("err_category") != "lease_expired":
+                try:
+                    lapsed = self.leases.get(rollout_id).expired()
+                except KeyError:
+                    lapsed = True
+                if not lapsed:
+                    waiting.append(rollout_id)
+        return waiting
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -17,6 +17,15 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_DRAIN_TIMEOUT_SEC = 25.0
+"""How long a SIGTERM's staged drain may keep serving results: a little under Kubernetes'
+default 30 s termination grace period (see ``osmosis_rollout.server.runner``)."""
+
+KEEP_ALIVE_SEC = 2160
+"""Uvicorn ``timeout_keep_alive`` of a served rollout app: longer than the platform load
+balancer's 2100 s idle timeout, and far longer than any client's keep-alive expiry (ours
+is 4 s), so the server never closes a pooled connection a client is about to reuse."""
+
 
 @dataclass(frozen=True)
 class DrainPolicy:
@@ -62,4 +71,4 @@ async def drain_rollouts(
     return len(pending)
 
 
-__all__ = ["DrainPolicy", "drain_rollouts"]
+__all__ = ["DEFAULT_DRAIN_TIMEOUT_SEC", "KEEP_ALIVE_SEC", "DrainPolicy", "drain_rollouts"]

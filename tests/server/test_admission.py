@@ -25,6 +25,7 @@ from osmosis_rollout import (
     ExecutionOutcome,
     ExecutionRequest,
     ExecutionResult,
+    LocalBackend,
     RolloutInitResponse,
     RolloutStatus,
 )
@@ -197,6 +198,58 @@ async def test_local_backend_queue_bound_turns_into_429() -> None:
         refused = await client.post("/rollout", json=init_body("r-5", metadata={"gate": "g"}))
         Gate.get("g").set()
     assert refused.status_code == 429
+
+
+async def test_a_burst_admitted_in_one_go_counts_against_the_queue_bound() -> None:
+    # Rollouts admitted in the same burst have not reached the limiter yet; they must
+    # still count, or a burst of 50 against 4 slots + 2 queued admits far more than 6.
+    app = make_app(workflow=GatedWorkflow, grader=None, max_queue_depth=2)
+    async with serving(app) as client:
+        responses = await asyncio.gather(
+            *(
+                client.post("/rollout", json=init_body(f"b-{i}", metadata={"gate": "g"}))
+                for i in range(50)
+            )
+        )
+        codes = [response.status_code for response in responses]
+        assert codes.count(202) == 6, codes
+        assert codes.count(429) == 44, codes
+        assert all(r.headers["retry-after"] == "5" for r in responses if r.status_code == 429)
+        backend = app.state.osmosis_backend
+        await eventually(lambda: backend.limiter.running == 4 and backend.limiter.queued == 2)
+        Gate.get("g").set()
+
+
+async def test_create_rollout_server_sets_the_queue_bound_of_a_local_backend() -> None:
+    backend = LocalBackend(workflow=GatedWorkflow)
+    app = create_rollout_server(backend=backend, configure_logging=False, max_queue_depth=0)
+    assert backend.max_queue_depth == 0
+    async with serving(app) as client:
+        responses = await asyncio.gather(
+            *(
+                client.post("/rollout", json=init_body(f"z-{i}", metadata={"gate": "g"}))
+                for i in range(10)
+            )
+        )
+        Gate.get("g").set()
+    assert [r.status_code for r in responses].count(202) == 4
+
+
+async def test_a_cancelled_reservation_frees_its_place_in_the_queue() -> None:
+    app = make_app(workflow=GatedWorkflow, grader=None, max_queue_depth=0)
+    async with serving(app) as client:
+        for i in range(4):
+            await admit(client, f"c-{i}", metadata={"gate": "g"})
+        await client.post("/rollout/cancel", json={"ids": ["c-0"]})
+        await eventually(lambda: app.state.osmosis_backend.limiter.running == 3)
+        again = await client.post("/rollout", json=init_body("c-4", metadata={"gate": "g"}))
+        Gate.get("g").set()
+    assert again.status_code == 202, again.text
+
+
+def test_max_queue_depth_needs_a_backend_that_bounds_its_queue() -> None:
+    with pytest.raises(TypeError, match="max_queue_depth"):
+        create_rollout_server(backend=FullBackend(), max_queue_depth=3)
 
 
 async def test_backend_with_capacity_accepts() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import signal
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_support import free_port, init_body
+from server_support import free_port, init_body, serving
 
+from osmosis_rollout.cli import serve
 from osmosis_rollout.controller import RolloutClient
 
 MAIN = """
@@ -169,23 +171,58 @@ async def test_serve_enforces_the_api_key_from_the_environment(
     assert returncode == 0
 
 
-def test_server_options_with_an_app_entrypoint_are_a_usage_error(tmp_path: Path) -> None:
-    path = tmp_path / "main.py"
-    path.write_text(
-        textwrap.dedent(MAIN)
-        + "from osmosis_rollout import LocalBackend\n"
-        + "from osmosis_rollout.server import create_rollout_server\n"
-        + "app = create_rollout_server(backend=LocalBackend(workflow=Sleepy))\n"
+EXAMPLE_MAINS = sorted(
+    (Path(__file__).parents[2] / "example_rollouts").glob("*/rollouts/*/main.py")
+)
+
+
+def serve_args(entrypoint: Path, *flags: str) -> argparse.Namespace:
+    """``osmosis-rollout serve ENTRYPOINT FLAGS`` parsed by the real parser."""
+    parser = argparse.ArgumentParser()
+    serve.add_parser(parser.add_subparsers())
+    return parser.parse_args(["serve", str(entrypoint), *flags])
+
+
+@pytest.mark.parametrize("main_py", EXAMPLE_MAINS, ids=lambda p: p.parent.name)
+async def test_server_flags_apply_to_the_app_every_example_builds(
+    main_py: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(main_py.parent)
+    args = serve_args(
+        main_py,
+        "--enable-metrics",
+        "--max-queue-depth",
+        "3",
+        "--result-wait-timeout-sec",
+        "0.5",
+        "--max-body-bytes",
+        "2048",
     )
+    app, _ = serve.build_asgi_app(args)
+    async with serving(app) as client:
+        metrics = await client.get("/metrics")
+        health = (await client.get("/health")).json()
+        too_big = await client.post("/rollout", content=b"x" * 4096)
+    assert metrics.status_code == 200, metrics.text
+    assert "osmosis_rollout" in metrics.text
+    assert health["max_queue_depth"] == 3
+    assert app.state.osmosis_server.registry.result_wait_timeout_sec == 0.5
+    assert too_big.status_code == 413
+
+
+def test_server_flags_with_an_app_serve_did_not_build_name_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "main.py"
+    path.write_text("from fastapi import FastAPI\napp = FastAPI()\n")
     completed = subprocess.run(
-        [*serve_command(), str(path), "--result-wait-timeout-sec", "1", "--port", str(free_port())],
+        [*serve_command(), str(path), "--enable-metrics", "--port", str(free_port())],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert completed.returncode == 2
-    assert "--result-wait-timeout-sec" in completed.stderr
-    assert "defines its own app" in completed.stderr
+    assert "--enable-metrics" in completed.stderr
+    assert "not built by create_rollout_server" in completed.stderr
+    assert "defines its own app" not in completed.stderr
 
 
 def test_an_unresolvable_entrypoint_exits_2_with_the_reason(tmp_path: Path) -> None:
