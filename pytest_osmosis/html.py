@@ -1,36 +1,93 @@
-"""A self-contained HTML report: summary, reward histogram, rows with filters, conversations.
+"""A self-contained HTML report: summary, histograms, baseline, and a table of rows to explore.
 
-Everything is rendered into one file at write time (inline CSS, inline SVG, a few lines of
-inline JavaScript for the filters), so it opens from disk in a browser with no network.
-Conversations come from each row's ATIF trajectory file.
+Everything is rendered into one file at write time: inline CSS, inline SVG histograms (reward,
+latency, tokens) and a little inline JavaScript that sorts, searches and filters the rows
+(by outcome, by error type, by baseline change). A content security policy forbids every
+request, so the page opens from disk and never reaches the network. Each row opens to its
+attempts' conversations, read from their ATIF trajectory files, with tool calls and their
+results shown as calls and answers.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import math
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+MAX_MESSAGE_CHARS = 4000
+"""A conversation message longer than this is cut in the report (the trajectory has it all)."""
+
+OUTCOMES = ("passed", "failed", "errored", "skipped")
+
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
 _CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#1b1f24;background:#fafbfc}
-h1{font-size:20px;margin:0 0 12px} h2{font-size:16px;margin:24px 0 8px}
-.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:10px 14px}
-.card b{display:block;font-size:20px}.passed{color:#1a7f37}.failed{color:#cf222e}.skipped{color:#9a6700}
-table{border-collapse:collapse;width:100%;background:#fff}td,th{border-bottom:1px solid #eaeef2;padding:6px 8px;text-align:left;vertical-align:top}
-tr.row{cursor:pointer}tr.row:hover{background:#f6f8fa}.filters button{margin-right:6px;padding:4px 10px;border:1px solid #d0d7de;border-radius:6px;background:#fff;cursor:pointer}
-.filters button.on{background:#0969da;color:#fff}.conv{display:none;background:#f6f8fa}.conv.open{display:table-row}
-.step{margin:6px 0;padding:8px;border-radius:6px;background:#fff;border:1px solid #eaeef2;white-space:pre-wrap}
-.step .who{font-weight:600;font-size:12px;text-transform:uppercase;color:#57606a}.tool{font-family:ui-monospace,monospace;font-size:12px}
-.delta-pos{color:#1a7f37}.delta-neg{color:#cf222e}
+:root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--soft:#f6f8fa;--blue:#0969da;--green:#1a7f37;--red:#cf222e;--amber:#9a6700;--purple:#8250df}
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:var(--fg);background:#fafbfc}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}.sub{color:var(--muted);margin:0 0 14px}
+.cards{display:flex;gap:10px;flex-wrap:wrap}.card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:8px 14px;min-width:86px}
+.card b{display:block;font-size:19px}.card small{color:var(--muted)}
+.passed{color:var(--green)}.failed,.errored{color:var(--red)}.skipped{color:var(--amber)}
+.banner{padding:8px 12px;border-radius:6px;margin:10px 0;font-weight:600}.banner.bad{background:#ffebe9;color:var(--red)}.banner.good{background:#dafbe1;color:var(--green)}
+.charts{display:flex;gap:16px;flex-wrap:wrap}.chart{background:#fff;border:1px solid var(--line);border-radius:8px;padding:8px}
+.chart h3{font-size:13px;margin:0 0 4px;color:var(--muted);font-weight:600}
+.controls{display:flex;gap:8px;flex-wrap:wrap;align-items:center;margin:0 0 8px}
+.controls input,.controls select{padding:5px 8px;border:1px solid var(--line);border-radius:6px;font:inherit}
+.controls input{min-width:260px}.count{color:var(--muted)}
+.filters button{margin-right:4px;padding:4px 10px;border:1px solid var(--line);border-radius:6px;background:#fff;cursor:pointer;font:inherit}
+.filters button.on{background:var(--blue);border-color:var(--blue);color:#fff}
+table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line)}
+td,th{border-bottom:1px solid #eaeef2;padding:6px 8px;text-align:left;vertical-align:top}
+th{background:var(--soft);position:sticky;top:0;white-space:nowrap}th.sortable{cursor:pointer;user-select:none}
+th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
+td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
+tr.row{cursor:pointer}tr.row:hover{background:var(--soft)}tr.detail{display:none;background:var(--soft)}tbody.open tr.detail{display:table-row}
+.err{font-family:ui-monospace,monospace;font-size:12px;color:var(--red);max-width:420px;overflow-wrap:anywhere}
+.tag{display:inline-block;padding:0 6px;border-radius:10px;font-size:12px;font-weight:600;margin-left:4px}
+.tag.regressed{background:#ffebe9;color:var(--red)}.tag.improved{background:#dafbe1;color:var(--green)}.tag.new{background:#ddf4ff;color:var(--blue)}
+.attempt{margin:8px 0 14px}.attempt h4{margin:0 0 6px;font-size:13px}
+.step{margin:6px 0;padding:8px 10px;border-radius:6px;background:#fff;border:1px solid #eaeef2;white-space:pre-wrap;overflow-wrap:anywhere}
+.step.user{border-left:3px solid var(--blue)}.step.agent{border-left:3px solid var(--purple)}.step.system{border-left:3px solid var(--muted)}
+.who{font-weight:600;font-size:11px;text-transform:uppercase;color:var(--muted);letter-spacing:.04em}
+.call{font-family:ui-monospace,monospace;font-size:12px;margin:6px 0 0;padding:6px 8px;background:#fff8c5;border-radius:4px;white-space:pre-wrap}
+.result{font-family:ui-monospace,monospace;font-size:12px;margin:4px 0 0 16px;padding:6px 8px;background:#eef6ff;border-radius:4px}
+.meta{color:var(--muted);font-size:12px}
+pre{margin:2px 0 0;white-space:pre-wrap}
 """
 
 _JS = """
-function osmosisFilter(kind){document.querySelectorAll('.filters button').forEach(b=>b.classList.toggle('on',b.dataset.kind===kind));
-document.querySelectorAll('tr.row').forEach(r=>{const show=kind==='all'||r.dataset.verdict===kind;r.style.display=show?'':'none';
-const c=document.getElementById(r.dataset.conv);if(c&&!show)c.classList.remove('open');});}
-function osmosisToggle(id){document.getElementById(id).classList.toggle('open');}
+(function(){
+const table=document.getElementById('rows');if(!table)return;
+const groups=Array.from(table.querySelectorAll('tbody.group'));
+const search=document.getElementById('search'),errSel=document.getElementById('errtype'),count=document.getElementById('count');
+let kind='all';
+function apply(){const q=search.value.trim().toLowerCase(),et=errSel.value;let shown=0;
+ groups.forEach(g=>{const r=g.rows[0];let ok=kind==='all'||r.dataset.outcome===kind||(' '+r.dataset.change+' ').indexOf(' '+kind+' ')>=0;
+  if(ok&&et)ok=(' '+r.dataset.errors+' ').indexOf(' '+et+' ')>=0;
+  if(ok&&q)ok=g.dataset.text.indexOf(q)>=0;
+  g.hidden=!ok;if(ok)shown++;});
+ count.textContent='showing '+shown+' of '+groups.length+' rows';}
+document.querySelectorAll('.filters button').forEach(b=>b.addEventListener('click',()=>{kind=b.dataset.kind;
+ document.querySelectorAll('.filters button').forEach(x=>x.classList.toggle('on',x===b));apply();}));
+search.addEventListener('input',apply);errSel.addEventListener('change',apply);
+groups.forEach(g=>g.rows[0].addEventListener('click',()=>g.classList.toggle('open')));
+table.querySelectorAll('th.sortable').forEach((th,i)=>th.addEventListener('click',()=>{
+ const col=Number(th.dataset.col),numeric=th.dataset.type==='num';
+ const dir=th.getAttribute('aria-sort')==='ascending'?-1:1;
+ table.querySelectorAll('th.sortable').forEach(x=>x.removeAttribute('aria-sort'));
+ th.setAttribute('aria-sort',dir===1?'ascending':'descending');
+ const key=g=>g.rows[0].cells[col].dataset.v||'';
+ const sorted=groups.slice().sort((a,b)=>{const x=key(a),y=key(b);
+  if(numeric){const fx=x===''?NaN:Number(x),fy=y===''?NaN:Number(y);
+   if(isNaN(fx)&&isNaN(fy))return 0;if(isNaN(fx))return 1;if(isNaN(fy))return -1;return dir*(fx-fy);}
+  return dir*x.localeCompare(y,undefined,{numeric:true});});
+ sorted.forEach(g=>table.appendChild(g));}));
+apply();
+})();
 """
 
 
@@ -38,139 +95,439 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def _histogram(rewards: list[float]) -> str:
-    if not rewards:
-        return "<p>No rewards.</p>"
-    lo, hi = min(rewards), max(rewards)
-    if lo >= 0.0 and hi <= 1.0:
-        lo, hi = 0.0, 1.0  # the usual reward range: fixed bins read the same across runs
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _g(value: float | None, digits: int = 3) -> str:
+    return "" if value is None else f"{value:.{digits}g}"
+
+
+def _cost_text(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+
+
+def row_outcome(verdict: str, attempts: list[dict[str, Any]]) -> str:
+    """``passed``, ``skipped``, ``errored`` (failed because a rollout errored) or ``failed``."""
+    if verdict == "failed" and any(a.get("status") == "failed" for a in attempts):
+        return "errored"
+    return verdict
+
+
+def _histogram(
+    title: str, values: list[float], *, unit: str = "", fixed: tuple[float, float] | None = None
+) -> str:
+    """One inline SVG histogram of ``values`` in ten bins."""
+    head = f'<div class="chart"><h3>{_e(title)}</h3>'
+    if not values:
+        return head + "<p class=meta>No values.</p></div>"
+    lo, hi = min(values), max(values)
+    if fixed is not None and fixed[0] <= lo and hi <= fixed[1]:
+        lo, hi = fixed  # the usual range: fixed bins read the same across runs
     bins = 10
     width = (hi - lo) / bins if hi > lo else 1.0
     counts = [0] * bins
-    for r in rewards:
-        index = min(int((r - lo) / width), bins - 1) if hi > lo else 0
+    for value in values:
+        index = min(int((value - lo) / width), bins - 1) if hi > lo else 0
         counts[index] += 1
     peak = max(counts) or 1
-    bars = []
+    parts = []
     for i, count in enumerate(counts):
-        h = 120 * count / peak
-        x = 10 + i * 44
-        label = f"{lo + i * width:.2g}-{lo + (i + 1) * width:.2g}"
-        bars.append(
-            f'<rect x="{x}" y="{130 - h:.1f}" width="38" height="{h:.1f}" fill="#0969da"><title>{count} row(s) from {label}</title></rect>'
-            f'<text x="{x + 19}" y="146" font-size="10" text-anchor="middle">{_e(label)}</text>'
-            f'<text x="{x + 19}" y="{126 - h:.1f}" font-size="10" text-anchor="middle">{count or ""}</text>'
+        h = 110 * count / peak
+        x = 6 + i * 34
+        start, end = lo + i * width, lo + (i + 1) * width
+        label = f"{start:.3g}-{end:.3g}{unit}" if hi > lo else f"{lo:.3g}{unit}"
+        parts.append(
+            f'<rect x="{x}" y="{122 - h:.1f}" width="30" height="{h:.1f}" fill="#0969da">'
+            f"<title>{count} from {_e(label)}</title></rect>"
+            f'<text x="{x + 15}" y="{118 - h:.1f}" font-size="10" text-anchor="middle">{count or ""}</text>'
         )
-    return f'<svg class="histogram" width="460" height="155" role="img" aria-label="reward histogram">{"".join(bars)}</svg>'
+    axis = (
+        f'<text x="6" y="138" font-size="10">{_e(f"{lo:.3g}{unit}")}</text>'
+        f'<text x="346" y="138" font-size="10" text-anchor="end">{_e(f"{hi:.3g}{unit}")}</text>'
+    )
+    return (
+        head + f'<svg class="histogram" width="350" height="142" role="img" '
+        f'aria-label="{_e(title)} histogram">{"".join(parts)}{axis}</svg></div>'
+    )
 
 
-def _ms(value: Any) -> str:
-    return f"{value:.0f}" if isinstance(value, int | float) else ""
-
-
-def _conversation(path: str | None) -> str:
+def _read_trajectory(path: str | None) -> dict[str, Any] | None:
     if not path or not os.path.isfile(path):
-        return "<p>No trajectory was written for this row.</p>"
+        return None
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return "<p>The trajectory could not be read.</p>"
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    return text[:MAX_MESSAGE_CHARS] + f"... [{len(text) - MAX_MESSAGE_CHARS} more chars]"
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(
+            _text(part.get("text") if isinstance(part, dict) else part) for part in value
+        )
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def _call_text(name: str, arguments: Any) -> str:
+    """``multiply({"a": 6, "b": 7})`` on one line when short, else the arguments indented below."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return f"{name}({arguments})"
+    compact = json.dumps(arguments, ensure_ascii=False)
+    if len(compact) <= 100:
+        return f"{name}({compact})"
+    return f"{name}(\n{json.dumps(arguments, ensure_ascii=False, indent=2)}\n)"
+
+
+def _conversation(path: str | None) -> str:
+    """A trajectory's steps: who spoke, what they said, the tools they called and the answers."""
+    document = _read_trajectory(path)
+    if document is None:
+        return "<p class=meta>No trajectory was written for this attempt.</p>"
     parts = []
-    for step in document.get("steps", []):
-        who = step.get("source") or step.get("role") or "step"
-        body = [f'<div class="who">{_e(who)}</div><div>{_e(step.get("message", ""))}</div>']
+    for step in document.get("steps") or []:
+        if not isinstance(step, dict):
+            continue
+        who = str(step.get("source") or step.get("role") or "step")
+        body = [f'<div class="who">{_e(who)}</div>']
+        message = _text(step.get("message"))
+        if message:
+            body.append(f"<div>{_e(_clip(message))}</div>")
+        results = {
+            r.get("source_call_id"): r
+            for r in ((step.get("observation") or {}).get("results") or [])
+            if isinstance(r, dict)
+        }
         for call in step.get("tool_calls") or []:
-            args = json.dumps(call.get("arguments"), ensure_ascii=False)
+            if not isinstance(call, dict):
+                continue
+            name = call.get("function_name") or call.get("name") or "tool"
             body.append(
-                f'<div class="tool">tool call {_e(call.get("function_name") or call.get("name"))}({_e(args)})</div>'
+                f'<div class="call">&rarr; {_e(_clip(_call_text(str(name), call.get("arguments"))))}</div>'
             )
-        observation = step.get("observation") or {}
-        for result in observation.get("results") or []:
-            body.append(f'<div class="tool">tool result: {_e(result.get("content"))}</div>')
-        parts.append(f'<div class="step">{"".join(body)}</div>')
-    reward = (document.get("extra") or {}).get("osmosis", {}).get("reward")
-    if reward is not None:
-        parts.append(f'<div class="step"><div class="who">reward</div>{_e(reward)}</div>')
-    return "".join(parts) or "<p>The trajectory has no steps.</p>"
+            result = results.pop(call.get("tool_call_id"), None)
+            if result is not None:
+                body.append(
+                    f'<div class="result">&larr; {_e(_clip(_text(result.get("content"))))}</div>'
+                )
+        for result in results.values():
+            body.append(
+                f'<div class="result">&larr; {_e(_clip(_text(result.get("content"))))}</div>'
+            )
+        css = who if who in ("user", "agent", "system") else ""
+        parts.append(f'<div class="step {css}">{"".join(body)}</div>')
+    osmosis = (document.get("extra") or {}).get("osmosis") or {}
+    graded = [
+        f"{name}: {_e(_clip(_text(osmosis[key])))}"
+        for name, key in (("label", "label"), ("grader reward", "reward"))
+        if osmosis.get(key) is not None
+    ]
+    if graded:
+        parts.append(f'<p class="meta">{" &middot; ".join(graded)}</p>')
+    return "".join(parts) or "<p class=meta>The trajectory has no steps.</p>"
+
+
+def _attempt_block(attempt: dict[str, Any], repeated: bool) -> str:
+    reward = _num(attempt.get("reward"))
+    status = attempt.get("status")
+    head = [f"attempt {attempt.get('run_index', 0)}" if repeated else "conversation"]
+    if status == "failed":
+        head.append(f"errored [{_e(attempt.get('error_type'))}]")
+    elif status == "skipped":
+        head.append("skipped (sample removed)")
+    else:
+        head.append(f"reward {_g(reward)}")
+    error = ""
+    if attempt.get("err_message"):
+        error = f'<div class="err">{_e(_clip(str(attempt["err_message"])))}</div>'
+    where = attempt.get("trajectory_filename")
+    meta = f'<div class="meta">rollout {_e(attempt.get("rollout_id"))}' + (
+        f" &middot; {_e(where)}</div>" if where else "</div>"
+    )
+    return (
+        f'<div class="attempt"><h4>{" &middot; ".join(head)}</h4>{error}'
+        f"{_conversation(where)}{meta}</div>"
+    )
+
+
+def _row_group(
+    verdict: dict[str, Any],
+    attempts: list[dict[str, Any]],
+    baseline: dict[str, Any],
+    columns: dict[str, bool],
+) -> str:
+    nodeid = verdict["nodeid"]
+    outcome = row_outcome(verdict["verdict"], attempts)
+    rewards = [r for r in (_num(a.get("reward")) for a in attempts) if r is not None]
+    mean_reward = sum(rewards) / len(rewards) if rewards else None
+    durations = [d for d in (_num(a.get("duration_ms")) for a in attempts) if d is not None]
+    latency = sum(durations) / len(durations) / 1000 if durations else None
+    tokens = sum(int(a.get("tokens") or 0) for a in attempts)
+    costs = [c for c in (_num(a.get("cost_usd")) for a in attempts) if c is not None]
+    cost = sum(costs) if costs else None
+    errors = sorted({str(a["error_type"]) for a in attempts if a.get("status") == "failed"})
+    error_text = "; ".join(
+        f"{a.get('error_type')}: {a.get('err_message') or ''}"
+        for a in attempts
+        if a.get("status") == "failed"
+    )
+    changes = [
+        name for name in ("regressed", "improved", "new") if nodeid in baseline.get(name, ())
+    ]
+    delta = _num((baseline.get("reward_deltas") or {}).get(nodeid))
+
+    reward_cell = ", ".join(
+        "-" if _num(a.get("reward")) is None else _g(a["reward"]) for a in attempts
+    )
+    cells = [
+        f'<td data-v="{_e(verdict["row_key"])}">{_e(verdict["row_key"])}'
+        + "".join(f'<span class="tag {c}">{c}</span>' for c in changes)
+        + "</td>",
+        f'<td class="{outcome}" data-v="{OUTCOMES.index(outcome) if outcome in OUTCOMES else 9}">{outcome}</td>',
+        f'<td class="num" data-v="{"" if mean_reward is None else mean_reward}">{_e(reward_cell)}</td>',
+    ]
+    if columns["pass_at_k"]:
+        pak = verdict.get("pass_at_k") or {}
+        first = _num(pak.get("1"))
+        text = " ".join(f"@{k} {float(v):.2f}" for k, v in pak.items())
+        passed = f"{verdict.get('passed_attempts', 0)}/{verdict.get('scored_attempts', 0)} "
+        cells.append(
+            f'<td class="num" data-v="{"" if first is None else first}">{_e(passed + text)}</td>'
+        )
+    if columns["baseline"]:
+        delta_html = "" if delta is None else f"{delta:+.3g}"
+        cells.append(
+            f'<td class="num {"passed" if (delta or 0) > 0 else "failed"}" data-v="{"" if delta is None else delta}">'
+            f"{_e(delta_html)}</td>"
+        )
+    cells.append(f'<td class="err" data-v="{_e(" ".join(errors))}">{_e(_clip(error_text))}</td>')
+    cells.append(
+        f'<td class="num" data-v="{"" if latency is None else latency}">{_g(latency)}</td>'
+    )
+    cells.append(f'<td class="num" data-v="{tokens}">{f"{tokens:,}" if tokens else ""}</td>')
+    if columns["cost"]:
+        cells.append(
+            f'<td class="num" data-v="{"" if cost is None else cost}">{_cost_text(cost)}</td>'
+        )
+    repeated = len(attempts) > 1
+    detail = "".join(_attempt_block(a, repeated) for a in attempts) or (
+        "<p class=meta>No attempt was recorded for this row.</p>"
+    )
+    search_text = " ".join(
+        [
+            str(verdict["row_key"]),
+            nodeid,
+            outcome,
+            error_text,
+            *(str(a.get("last_assistant") or "") for a in attempts),
+        ]
+    ).lower()
+    return (
+        f'<tbody class="group" data-text="{_e(search_text)}"><tr class="row" data-outcome="{outcome}" '
+        f'data-errors="{_e(" ".join(errors))}" data-change="{" ".join(changes)}">{"".join(cells)}</tr>'
+        f'<tr class="detail"><td colspan="{len(cells)}">{detail}</td></tr></tbody>'
+    )
+
+
+def _cards(document: dict[str, Any], outcomes: Counter[str]) -> str:
+    summary = document["summary"]
+    rows = summary.get("rows", {})
+    stats = summary.get("reward_stats") or {}
+    tokens = summary.get("tokens_used")
+    cards: list[tuple[str, Any, str]] = [
+        ("rows", rows.get("total"), ""),
+        ("passed", outcomes["passed"], "passed"),
+        ("failed", outcomes["failed"], "failed"),
+        ("errored", outcomes["errored"], "errored"),
+        ("skipped", outcomes["skipped"], "skipped"),
+        ("pass rate", f"{float(rows.get('pass_rate') or 0):.1%}", ""),
+        ("threshold", summary.get("pass_threshold"), ""),
+        ("mean reward", _g(_num(stats.get("mean"))), ""),
+    ]
+    if tokens:
+        cards.append(
+            (
+                "tokens" + (" (estimated)" if summary.get("tokens_estimated") else ""),
+                f"{int(tokens):,}",
+                "",
+            )
+        )
+    cost = _num(summary.get("cost_usd"))
+    if cost is not None:
+        cards.append(
+            (
+                "cost" + (" (estimated)" if summary.get("cost_estimated") else ""),
+                _cost_text(cost),
+                "",
+            )
+        )
+    wall = _num(summary.get("rollouts_wall_s"))
+    if wall is not None:
+        cards.append(("wall time", f"{wall:.1f}s", ""))
+    for k, v in (summary.get("pass_at_k") or {}).items():
+        if str(k) != "1":
+            cards.append((f"pass@{k}", f"{float(v):.3f}", ""))
+    return "".join(
+        f'<div class="card"><small>{_e(k)}</small><b class="{css}">{_e(v)}</b></div>'
+        for k, v, css in cards
+    )
+
+
+def _banners(document: dict[str, Any]) -> str:
+    summary = document["summary"]
+    parts = []
+    if summary.get("complete") is False:
+        not_run = summary.get("not_run")
+        count = not_run.get("count") if isinstance(not_run, dict) else not_run
+        reason = summary.get("stopped_by") or summary.get("interrupted") or "stopped early"
+        parts.append(
+            f'<div class="banner bad">Incomplete run ({_e(reason)}): '
+            f"{_e(count if count is not None else 'some')} row(s) not run</div>"
+        )
+    gate = document.get("gate")
+    if isinstance(gate, dict):
+        ok = bool(gate.get("passed"))
+        rate, need = _num(gate.get("pass_rate")), _num(gate.get("min_pass_rate"))
+        relation = ">=" if ok else "<"
+        parts.append(
+            f'<div class="banner {"good" if ok else "bad"}">gate: pass rate '
+            f"{(rate or 0):.1%} {_e(relation)} {(need or 0):.1%}: {'passed' if ok else 'failed'}</div>"
+        )
+    return "".join(parts)
+
+
+def _baseline_section(baseline: dict[str, Any]) -> str:
+    if not baseline:
+        return ""
+
+    def listing(name: str) -> str:
+        keys = baseline.get(name) or []
+        if not keys:
+            return ""
+        shown = ", ".join(_e(k) for k in keys[:50]) + (" ..." if len(keys) > 50 else "")
+        return f"<p><b>{name}</b>: {shown}</p>"
+
+    return (
+        f"<h2>Baseline</h2><p>{len(baseline.get('regressed', []))} regressed, "
+        f"{len(baseline.get('improved', []))} improved, {len(baseline.get('new', []))} new, "
+        f"{len(baseline.get('gone', []))} gone (against {_e(baseline.get('path'))})</p>"
+        + listing("regressed")
+        + listing("improved")
+        + listing("gone")
+    )
 
 
 def render(document: dict[str, Any]) -> str:
     """The whole report as one HTML string."""
     summary = document["summary"]
-    rows = summary.get("rows", {})
-    stats = summary.get("reward_stats") or {}
-    cards = [
-        ("rows", rows.get("total")),
-        ("passed", rows.get("passed")),
-        ("failed", rows.get("failed")),
-        ("skipped", rows.get("skipped")),
-        ("pass rate", f"{rows.get('pass_rate', 0):.1%}"),
-        ("threshold", summary.get("pass_threshold")),
-        ("mean reward", stats.get("mean")),
-        ("tokens", summary.get("tokens_used")),
-    ]
-    card_html = "".join(f'<div class="card">{_e(k)}<b>{_e(v)}</b></div>' for k, v in cards)
     attempts_by_node: dict[str, list[dict[str, Any]]] = {}
     for attempt in document.get("rows", []):
         attempts_by_node.setdefault(attempt["nodeid"], []).append(attempt)
-    deltas = (document.get("baseline") or {}).get("reward_deltas", {})
-    regressed = set((document.get("baseline") or {}).get("regressed", []))
-    body_rows = []
-    for i, verdict in enumerate(document.get("row_verdicts", [])):
-        attempts = attempts_by_node.get(verdict["nodeid"], [])
-        last = attempts[-1] if attempts else {}
-        rewards = ", ".join(
-            "-" if a.get("reward") is None else f"{a['reward']:g}" for a in attempts
-        )
-        error = "; ".join(
-            f"{a.get('error_type')}: {a.get('err_message')}"
-            for a in attempts
-            if a.get("status") == "failed"
-        )
-        delta = deltas.get(verdict["nodeid"])
-        delta_html = (
-            ""
-            if delta is None
-            else f'<span class="{"delta-pos" if delta > 0 else "delta-neg"}">{delta:+g}</span>'
-        )
-        if verdict["nodeid"] in regressed:
-            delta_html += ' <b class="failed">regressed</b>'
-        conv_id = f"conv-{i}"
-        body_rows.append(
-            f'<tr class="row" data-verdict="{_e(verdict["verdict"])}" data-conv="{conv_id}" onclick="osmosisToggle(\'{conv_id}\')">'
-            f'<td>{_e(verdict["row_key"])}</td><td class="{_e(verdict["verdict"])}">{_e(verdict["verdict"])}</td>'
-            f"<td>{_e(rewards)}</td><td>{delta_html}</td><td>{_e(error)}</td><td>{_e(_ms(last.get('duration_ms')))}</td></tr>"
-            f'<tr class="conv" id="{conv_id}"><td colspan="6">{_conversation(last.get("trajectory_filename"))}</td></tr>'
-        )
-    rewards_all = [
-        float(a["reward"]) for a in document.get("rows", []) if a.get("reward") is not None
+    verdicts = document.get("row_verdicts", [])
+    baseline = document.get("baseline") or {}
+    all_attempts = document.get("rows", [])
+    columns = {
+        "pass_at_k": any(v.get("pass_at_k") for v in verdicts),
+        "baseline": bool(baseline),
+        "cost": any(_num(a.get("cost_usd")) is not None for a in all_attempts),
+    }
+    outcomes: Counter[str] = Counter(
+        row_outcome(v["verdict"], attempts_by_node.get(v["nodeid"], [])) for v in verdicts
+    )
+    body = "".join(
+        _row_group(v, attempts_by_node.get(v["nodeid"], []), baseline, columns) for v in verdicts
+    )
+    error_types = Counter(str(a["error_type"]) for a in all_attempts if a.get("status") == "failed")
+    rewards = [r for r in (_num(a.get("reward")) for a in all_attempts) if r is not None]
+    latencies = [
+        d / 1000 for d in (_num(a.get("duration_ms")) for a in all_attempts) if d is not None
     ]
-    baseline = document.get("baseline")
-    baseline_html = ""
-    if baseline:
-        baseline_html = (
-            f"<h2>Baseline</h2><p>{len(baseline['regressed'])} regressed, {len(baseline['improved'])} improved, "
-            f"{len(baseline['new'])} new, {len(baseline['gone'])} gone (against {_e(baseline.get('path'))})</p>"
+    tokens = [float(a["tokens"]) for a in all_attempts if _num(a.get("tokens")) is not None]
+    charts = (
+        '<div class="charts">'
+        + _histogram("reward", rewards, fixed=(0.0, 1.0))
+        + _histogram("latency per attempt (s)", latencies, unit="s")
+        + _histogram(
+            "tokens per attempt" + (" (estimated)" if summary.get("tokens_estimated") else ""),
+            tokens,
+        )
+        + "</div>"
+    )
+    kinds = ["all", *OUTCOMES] + (["regressed", "improved"] if baseline else [])
+    buttons = "".join(
+        f'<button type="button" data-kind="{k}" class="{"on" if k == "all" else ""}">{k}</button>'
+        for k in kinds
+    )
+    options = '<option value="">every error type</option>' + "".join(
+        f'<option value="{_e(k)}">{_e(k)} ({v})</option>' for k, v in error_types.most_common()
+    )
+    headers: list[tuple[str, str]] = [("row", "text"), ("outcome", "num"), ("reward", "num")]
+    if columns["pass_at_k"]:
+        headers.append(("pass@k", "num"))
+    if columns["baseline"]:
+        headers.append(("vs baseline", "num"))
+    headers += [("error", "text"), ("latency s", "num"), ("tokens", "num")]
+    if columns["cost"]:
+        headers.append(("cost", "num"))
+    head = "".join(
+        f'<th class="sortable" data-col="{i}" data-type="{t}">{_e(name)}</th>'
+        for i, (name, t) in enumerate(headers)
+    )
+    config = document.get("config") or {}
+    sub = ", ".join(
+        f"{k} {_e(config[k])}"
+        for k in ("mode", "entrypoint", "policy", "n", "concurrency")
+        if config.get(k) not in (None, "", [])
+    )
+    errors_html = ""
+    if error_types:
+        errors_html = (
+            "<h2>Errors by type</h2><p>"
+            + ", ".join(f"{_e(k)} &times;{v}" for k, v in error_types.most_common())
+            + "</p>"
         )
     return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8><title>pytest-osmosis report</title>"
-        f"<style>{_CSS}</style></head><body><h1>pytest-osmosis report</h1>"
-        f'<div class="cards">{card_html}</div><h2>Reward histogram</h2>{_histogram(rewards_all)}{baseline_html}'
-        '<h2>Rows</h2><div class="filters">'
-        + "".join(
-            f'<button data-kind="{k}" class="{"on" if k == "all" else ""}" onclick="osmosisFilter(\'{k}\')">{k}</button>'
-            for k in ("all", "passed", "failed", "skipped")
-        )
-        + "</div><table><thead><tr><th>row</th><th>verdict</th><th>reward</th><th>vs baseline</th><th>error</th>"
-        "<th>ms</th></tr></thead><tbody>"
-        + "".join(body_rows)
-        + f"</tbody></table><script>{_JS}</script></body></html>\n"
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>pytest-osmosis report</title><style>{_CSS}</style></head><body>"
+        f'<h1>pytest-osmosis report</h1><p class="sub">{sub}</p>{_banners(document)}'
+        f'<div class="cards">{_cards(document, outcomes)}</div>'
+        f"<h2>Distributions</h2>{charts}{_baseline_section(baseline)}{errors_html}"
+        '<h2>Rows</h2><div class="controls">'
+        '<input id="search" type="search" placeholder="search rows, errors, answers" aria-label="search rows">'
+        f'<span class="filters">{buttons}</span>'
+        f'<select id="errtype" aria-label="error type">{options}</select>'
+        '<span id="count" class="count"></span></div>'
+        f'<table id="rows"><thead><tr>{head}</tr></thead>{body}</table>'
+        f"<script>{_JS}</script></body></html>\n"
     )
 
 
 def write_html(path: Path, document: dict[str, Any]) -> None:
     """Write the report to ``path`` atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(render(document), encoding="utf-8")
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(render(document), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

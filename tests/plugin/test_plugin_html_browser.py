@@ -1,55 +1,137 @@
-"""The HTML report renders in a real headless browser with no network."""
+"""The HTML report in a real headless Chromium: rows sort, search and filter, conversations open,
+the console stays clean and the page asks the network for nothing."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from workspaces import multiply_rows
+from chromium_cdp import CHROMIUM, Browser
+from workspaces import POLICY_PY, multiply_rows
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(
+pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)"
 )
-def test_the_html_report_shows_rows_and_a_conversation_in_chromium(
-    workspace: Callable[..., Path], pytester: pytest.Pytester, tmp_path: Path
-) -> None:
-    root = workspace(multiply_rows(4, wrong={1}))
+
+FLAKY_POLICY = (
+    POLICY_PY
+    + '''
+
+_plain = policy
+
+
+def policy(request):
+    """Like the multiplying policy, but a prompt that says 'boom' makes the model call fail."""
+    if "boom" in request.messages[-1]["content"]:
+        raise RuntimeError("the model exploded")
+    return _plain(request)
+'''
+)
+
+SHOWN = "document.getElementById('count').textContent"
+VISIBLE_KEYS = (
+    "Array.from(document.querySelectorAll('tbody.group:not([hidden]) tr.row td:first-child'))"
+    ".map(td => td.dataset.v)"
+)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    with Browser(tmp_path / "profile") as opened:
+        yield opened
+
+
+@pytest.fixture
+def report(workspace: Callable[..., Path], pytester: pytest.Pytester) -> Path:
+    rows = multiply_rows(12, wrong={1, 4}, ids=True)
+    for i in (7, 10):
+        rows[i]["user_prompt"] += " boom"
+    root = workspace(rows, policy=FLAKY_POLICY)
+    args = ["--osmosis-dataset=data/test.jsonl", "--osmosis-policy=policy.py:policy"]
+    pytester.runpytest(*args, "--osmosis-report=base.json")
+    # The baseline run had row 5 failing and row 4 passing: one regression, one improvement.
+    baseline = json.loads((root / "base.json").read_text(encoding="utf-8"))
+    for verdict in baseline["row_verdicts"]:
+        if verdict["row_key"] == "case-5":
+            verdict["verdict"] = "failed"
+        if verdict["row_key"] == "case-4":
+            verdict["verdict"] = "passed"
+    (root / "base.json").write_text(json.dumps(baseline), encoding="utf-8")
     pytester.runpytest(
-        "--osmosis-dataset=data/test.jsonl",
-        "--osmosis-policy=policy.py:policy",
-        "--osmosis-html=report.html",
+        *args, "--osmosis-n=2", "--osmosis-baseline=base.json", "--osmosis-html=report.html"
     )
-    assert CHROMIUM is not None
-    dom = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--virtual-time-budget=2000",
-            "--dump-dom",
-            (root / "report.html").as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    assert "pytest-osmosis report" in dom
-    for key in ("row-0", "row-1", "row-2", "row-3"):
-        assert f"<td>{key}</td>" in dom
-    assert 'class="failed">failed</td>' in dom
-    assert "What is 3 times 4? wrong" in dom  # the failed row's conversation: the user's turn
-    assert "I do not know" in dom  # and the assistant's answer
+    return root / "report.html"
+
+
+def test_rows_filter_by_outcome_error_type_baseline_and_search(
+    report: Path, browser: Browser
+) -> None:
+    browser.open(report.as_uri())
+    assert browser.eval(SHOWN) == "showing 12 of 12 rows"
+
+    def click(selector: str) -> None:
+        browser.eval(f"document.querySelector({json.dumps(selector)}).click()")
+
+    click("button[data-kind=failed]")
+    assert browser.eval(VISIBLE_KEYS) == ["case-1", "case-4"]
+    click("button[data-kind=errored]")
+    assert browser.eval(VISIBLE_KEYS) == ["case-7", "case-10"]
+    click("button[data-kind=regressed]")
+    assert browser.eval(VISIBLE_KEYS) == ["case-4"]
+    click("button[data-kind=improved]")
+    assert browser.eval(VISIBLE_KEYS) == ["case-5"]
+    click("button[data-kind=all]")
+    browser.eval(
+        "{ const s = document.getElementById('errtype'); s.value = 'policy_error';"
+        "s.dispatchEvent(new Event('change')) }"
+    )
+    assert browser.eval(VISIBLE_KEYS) == ["case-7", "case-10"]
+    browser.eval(
+        "{ const s = document.getElementById('errtype'); s.value = '';"
+        "s.dispatchEvent(new Event('change'));"
+        "const q = document.getElementById('search'); q.value = 'CASE-1';"
+        "q.dispatchEvent(new Event('input')) }"
+    )
+    assert browser.eval(VISIBLE_KEYS) == ["case-1", "case-10", "case-11"]
+    assert browser.eval(SHOWN) == "showing 3 of 12 rows"
+    assert browser.console_errors == []
+    assert browser.external_requests == []
+
+
+def test_columns_sort_and_a_row_opens_to_its_conversations(report: Path, browser: Browser) -> None:
+    browser.open(report.as_uri())
+    header = 'th[data-col="0"]'
+    browser.eval(f"document.querySelector('{header}').click()")
+    keys = browser.eval(VISIBLE_KEYS)
+    assert keys[:3] == ["case-0", "case-1", "case-2"] and keys[-1] == "case-11"  # numeric order
+    browser.eval(f"document.querySelector('{header}').click()")
+    assert browser.eval(VISIBLE_KEYS)[0] == "case-11"
+    assert browser.eval(f"document.querySelector('{header}').getAttribute('aria-sort')") == (
+        "descending"
+    )
+    detail_shown = (
+        "getComputedStyle(document.querySelector('tbody.group:not([hidden]) tr.detail')).display"
+    )
+    assert browser.eval(detail_shown) == "none"
+    browser.eval("document.querySelector('tbody.group:not([hidden]) tr.row').click()")
+    assert browser.eval(detail_shown) == "table-row"
+    text = browser.eval("document.querySelector('tbody.group.open tr.detail').innerText")
+    assert "attempt 0" in text and "attempt 1" in text
+    assert "What is 13 times 14?" in text and "The answer is 182" in text
+    assert browser.console_errors == []
+    assert browser.external_requests == []
+
+
+def test_the_browser_check_sees_an_external_request_when_there_is_one(
+    tmp_path: Path, browser: Browser
+) -> None:
+    page = tmp_path / "leaky.html"
+    page.write_text(
+        '<!doctype html><img src="http://127.0.0.1:9/x.png"><script>console.error("bad")</script>',
+        encoding="utf-8",
+    )
+    browser.open(page.as_uri())
+    assert browser.external_requests == ["http://127.0.0.1:9/x.png"]
+    assert "bad" in browser.console_errors
