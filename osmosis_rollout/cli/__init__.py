@@ -1,4 +1,4 @@
-"""The ``osmosis-rollout`` command line: ``serve``, ``init``, ``templates``, ``validate``.
+"""The ``osmosis-rollout`` command line: ``serve``, ``init``, ``templates``, ``validate``, ``report``.
 
 Each subcommand lives in its own module with ``add_parser(subparsers)`` and ``run(args)``;
 modules are imported only when listed here, and heavy imports happen inside ``run``.
@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, str] = {
     "init": "osmosis_rollout.cli.workspace",
     "templates": "osmosis_rollout.cli.workspace",
     "validate": "osmosis_rollout.cli.workspace",
+    "report": "osmosis_rollout.cli.report",
 }
 
 

@@ -7,7 +7,9 @@ Files land beside the rollout's artifacts (spec I.4, II.3.7)::
 
 Each file is written to a temporary name in the same directory and moved into place with
 ``os.replace``, so a reader never sees half a document. Saving never raises: a failure is
-logged and never changes a reward or a status.
+logged and never changes a reward or a status. Every string goes through the
+:class:`~osmosis_rollout.redaction.Redactor` first (by default, the credentials found in
+the environment), so a key a workflow echoed or a grader put in its error stays out.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from osmosis_rollout import _json_safe
 from osmosis_rollout._ids import is_single_path_segment
 from osmosis_rollout.artifacts import default_artifact_root
+from osmosis_rollout.redaction import Redactor
 from osmosis_rollout.trajectory.atif import build_atif, format_atif
 from osmosis_rollout.types import ExecutionResult
 
@@ -44,20 +47,23 @@ def save_trajectory(
     metadata: Mapping[str, Any] | None = None,
     extra_fields: Mapping[str, Any] | None = None,
     diagnostics: Mapping[str, Any] | None = None,
+    redactor: Redactor | None = None,
 ) -> Path | None:
     """Write the rollout's ATIF document and diagnostics under ``<root>/<rollout_id>/``.
 
     ``label``, ``metadata`` and ``extra_fields`` are the request's (they go to
     ``extra.osmosis``). ``diagnostics`` overrides ``result.extra_fields`` for the
     ``diagnostics.json`` sidecar, which is written even when there is no sample.
-    ``root=None`` means the default artifact root, resolved now.
+    ``root=None`` means the default artifact root, resolved now. ``redactor`` defaults to
+    :meth:`Redactor.from_environment <osmosis_rollout.redaction.Redactor.from_environment>`.
 
     Returns the path of ``trajectory.json`` when it was written, else ``None`` (no sample,
     ``trajectory_messages`` is ``None``, an unusable rollout id, or an I/O failure).
     Never raises.
     """
     try:
-        return _save(root, rollout_id, result, label, metadata, extra_fields, diagnostics)
+        redactor = redactor if redactor is not None else Redactor.from_environment()
+        return _save(root, rollout_id, result, label, metadata, extra_fields, diagnostics, redactor)
     except Exception:
         logger.warning(
             "could not save the trajectory of rollout %r (best-effort, the result is unchanged)",
@@ -75,6 +81,7 @@ def _save(
     metadata: Mapping[str, Any] | None,
     extra_fields: Mapping[str, Any] | None,
     diagnostics: Mapping[str, Any] | None,
+    redactor: Redactor,
 ) -> Path | None:
     if not isinstance(rollout_id, str) or not is_single_path_segment(rollout_id):
         logger.warning("not saving a trajectory for unsafe rollout id %r", rollout_id)
@@ -85,7 +92,10 @@ def _save(
     if payload is not None:
         # Written first and on its own: a failed rollout with no sample still leaves a record.
         try:
-            _write_atomic(rollout_dir / DIAGNOSTICS_FILENAME, _diagnostics_text(payload))
+            _write_atomic(
+                rollout_dir / DIAGNOSTICS_FILENAME,
+                _diagnostics_text(redactor.redact_value(dict(payload))),
+            )
         except Exception:
             logger.warning("could not save diagnostics of rollout %r", rollout_id, exc_info=True)
 
@@ -93,7 +103,9 @@ def _save(
     if sample is None or sample.trajectory_messages is None:
         # None is the explicit opt-out (or an upstream conversion that already warned).
         return None
-    doc = build_atif(rollout_id, sample, label=label, metadata=metadata, extra_fields=extra_fields)
+    doc = redactor.redact_value(
+        build_atif(rollout_id, sample, label=label, metadata=metadata, extra_fields=extra_fields)
+    )
     try:
         text = format_atif(doc)
     except (TypeError, ValueError) as exc:

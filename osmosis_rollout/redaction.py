@@ -1,0 +1,148 @@
+"""One redaction step for everything a run writes: secret values become ``[REDACTED:NAME]``.
+
+Which values are secret: those of environment variables named like credentials (``*_API_KEY``,
+``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, ``*_ACCESS_KEY``, ``*_PRIVATE_KEY``; this covers
+provider keys such as ``OPENAI_API_KEY`` and the rollout server's inbound
+``OSMOSIS_ROLLOUT_API_KEY``), plus values registered by name, such as the policy endpoint's
+bearer key. Each occurrence is replaced by a marker naming where the value came from, so a
+reader can still tell which key a message was about.
+
+Values shorter than :data:`MIN_SECRET_LENGTH` are ignored: a variable such as ``GH_TOKEN=1``
+must not turn every ``1`` of a report into a marker.
+
+Usage::
+
+    redactor = Redactor.from_environment(extra={"POLICY_API_KEY": server.api_key})
+    redactor.redact("error: bad key sk-abc...")          # -> "error: bad key [REDACTED:OPENAI_API_KEY]"
+    redactor.redact_value({"rows": [...]})               # every string inside, keys included
+    handler.setFormatter(RedactingFormatter(handler.formatter, redactor))
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "SECRET_NAME",
+    "RedactingFormatter",
+    "Redactor",
+    "redact_handler",
+]
+
+SECRET_NAME = re.compile(
+    r"(?:^|_)(?:API_KEY|TOKEN|SECRET|PASSWORD|ACCESS_KEY|SECRET_KEY|PRIVATE_KEY)$",
+    re.IGNORECASE,
+)
+"""Environment variable names whose values are treated as secrets."""
+
+MIN_SECRET_LENGTH = 8
+"""Shorter values are not redacted (too likely to occur by chance)."""
+
+
+class Redactor:
+    """Replaces known secret values in text and in JSON-like values.
+
+    Thread-safe for readers: :meth:`add` builds a new pattern and swaps it in one assignment,
+    so a log record formatted on another thread sees either the old or the new set.
+    """
+
+    def __init__(self, secrets: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
+        """``secrets`` maps a name (shown in the marker) to its value."""
+        self._names: dict[str, str] = {}
+        self._pattern: re.Pattern[str] | None = None
+        pairs = secrets.items() if isinstance(secrets, Mapping) else secrets
+        for name, value in pairs:
+            self._remember(name, value)
+        self._compile()
+
+    @classmethod
+    def from_environment(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        extra: Mapping[str, str | None] | None = None,
+    ) -> Redactor:
+        """Secrets of ``environ`` (default ``os.environ``) plus ``extra`` (name -> value)."""
+        env = os.environ if environ is None else environ
+        pairs = [(name, value) for name, value in env.items() if SECRET_NAME.search(name)]
+        pairs.extend((name, value) for name, value in (extra or {}).items() if value)
+        return cls(pairs)
+
+    def _remember(self, name: str, value: str | None) -> bool:
+        if not value or len(value) < MIN_SECRET_LENGTH or value in self._names:
+            return False
+        self._names[value] = name
+        return True
+
+    def _compile(self) -> None:
+        if not self._names:
+            self._pattern = None
+            return
+        # Longest first, so a key that contains another is replaced whole.
+        alternatives = sorted(self._names, key=len, reverse=True)
+        self._pattern = re.compile("|".join(re.escape(v) for v in alternatives))
+
+    def add(self, name: str, value: str | None) -> None:
+        """Treat ``value`` as a secret shown as ``[REDACTED:name]`` (ignored when too short)."""
+        if self._remember(name, value):
+            self._compile()
+
+    @property
+    def names(self) -> list[str]:
+        """The names of the secrets this redactor knows (never their values)."""
+        return sorted(set(self._names.values()))
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def redact(self, text: str) -> str:
+        """``text`` with every known secret replaced by ``[REDACTED:NAME]``."""
+        pattern = self._pattern
+        if pattern is None or not text:
+            return text
+        names = self._names
+        return pattern.sub(lambda m: f"[REDACTED:{names.get(m.group(0), 'SECRET')}]", text)
+
+    def redact_value(self, value: Any) -> Any:
+        """A copy of a JSON-like ``value`` with secrets removed from every string (keys too).
+
+        Mappings become dicts and tuples lists (their JSON form); other objects pass through.
+        """
+        if self._pattern is None:
+            return value
+        return self._walk(value)
+
+    def _walk(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, Mapping):
+            return {self._walk(k): self._walk(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._walk(v) for v in value]
+        return value
+
+
+class RedactingFormatter(logging.Formatter):
+    """Formats with ``inner`` (tracebacks included), then redacts the whole text."""
+
+    def __init__(self, inner: logging.Formatter | None, redactor: Redactor) -> None:
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+        self.redactor = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redactor.redact(self.inner.format(record))
+
+
+def redact_handler(handler: logging.Handler, redactor: Redactor) -> None:
+    """Make ``handler`` redact what it writes (idempotent)."""
+    current = handler.formatter
+    if isinstance(current, RedactingFormatter):
+        current.redactor = redactor
+        return
+    handler.setFormatter(RedactingFormatter(current, redactor))

@@ -1,0 +1,234 @@
+"""A run's journal: ``rows.jsonl`` appended row by row, and ``run.json`` saying what was asked.
+
+The journal is what survives a crash. Each finished row is appended as soon as its rollouts
+end (one ``os.write`` of whole lines on an ``O_APPEND`` descriptor, so the bytes are in the
+kernel before the call returns: a ``kill -9``, an OOM kill or a workflow's ``os._exit()``
+right after loses nothing already written, and concurrent writers, threads or pytest-xdist
+workers, never interleave inside a line).
+
+Layout of a run directory::
+
+    run.json      {"schema", "config", "selected": [row ids in order], "finished": {...} | null}
+    rows.jsonl    one line per attempt of a finished row (the official ``index.jsonl`` keys,
+                  plus ``nodeid``, ``dataset``, ``row_verdict`` and ``row_stats``)
+
+A row may be written again later (its verdict changed when pytest reported it, or an item
+deadline added attempts); readers keep the last line of each ``(nodeid, run_index)``. A
+torn last line (the process died inside ``write``) is skipped, not fatal.
+
+``run.json`` is written when the rows are about to run (with ``finished: null``) and once
+more at the end, saying whether every row ran and what stopped the run. A journal whose
+``run.json`` has no ``finished`` record belongs to a run that died.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from osmosis_rollout.redaction import Redactor
+
+__all__ = [
+    "JOURNAL_FILENAME",
+    "RUN_FILENAME",
+    "RUN_SCHEMA",
+    "JournalRow",
+    "RowJournal",
+    "RunJournalError",
+    "read_journal",
+    "read_run_file",
+    "write_json_atomic",
+    "write_run_file",
+]
+
+JOURNAL_FILENAME = "rows.jsonl"
+RUN_FILENAME = "run.json"
+RUN_SCHEMA = "pytest-osmosis/run/v1"
+
+ROW_FIELDS = ("row_verdict", "row_stats")
+"""Row-level keys each attempt line carries, beside the attempt's own keys."""
+
+
+class RunJournalError(Exception):
+    """A run directory that has no readable journal (names the file and what is wrong)."""
+
+
+@dataclass
+class JournalRow:
+    """One row as the journal last recorded it."""
+
+    nodeid: str
+    dataset: str
+    row_key: str
+    verdict: str
+    stats: dict[str, Any]
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+
+class RowJournal:
+    """Appends finished rows to ``rows.jsonl``; safe to call from several threads.
+
+    ``fresh=True`` truncates an existing journal first (a new run in a reused output
+    directory); ``fresh=False`` appends (a resumed run, or a pytest-xdist worker). The
+    file and its directory are created on the first write, not before. Every value is
+    passed through ``redactor`` before it reaches the disk.
+    """
+
+    def __init__(self, path: Path, *, fresh: bool, redactor: Redactor | None = None) -> None:
+        self.path = path
+        self.redactor = redactor or Redactor()
+        self._fresh = fresh
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if self._fresh else 0)
+            self._fd = os.open(self.path, flags, 0o644)
+        return self._fd
+
+    def write_row(
+        self,
+        attempts: Sequence[Mapping[str, Any]],
+        *,
+        verdict: str,
+        stats: Mapping[str, Any],
+    ) -> None:
+        """Append one row: each attempt line carries the row's verdict and statistics."""
+        lines = []
+        for attempt in attempts:
+            line = {**attempt, "row_verdict": verdict, "row_stats": dict(stats)}
+            lines.append(
+                json.dumps(self.redactor.redact_value(line), sort_keys=True, default=str) + "\n"
+            )
+        data = "".join(lines).encode("utf-8", errors="backslashreplace")
+        with self._lock:
+            if self._closed:
+                return
+            fd = self._open()
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+
+    def close(self) -> None:
+        """Close the file; later writes are dropped (the run is over)."""
+        with self._lock:
+            self._closed = True
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
+def read_journal(path: Path) -> tuple[list[JournalRow], int]:
+    """The rows of a journal in first-appearance order, and how many lines were unreadable.
+
+    The last line of each ``(nodeid, run_index)`` wins; a row's verdict and statistics are
+    those of its last line. A missing file is an empty journal (no row finished).
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], 0
+    rows: dict[str, JournalRow] = {}
+    by_attempt: dict[str, dict[Any, dict[str, Any]]] = {}
+    bad = 0
+    for raw in data.splitlines():
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            bad += 1
+            continue
+        if not isinstance(line, dict) or not isinstance(line.get("nodeid"), str):
+            bad += 1
+            continue
+        nodeid = line["nodeid"]
+        attempt = {k: v for k, v in line.items() if k not in ROW_FIELDS}
+        row = rows.get(nodeid)
+        if row is None:
+            row = rows[nodeid] = JournalRow(
+                nodeid=nodeid,
+                dataset=str(line.get("dataset", "")),
+                row_key=str(line.get("row_key", "")),
+                verdict="failed",
+                stats={},
+            )
+        row.verdict = str(line.get("row_verdict") or _verdict_of(attempt))
+        row.stats = dict(line.get("row_stats") or {})
+        by_attempt.setdefault(nodeid, {})[line.get("run_index", 0)] = attempt
+    for nodeid, row in rows.items():
+        attempts = by_attempt[nodeid]
+        row.attempts = [attempts[k] for k in sorted(attempts, key=_run_index_order)]
+    return list(rows.values()), bad
+
+
+def _run_index_order(value: Any) -> tuple[int, str]:
+    return (value, "") if isinstance(value, int) else (1 << 30, str(value))
+
+
+def _verdict_of(attempt: Mapping[str, Any]) -> str:
+    if attempt.get("status") == "skipped":
+        return "skipped"
+    return "passed" if attempt.get("passed") else "failed"
+
+
+def write_json_atomic(path: Path, document: Any) -> None:
+    """Write ``document`` as indented JSON to ``path`` through a temporary file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            # Streamed to the file: a 10,000-row report never exists as one string.
+            json.dump(document, fh, indent=2, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_run_file(
+    run_dir: Path,
+    *,
+    config: Mapping[str, Any],
+    selected: Iterable[str],
+    finished: Mapping[str, Any] | None = None,
+    resumed_from: Sequence[str] = (),
+) -> None:
+    """Write ``run.json``: the run's configuration, its selected rows and how it ended."""
+    write_json_atomic(
+        run_dir / RUN_FILENAME,
+        {
+            "schema": RUN_SCHEMA,
+            "config": dict(config),
+            "selected": list(dict.fromkeys(selected)),
+            "finished": dict(finished) if finished is not None else None,
+            "resumed": list(resumed_from),
+        },
+    )
+
+
+def read_run_file(run_dir: Path) -> dict[str, Any]:
+    """``run.json`` of ``run_dir``; :class:`RunJournalError` naming the problem otherwise."""
+    path = run_dir / RUN_FILENAME
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunJournalError(
+            f"{path}: not found; {run_dir} is not a pytest-osmosis run directory "
+            "(expected run.json and rows.jsonl, as written under .osmosis/runs/<run>/)"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise RunJournalError(f"{path}: unreadable: {exc}") from None
+    if not isinstance(document, dict) or document.get("schema") != RUN_SCHEMA:
+        raise RunJournalError(f"{path}: not a pytest-osmosis run file (schema {RUN_SCHEMA!r})")
+    return document

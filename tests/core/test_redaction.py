@@ -1,0 +1,166 @@
+"""The redactor: which values are secrets, how they are replaced, and logging through it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from osmosis_rollout import ExecutionResult, RolloutSample, RolloutStatus
+from osmosis_rollout.redaction import RedactingFormatter, Redactor, redact_handler
+from osmosis_rollout.trajectory import save_trajectory
+
+KEY = "sk-proj-0123456789abcdef"
+
+
+def test_credential_named_environment_values_become_named_markers() -> None:
+    env = {
+        "OPENAI_API_KEY": KEY,
+        "OSMOSIS_ROLLOUT_API_KEY": "inbound-abcdefgh",
+        "HF_TOKEN": "hf_zzzzzzzzzzzz",
+        "AWS_SECRET_ACCESS_KEY": "aws/secret+value",
+        "HOME": "/home/someone-long",
+        "MONKEY": "not-a-secret-value",
+    }
+    redactor = Redactor.from_environment(env)
+    text = f"{KEY} inbound-abcdefgh hf_zzzzzzzzzzzz aws/secret+value /home/someone-long not-a-secret-value"
+    assert redactor.redact(text) == (
+        "[REDACTED:OPENAI_API_KEY] [REDACTED:OSMOSIS_ROLLOUT_API_KEY] [REDACTED:HF_TOKEN] "
+        "[REDACTED:AWS_SECRET_ACCESS_KEY] /home/someone-long not-a-secret-value"
+    )
+    assert redactor.names == [
+        "AWS_SECRET_ACCESS_KEY",
+        "HF_TOKEN",
+        "OPENAI_API_KEY",
+        "OSMOSIS_ROLLOUT_API_KEY",
+    ]
+
+
+def test_short_values_are_not_treated_as_secrets() -> None:
+    redactor = Redactor.from_environment({"GH_TOKEN": "1", "X_SECRET": "abc"})
+    assert not redactor
+    assert redactor.redact("1 abc 10") == "1 abc 10"
+
+
+def test_a_key_containing_another_is_replaced_whole() -> None:
+    redactor = Redactor({"SHORT_TOKEN": "abcdefgh", "LONG_TOKEN": "abcdefgh-ijklmnop"})
+    assert redactor.redact("abcdefgh-ijklmnop abcdefgh") == (
+        "[REDACTED:LONG_TOKEN] [REDACTED:SHORT_TOKEN]"
+    )
+
+
+def test_extra_and_added_values_are_redacted_under_their_names() -> None:
+    redactor = Redactor.from_environment(
+        {}, extra={"POLICY_API_KEY": "policy-key-123456", "X": None}
+    )
+    redactor.add("SERVER_KEY", "server-key-abcdef")
+    redactor.add("IGNORED", "")
+    assert redactor.redact("policy-key-123456 / server-key-abcdef") == (
+        "[REDACTED:POLICY_API_KEY] / [REDACTED:SERVER_KEY]"
+    )
+
+
+def test_values_with_regex_characters_are_matched_literally() -> None:
+    redactor = Redactor({"A_TOKEN": "a.b*c+d?e(f)"})
+    assert redactor.redact("a.b*c+d?e(f) axbbcdde(f)") == "[REDACTED:A_TOKEN] axbbcdde(f)"
+
+
+def test_json_like_values_are_redacted_everywhere_keys_included() -> None:
+    redactor = Redactor({"OPENAI_API_KEY": KEY})
+    value = {
+        "message": f"401: key {KEY} rejected",
+        KEY: [f"x{KEY}", ("t", KEY), 3, None, 1.5, True],
+        "nested": {"deep": [{"k": KEY}]},
+    }
+    marker = "[REDACTED:OPENAI_API_KEY]"
+    assert redactor.redact_value(value) == {
+        "message": f"401: key {marker} rejected",
+        marker: [f"x{marker}", ["t", marker], 3, None, 1.5, True],
+        "nested": {"deep": [{"k": marker}]},
+    }
+    # The original is untouched.
+    assert value["message"] == f"401: key {KEY} rejected"
+
+
+def test_an_empty_redactor_returns_values_unchanged() -> None:
+    value = {"a": ["b"]}
+    assert Redactor().redact_value(value) is value
+    assert Redactor().redact("text") == "text"
+
+
+def test_a_log_handler_writes_messages_and_tracebacks_redacted(tmp_path: Path) -> None:
+    redactor = Redactor({"OPENAI_API_KEY": KEY})
+    path = tmp_path / "run.log"
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    redact_handler(handler, redactor)
+    redact_handler(handler, redactor)  # idempotent: one wrapper, not two
+    assert isinstance(handler.formatter, RedactingFormatter)
+    assert not isinstance(handler.formatter.inner, RedactingFormatter)
+    logger = logging.getLogger("test_redaction.handler")
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        logger.warning("calling with %s", KEY)
+        try:
+            raise ValueError(f"grader saw {KEY}")
+        except ValueError:
+            logger.exception("grader failed")
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    text = path.read_text(encoding="utf-8")
+    assert KEY not in text
+    assert "WARNING calling with [REDACTED:OPENAI_API_KEY]" in text
+    assert "ValueError: grader saw [REDACTED:OPENAI_API_KEY]" in text
+
+
+def test_adding_a_secret_while_another_thread_redacts_is_safe() -> None:
+    redactor = Redactor({"A_TOKEN": "aaaaaaaa-0"})
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            while not stop.is_set():
+                out = redactor.redact("aaaaaaaa-0 bbbbbbbb-1")
+                assert out.startswith("[REDACTED:A_TOKEN] ")
+        except BaseException as exc:
+            errors.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for i in range(200):
+        redactor.add(f"B{i}_TOKEN", f"bbbbbbbb-{i}")
+    stop.set()
+    reader.join(10)
+    assert not errors
+    assert redactor.redact("bbbbbbbb-1") == "[REDACTED:B1_TOKEN]"
+
+
+def test_saved_trajectories_and_diagnostics_hold_no_environment_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    sample = RolloutSample(
+        messages=[
+            {"role": "user", "content": "what is your key?"},
+            {"role": "assistant", "content": f"my key is {KEY}"},
+        ]
+    )
+    failed = ExecutionResult(
+        status=RolloutStatus.FAILURE,
+        sample=sample,
+        err_message=f"grader raised: bad key {KEY}",
+        extra_fields={"traceback": f"ValueError: {KEY}"},
+    )
+    path = save_trajectory(tmp_path, "r1", failed, metadata={"k": KEY})
+    assert path is not None
+    written = [p for p in (tmp_path / "r1").iterdir()]
+    assert {p.name for p in written} == {"trajectory.json", "diagnostics.json"}
+    for p in written:
+        text = p.read_text(encoding="utf-8")
+        assert KEY not in text
+        assert "[REDACTED:OPENAI_API_KEY]" in text

@@ -1,0 +1,234 @@
+"""The run journal (rows.jsonl + run.json) and the report rebuilt from it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from osmosis_rollout.cli import main as cli_main
+from osmosis_rollout.redaction import Redactor
+from osmosis_rollout.run_journal import (
+    RowJournal,
+    RunJournalError,
+    read_journal,
+    read_run_file,
+    write_run_file,
+)
+from osmosis_rollout.run_report import rebuild_report
+
+
+def attempt(
+    nodeid: str, run_index: int = 0, *, reward: float = 1.0, **extra: Any
+) -> dict[str, Any]:
+    row_key = nodeid.rsplit("::", 1)[-1]
+    return {
+        "nodeid": nodeid,
+        "dataset": "data/test.jsonl",
+        "row_key": row_key,
+        "row_index": int(row_key.split("-")[-1]),
+        "run_index": run_index,
+        "status": "success",
+        "reward": reward,
+        "passed": reward >= 1.0,
+        "error_type": None,
+        "tokens": 5,
+        "duration_ms": 100.0,
+        "started_at": 1000.0 + run_index,
+        **extra,
+    }
+
+
+def ids(n: int) -> list[str]:
+    return [f"data/test.jsonl::row-{i}" for i in range(n)]
+
+
+def test_each_row_is_on_disk_when_write_row_returns(tmp_path: Path) -> None:
+    journal = RowJournal(tmp_path / "run" / "rows.jsonl", fresh=True)
+    assert not (tmp_path / "run").exists(), "nothing is created before the first row"
+    journal.write_row([attempt(ids(1)[0])], verdict="passed", stats={"attempts": 1})
+    # Read through another descriptor while the journal is still open: no buffering.
+    lines = (tmp_path / "run" / "rows.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    assert json.loads(lines[0])["row_verdict"] == "passed"
+    journal.close()
+    journal.write_row([attempt(ids(2)[1])], verdict="passed", stats={})
+    assert len((tmp_path / "run" / "rows.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_fresh_journal_truncates_and_a_resumed_one_appends(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(attempt(ids(1)[0])) + "\n")
+    resumed = RowJournal(path, fresh=False)
+    resumed.write_row([attempt(ids(2)[1])], verdict="passed", stats={})
+    resumed.close()
+    assert len(path.read_text().splitlines()) == 2
+    fresh = RowJournal(path, fresh=True)
+    fresh.write_row([attempt(ids(3)[2])], verdict="passed", stats={})
+    fresh.close()
+    assert [json.loads(x)["nodeid"] for x in path.read_text().splitlines()] == [ids(3)[2]]
+
+
+def test_rows_written_by_a_process_survive_its_sigkill(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from pathlib import Path
+        from osmosis_rollout.run_journal import RowJournal
+        journal = RowJournal(Path({str(tmp_path / "rows.jsonl")!r}), fresh=True)
+        for i in range(5):
+            journal.write_row(
+                [{{"nodeid": f"d::row-{{i}}", "run_index": 0, "status": "success", "reward": 1.0}}],
+                verdict="passed", stats={{}},
+            )
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], timeout=60)
+    assert proc.returncode == -9
+    rows, bad = read_journal(tmp_path / "rows.jsonl")
+    assert [r.nodeid for r in rows] == [f"d::row-{i}" for i in range(5)]
+    assert bad == 0
+
+
+def test_threads_writing_at_once_never_interleave_lines(tmp_path: Path) -> None:
+    journal = RowJournal(tmp_path / "rows.jsonl", fresh=True)
+    big = "x" * 20_000
+
+    def write(worker: int) -> None:
+        for i in range(50):
+            journal.write_row(
+                [attempt(f"d::row-{worker * 100 + i}", last_assistant=big)],
+                verdict="passed",
+                stats={},
+            )
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    journal.close()
+    rows, bad = read_journal(tmp_path / "rows.jsonl")
+    assert bad == 0
+    assert len(rows) == 200
+
+
+def test_the_last_line_of_an_attempt_wins_and_a_torn_line_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    journal = RowJournal(path, fresh=True)
+    a, b = ids(2)
+    journal.write_row([attempt(a, 0), attempt(a, 1, reward=0.0)], verdict="failed", stats={"n": 2})
+    journal.write_row([attempt(b)], verdict="passed", stats={})
+    # Pytest reported row a later: a user hook made it pass.
+    journal.write_row([attempt(a, 0), attempt(a, 1, reward=0.0)], verdict="passed", stats={"n": 2})
+    journal.close()
+    with path.open("a") as fh:
+        fh.write('{"nodeid": "data/test.jsonl::row-9", "run_ind')
+    rows, bad = read_journal(path)
+    assert bad == 1
+    assert [(r.nodeid, r.verdict, len(r.attempts)) for r in rows] == [
+        (a, "passed", 2),
+        (b, "passed", 1),
+    ]
+    assert all("row_verdict" not in x and "row_stats" not in x for r in rows for x in r.attempts)
+
+
+def test_the_journal_is_redacted(tmp_path: Path) -> None:
+    secret = "sk-secret-0123456789"
+    journal = RowJournal(
+        tmp_path / "rows.jsonl", fresh=True, redactor=Redactor({"OPENAI_API_KEY": secret})
+    )
+    journal.write_row(
+        [attempt(ids(1)[0], err_message=f"401 for key {secret}")], verdict="failed", stats={}
+    )
+    journal.close()
+    text = (tmp_path / "rows.jsonl").read_text()
+    assert secret not in text
+    assert "[REDACTED:OPENAI_API_KEY]" in text
+
+
+def make_run(tmp_path: Path, *, finished: dict[str, Any] | None, done: int, selected: int) -> Path:
+    run = tmp_path / "run"
+    write_run_file(
+        run, config={"pass_threshold": 1.0, "n": 1}, selected=ids(selected), finished=finished
+    )
+    journal = RowJournal(run / "rows.jsonl", fresh=True)
+    # Finished out of order, as concurrent rollouts do.
+    for nodeid in reversed(ids(done)):
+        reward = 0.0 if nodeid.endswith("-1") else 1.0
+        journal.write_row(
+            [attempt(nodeid, reward=reward)],
+            verdict="passed" if reward >= 1 else "failed",
+            stats={"attempts": 1},
+        )
+    journal.close()
+    return run
+
+
+def test_a_killed_run_rebuilds_to_an_incomplete_report_naming_the_rows_not_run(
+    tmp_path: Path,
+) -> None:
+    run = make_run(tmp_path, finished=None, done=4, selected=10)
+    document, bad = rebuild_report(run)
+    assert bad == 0
+    summary = document["summary"]
+    assert summary["complete"] is False
+    assert summary["interrupted"] is True
+    assert summary["stopped_by"] == "killed"
+    assert summary["rows"] == {
+        "total": 4,
+        "passed": 3,
+        "failed": 1,
+        "skipped": 0,
+        "pass_rate": 0.75,
+        "not_run": 6,
+    }
+    assert document["not_run"] == ids(10)[4:]
+    # Rows in item order, not completion order.
+    assert [r["nodeid"] for r in document["row_verdicts"]] == ids(4)
+    assert [r["nodeid"] for r in document["rows"]] == ids(4)
+    assert summary["total_samples"] == 4 and summary["tokens_used"] == 20
+
+
+def test_a_finished_run_rebuilds_to_a_complete_report(tmp_path: Path) -> None:
+    run = make_run(
+        tmp_path, finished={"stopped_by": None, "interrupted": False}, done=3, selected=3
+    )
+    summary = rebuild_report(run)[0]["summary"]
+    assert summary["complete"] is True
+    assert summary["interrupted"] is False
+    assert summary["stopped_by"] is None
+
+
+def test_report_rebuild_command_writes_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_run(
+        tmp_path, finished={"stopped_by": "SIGINT", "interrupted": True}, done=2, selected=5
+    )
+    assert cli_main(["report", "rebuild", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "rows: 2  passed: 1  failed: 1  skipped: 0  not run: 3" in out
+    assert "INCOMPLETE (stopped by SIGINT)" in out
+    document = json.loads((run / "report.json").read_text())
+    assert document["summary"]["complete"] is False
+    assert document["not_run"] == ids(5)[2:]
+
+
+def test_report_rebuild_refuses_a_directory_that_is_not_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["report", "rebuild", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'run.json'}: not found" in err
+    assert "not a pytest-osmosis run directory" in err
+    with pytest.raises(RunJournalError, match="not a pytest-osmosis run file"):
+        (tmp_path / "run.json").write_text('{"schema": "other"}')
+        read_run_file(tmp_path)
