@@ -6,8 +6,7 @@ users rarely import this package. What they may want to name in their own code:
 (the parsed arguments of ``@pytest.mark.osmosis_dataset``).
 """
 
+from osmosis_rollout import __version__
 from pytest_osmosis.fixtures import DatasetMarker, RunResult
-
-__version__ = "0.1.0"
 
 __all__ = ["DatasetMarker", "RunResult", "__version__"]
