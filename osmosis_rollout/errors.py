@@ -6,6 +6,7 @@
     │   ├── ConfigError             a bad eval TOML or option value
     │   ├── EntrypointError         a rollout entrypoint that cannot be imported or resolved
     │   ├── MissingExtraError       an optional dependency is not installed (also ImportError)
+    │   ├── RayClusterError         no Ray cluster at the address, or its rollout actors cannot start
     │   ├── RewardSignatureError    a reward/rubric function with the wrong signature (TypeError)
     │   ├── RewardReturnError       a reward that is not a finite float (TypeError, ValueError)
     │   ├── MissingAPIKeyError      no API key for a judge's provider (also RuntimeError)
@@ -74,6 +75,13 @@ class EntrypointError(UsageError):
 
 class MissingExtraError(UsageError, ImportError):
     """An optional dependency is missing; the message carries the exact install command."""
+
+
+class RayClusterError(UsageError):
+    """No Ray cluster answers at the address given, or the rollout actors cannot start on it.
+
+    The message names the address tried and how to start or reach a cluster.
+    """
 
 
 class RewardSignatureError(UsageError, TypeError):

@@ -1,0 +1,843 @@
+"""Run rollouts on a Ray cluster: a pool of actors, each a LocalBackend around the user's rollout.
+
+:class:`RayBackend` is an :class:`~osmosis_rollout.backend.base.ExecutionBackend`, so the
+rollout server and the plugin drive it exactly as they drive :class:`LocalBackend`; only the
+place where the workflow and grader run changes.
+
+- **Connect.** ``address=None`` starts a private local cluster; ``"auto"`` joins the cluster
+  ``ray start`` runs on this machine (or ``$RAY_ADDRESS``); ``"HOST:PORT"`` or
+  ``"ray://HOST:PORT"`` joins that one. The rollout's directory travels to the cluster as
+  Ray's ``runtime_env`` ``working_dir``, and each actor imports the entrypoint from there.
+- **Dispatch.** Each ``execute`` goes to the least-loaded live actor. Each actor takes at most
+  ``max_concurrent`` rollouts; when all are full, callers wait here (backpressure), and that
+  wait counts against the agent deadline exactly as a LocalBackend queue would: the actor gets
+  the remaining budget, and a timeout's message names the original limit and the time queued.
+- **Inside the actor** the entrypoint's own backend (a LocalBackend built from its workflow
+  and grader) runs the rollout under a :class:`RolloutContext` carrying the caller's chat URL,
+  key and rollout id, so outcomes, categories and samples are LocalBackend's. Status changes
+  (``grading``) stream back to the caller's context.
+- **Cancellation** of the caller's task cancels the rollout in its actor; a workflow that
+  swallows the cancellation still delivers its real result, as in-process.
+- **Lost actors.** A rollout whose actor dies (process killed, node lost) ends as a
+  ``failure`` with category ``internal_error`` and a message starting ``worker_lost:``: the
+  wire's category vocabulary is closed (spec I.2.2), and the official client rejects unknown
+  categories, so the cause is named in the message and in ``extra_fields["cause"]``. With
+  ``retry_lost=True`` such a rollout runs once more on another actor instead. A rollout that
+  never started on the dead actor is always redispatched. Either way there is exactly one
+  outcome per ``execute``. The pool starts a replacement actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import re
+import socket
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from osmosis_rollout._imports import require_extra
+from osmosis_rollout.backend.base import ExecutionBackend
+from osmosis_rollout.backend.local import deadline_message
+from osmosis_rollout.context import RolloutContext, RolloutProgress, get_rollout_context
+from osmosis_rollout.errors import EntrypointError, RayClusterError
+from osmosis_rollout.types import (
+    ExecutionOutcome,
+    ExecutionRequest,
+    ExecutionResult,
+    RolloutErrorCategory,
+    RolloutStatus,
+)
+
+logger = logging.getLogger(__name__)
+
+WORKER_LOST = "worker_lost"
+"""The cause named (message prefix and ``extra_fields["cause"]``) when a rollout's actor died."""
+
+NAMESPACE = "osmosis-rollout"
+DEFAULT_START_TIMEOUT_SEC = 120.0
+"""Actors wait for the working dir to unpack (and any ``runtime_env`` pip install) first."""
+CANCEL_GRACE_SEC = 10.0
+"""How long a cancelled rollout's actor has to end it before the caller stops waiting."""
+CONNECT_CHECK_TIMEOUT_SEC = 5.0
+"""Ray retries an unreachable address for minutes; a plain TCP connect says so at once."""
+UNBOUNDED_ACTOR_CALLS = 1000
+"""Ray's own cap on concurrent calls into one actor when ``max_concurrent`` is unbounded."""
+CONTROL_CALLS = 16
+"""Extra actor call slots for ``describe``/``cancel`` beside the rollouts themselves."""
+REPLACE_ATTEMPTS = 3
+REDISPATCH_LIMIT = 3
+"""Dispatches of one rollout that found its actor already dead before it started."""
+
+_QUEUED_SUFFIX = re.compile(r" \((\d+(?:\.\d+)?)s of it spent queued\)")
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    """How each rollout actor finds and configures the user's rollout (pickled to the cluster).
+
+    ``entrypoint`` is relative to the shipped working dir. When this backend did not make
+    the connection (so the working dir, if any, is someone else's), ``fallback`` (absolute)
+    is imported instead.
+    """
+
+    entrypoint: str
+    fallback: str
+    shipped: bool
+    max_concurrent: int | None
+    override_concurrency: bool
+    artifact_root: str | None
+
+
+class RolloutActor:
+    """One process of the pool: the entrypoint's backend, running rollouts as they arrive.
+
+    Wrapped with ``ray.remote`` at pool start (so importing this module never needs Ray).
+    """
+
+    def __init__(self, spec: ActorSpec) -> None:
+        from osmosis_rollout._limiter import ConcurrencyLimiter
+        from osmosis_rollout.backend.local import LocalBackend
+        from osmosis_rollout.entrypoint import load_entrypoint
+
+        entrypoint = spec.entrypoint if spec.shipped else spec.fallback
+        loaded = load_entrypoint(entrypoint, base_dir=Path.cwd())
+        if loaded.backend is None:
+            raise EntrypointError(
+                f"{loaded.describe()}: its app exposes no backend to run in a Ray actor; "
+                "define the workflow and grader classes (or a backend) at module level"
+            )
+        backend = loaded.backend
+        if isinstance(backend, LocalBackend):
+            if spec.override_concurrency:
+                backend.limiter = ConcurrencyLimiter(max_concurrent=spec.max_concurrent)
+            if spec.artifact_root is not None:
+                backend.artifact_root = Path(spec.artifact_root)
+        self.backend: ExecutionBackend = backend
+        self.description = loaded.describe()
+        self.tasks: dict[str, asyncio.Task[ExecutionOutcome]] = {}
+
+    def describe(self) -> dict[str, Any]:
+        """``{pid, node, max_concurrent, rollout}``: who this actor is, for health and tests."""
+        from osmosis_rollout.backend.local import LocalBackend
+
+        ray = require_extra("ray", extra="ray")
+        limit = (
+            self.backend.limiter.max_concurrent if isinstance(self.backend, LocalBackend) else None
+        )
+        return {
+            "pid": os.getpid(),
+            "node": ray.util.get_node_ip_address(),
+            "max_concurrent": limit,
+            "rollout": self.description,
+        }
+
+    async def execute(
+        self, request: ExecutionRequest, context: dict[str, Any]
+    ) -> AsyncIterator[tuple[str, Any]]:
+        """Stream ``started``, then ``status`` changes, then ``outcome`` (or ``cancelled``)."""
+        yield ("started", None)
+        events: asyncio.Queue[RolloutStatus | None] = asyncio.Queue()
+        progress = RolloutProgress(status=RolloutStatus.RUNNING, on_status=events.put_nowait)
+        rollout_ctx = RolloutContext(progress=progress, **context)
+
+        async def run() -> ExecutionOutcome:
+            with rollout_ctx:
+                return await self.backend.execute(request)
+
+        task = asyncio.create_task(run())
+        self.tasks[request.id] = task
+        task.add_done_callback(lambda _: events.put_nowait(None))
+        try:
+            while (status := await events.get()) is not None:
+                yield ("status", status.value)
+        finally:
+            self.tasks.pop(request.id, None)
+        if task.cancelled():
+            yield ("cancelled", None)
+            return
+        yield ("outcome", task.result())
+
+    def cancel(self, rollout_id: str) -> bool:
+        """Cancel a running rollout's task; False when this actor does not hold it."""
+        task = self.tasks.get(rollout_id)
+        if task is None:
+            return False
+        task.cancel()
+        return True
+
+
+@dataclass
+class _Actor:
+    """The caller's view of one actor in the pool."""
+
+    index: int
+    handle: Any
+    pid: int | None = None
+    node: str | None = None
+    max_concurrent: int | None = None
+    in_flight: int = 0
+    dispatched: int = 0
+    alive: bool = True
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "pid": self.pid,
+            "node": self.node,
+            "in_flight": self.in_flight,
+            "max_concurrent": self.max_concurrent,
+            "alive": self.alive,
+        }
+
+
+class _ActorLost(Exception):
+    """The actor running (or about to run) a rollout died."""
+
+    def __init__(self, actor: _Actor, started: bool, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.actor = actor
+        self.started = started
+        self.cause = cause
+
+
+class _NoActors(Exception):
+    """Every actor is dead and none could be replaced."""
+
+
+class _Stream:
+    """One rollout's event stream from its actor, consumed by a task of its own.
+
+    The consumer is its own task so that cancelling the caller does not cut the stream
+    mid-read: the caller asks the actor to cancel, then keeps reading for the outcome.
+    """
+
+    def __init__(self, backend: RayBackend, actor: _Actor, stream: Any, ctx: RolloutContext):
+        self.backend = backend
+        self.actor = actor
+        self.stream = stream
+        self.ctx = ctx
+        self.started = False
+
+    async def outcome(self) -> ExecutionOutcome | None:
+        """The outcome, ``None`` when the actor cancelled the rollout; raises ``_ActorLost``."""
+        exceptions = self.backend._ray().exceptions
+        result: ExecutionOutcome | None = None
+        try:
+            async for ref in self.stream:
+                kind, value = await ref
+                if kind == "started":
+                    self.started = True
+                elif kind == "status":
+                    await self.ctx.set_status(RolloutStatus(value))
+                elif kind == "outcome":
+                    result = value
+                elif kind == "cancelled":
+                    return None
+        except exceptions.RayActorError as exc:
+            self.backend._mark_lost(self.actor, exc)
+            raise _ActorLost(self.actor, self.started, exc) from exc
+        except exceptions.RayTaskError as exc:
+            # The backend inside the actor raised: surface the original exception, so the
+            # caller categorizes it exactly as it would have in-process.
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, Exception):
+                raise cause from None
+            raise
+        if result is None:
+            raise RuntimeError("the rollout actor ended its stream without an outcome")
+        return result
+
+
+def _plan_shipping(
+    entrypoint: str, base_dir: Path, working_dir: Path | None
+) -> tuple[Path, str, str]:
+    """``(working_dir, spec inside it, absolute spec)`` for an entrypoint spec."""
+    from osmosis_rollout.entrypoint import _looks_like_file, _split
+
+    if not entrypoint or not entrypoint.strip():
+        raise EntrypointError("empty entrypoint; pass path/to/main.py or package.module")
+    target, attr = _split(entrypoint)
+    suffix = f":{attr}" if attr else ""
+    if not _looks_like_file(target, base_dir):
+        return (working_dir or base_dir).resolve(), entrypoint, entrypoint
+    path = Path(target) if Path(target).is_absolute() else base_dir / target
+    path = path.resolve()
+    if not path.is_file():
+        raise EntrypointError(f"entrypoint file not found: {path}")
+    shipped = (working_dir or path.parent).resolve()
+    try:
+        relative = path.relative_to(shipped).as_posix()
+    except ValueError:
+        raise EntrypointError(
+            f"entrypoint {path} is not inside working_dir {shipped}; pass a working_dir "
+            "that contains it (it is what Ray ships to the cluster)"
+        ) from None
+    return shipped, relative + suffix, str(path) + suffix
+
+
+def _resolve_auto() -> str | None:
+    """Where ``address="auto"`` leads: ``$RAY_ADDRESS``, else the last ``ray start`` here."""
+    if os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"]
+    marker = Path(os.environ.get("RAY_TMPDIR") or "/tmp") / "ray" / "ray_current_cluster"
+    try:
+        return marker.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast, naming the address, when nothing listens at ``HOST:PORT``.
+
+    Ray itself retries an unreachable address for minutes, and ``"auto"`` follows a marker
+    file that ``ray start`` leaves behind even after that cluster stopped.
+    """
+    if address == "auto":
+        resolved = _resolve_auto()
+        if resolved is None:
+            raise RayClusterError(
+                "no Ray cluster for address 'auto': RAY_ADDRESS is unset and no `ray start` "
+                "cluster runs on this machine; start one with `ray start --head`, or pass "
+                "the head node's HOST:PORT"
+            )
+        try:
+            _check_reachable(resolved)
+        except RayClusterError as exc:
+            raise RayClusterError(f"address 'auto' resolved to {resolved!r}, but {exc}") from None
+        return
+    bare = address.removeprefix("ray://")
+    host, sep, port = bare.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_CHECK_TIMEOUT_SEC).close()
+    except OSError as exc:
+        raise RayClusterError(
+            f"no Ray cluster at {address!r} ({exc}); start one with `ray start --head` "
+            "(it prints the address to use) or pass the head node's HOST:PORT"
+        ) from None
+
+
+def _last_line(exc: BaseException) -> str:
+    """The gist of a Ray error: its last line, without Ray's generic troubleshooting advice."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    line = lines[-1] if lines else type(exc).__name__
+    return line.split(" Some common causes include")[0]
+
+
+def _restore_deadline_message(
+    outcome: ExecutionOutcome, limit: float | None, shipped: float | None, queued: float
+) -> ExecutionOutcome:
+    """Name the caller's limit and queue time in a workflow timeout, as LocalBackend would.
+
+    The actor was given what was left of the budget after queueing here, so its message
+    names that remainder; the caller configured ``limit``.
+    """
+    workflow = outcome.workflow
+    if (
+        limit is None
+        or shipped is None
+        or shipped == limit
+        or workflow.err_category is not RolloutErrorCategory.TIMEOUT
+        or (workflow.extra_fields or {}).get("phase") != "workflow"
+        or not workflow.err_message
+    ):
+        return outcome
+    prefix = f"workflow exceeded its {shipped}s deadline"
+    if not workflow.err_message.startswith(prefix):
+        return outcome  # the user's own TimeoutError keeps its message
+    rest = workflow.err_message[len(prefix) :]
+    match = _QUEUED_SUFFIX.fullmatch(rest)
+    if rest and match is None:
+        return outcome
+    queued_in_actor = float(match.group(1)) if match else 0.0
+    message = deadline_message("workflow", limit, queued + queued_in_actor)
+    return outcome.model_copy(
+        update={"workflow": workflow.model_copy(update={"err_message": message})}
+    )
+
+
+class RayBackend(ExecutionBackend):
+    """Execute rollouts on a pool of Ray actors (see the module docstring).
+
+    ``entrypoint`` is what ``osmosis-rollout serve`` takes (``path/to/main.py[:ATTR]`` or
+    ``package.module[:ATTR]``, relative to ``base_dir``, default the current directory).
+    ``actors`` defaults to the cluster's CPUs divided by ``num_cpus`` (each actor's CPU
+    reservation). ``max_concurrent`` caps rollouts per actor (default: the entrypoint's
+    workflow config, else 4). ``working_dir`` is shipped to the cluster (default: the
+    entrypoint file's directory, or ``base_dir`` for a module). ``runtime_env`` adds to Ray's
+    job runtime env (``pip``, ``env_vars``...). ``local_num_cpus`` sizes the private cluster
+    started when ``address`` is ``None``. ``artifact_root`` is where actors write artifacts
+    (on their own node). ``max_queue_depth`` bounds the rollouts waiting for an actor slot, so
+    ``has_capacity()`` turns false (a server answers 429).
+
+    :meth:`start` connects and waits for the actors; ``execute`` calls it if needed (blocking
+    the event loop while the pool starts), so call it first in long-lived processes.
+    """
+
+    def __init__(
+        self,
+        entrypoint: str,
+        *,
+        address: str | None = None,
+        actors: int | None = None,
+        max_concurrent: int | None = None,
+        num_cpus: float = 1.0,
+        working_dir: str | Path | None = None,
+        runtime_env: Mapping[str, Any] | None = None,
+        retry_lost: bool = False,
+        max_queue_depth: int | None = None,
+        artifact_root: str | Path | None = None,
+        base_dir: str | Path | None = None,
+        local_num_cpus: int | None = None,
+        log_to_driver: bool = True,
+        start_timeout_sec: float = DEFAULT_START_TIMEOUT_SEC,
+    ) -> None:
+        if actors is not None and actors < 1:
+            raise ValueError(f"actors must be >= 1, got {actors}")
+        if max_concurrent is not None and max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be >= 1 or None, got {max_concurrent}")
+        if num_cpus < 0:
+            raise ValueError(f"num_cpus must be >= 0, got {num_cpus}")
+        if max_queue_depth is not None and max_queue_depth < 0:
+            raise ValueError(f"max_queue_depth must be >= 0 or None, got {max_queue_depth}")
+        if start_timeout_sec <= 0:
+            raise ValueError(f"start_timeout_sec must be > 0, got {start_timeout_sec}")
+        self.entrypoint = entrypoint
+        self.address = address
+        self.actors = actors
+        self.max_concurrent = max_concurrent
+        self.num_cpus = num_cpus
+        self.runtime_env = dict(runtime_env or {})
+        self.retry_lost = retry_lost
+        self.max_queue_depth = max_queue_depth
+        self.local_num_cpus = local_num_cpus
+        self.log_to_driver = log_to_driver
+        self.start_timeout_sec = start_timeout_sec
+        base = Path(base_dir) if base_dir is not None else Path.cwd()
+        shipped, relative, fallback = _plan_shipping(
+            entrypoint, base, Path(working_dir) if working_dir is not None else None
+        )
+        self.working_dir = shipped
+        self._spec = ActorSpec(
+            entrypoint=relative,
+            fallback=fallback,
+            shipped=False,
+            max_concurrent=max_concurrent,
+            override_concurrency=max_concurrent is not None,
+            artifact_root=str(artifact_root) if artifact_root is not None else None,
+        )
+        self._ray_module: ModuleType | None = None
+        self._owns_connection = False
+        self._pool: list[_Actor] = []
+        self._started = False
+        self._waiting = 0
+        self._replacing: set[asyncio.Task[None]] = set()
+        self._cond: asyncio.Condition | None = None
+        self._cond_loop: asyncio.AbstractEventLoop | None = None
+        self._next_index = 0
+        self.actors_replaced = 0
+        self.rollouts_lost = 0
+        self.rollouts_retried = 0
+
+    # -- connection and pool ---------------------------------------------------------------
+
+    def _ray(self) -> ModuleType:
+        if self._ray_module is None:
+            self._ray_module = require_extra("ray", extra="ray")
+        return self._ray_module
+
+    def _connect(self) -> None:
+        ray = self._ray()
+        if ray.is_initialized():
+            # Someone in this process connected first (a trainer, a test): share it. Actors
+            # then import the entrypoint by absolute path, which needs a shared filesystem.
+            return
+        runtime_env = {"working_dir": str(self.working_dir), **self.runtime_env}
+        options: dict[str, Any] = {
+            "namespace": NAMESPACE,
+            "runtime_env": runtime_env,
+            "log_to_driver": self.log_to_driver,
+            "logging_level": logging.WARNING,
+        }
+        if self.address is None:
+            options.update(address="local", include_dashboard=False, num_cpus=self.local_num_cpus)
+        else:
+            _check_reachable(self.address)
+            options["address"] = self.address
+        try:
+            ray.init(**options)
+        except ConnectionError as exc:
+            raise RayClusterError(
+                f"no Ray cluster at {self.address!r}: {_last_line(exc)}; start one with "
+                "`ray start --head` or pass the head node's HOST:PORT"
+            ) from None
+        except getattr(ray.exceptions, "AuthenticationError", ()) as exc:
+            raise RayClusterError(
+                f"the Ray cluster at {self.address!r} refused this process: {_last_line(exc)} "
+                "(a `ray start` cluster with token auth needs RAY_AUTH_MODE=token and its "
+                "token here, in ~/.ray/auth_token or RAY_AUTH_TOKEN)"
+            ) from None
+        self._owns_connection = True
+
+    def _new_handle(self) -> Any:
+        ray = self._ray()
+        per_actor = self.max_concurrent or UNBOUNDED_ACTOR_CALLS
+        return (
+            ray.remote(RolloutActor)
+            .options(
+                num_cpus=self.num_cpus,
+                max_restarts=0,
+                max_concurrency=per_actor + CONTROL_CALLS,
+            )
+            .remote(self._spec)
+        )
+
+    def _adopt(self, handle: Any, info: Mapping[str, Any]) -> _Actor:
+        actor = _Actor(
+            index=self._next_index,
+            handle=handle,
+            pid=info.get("pid"),
+            node=info.get("node"),
+            max_concurrent=(
+                self.max_concurrent
+                if self.max_concurrent is not None
+                else info.get("max_concurrent")
+            ),
+        )
+        self._next_index += 1
+        return actor
+
+    def _actor_count(self) -> int:
+        if self.actors is not None:
+            return self.actors
+        cpus = float(self._ray().cluster_resources().get("CPU", 1.0))
+        per_actor = self.num_cpus if self.num_cpus > 0 else 1.0
+        return max(1, int(cpus // per_actor))
+
+    def start(self) -> RayBackend:
+        """Connect (or start a local cluster) and wait until every actor loaded the rollout.
+
+        Raises :class:`RayClusterError` when no cluster answers or the actors cannot be
+        placed in time, :class:`EntrypointError` when an actor cannot load the rollout, and
+        :class:`MissingExtraError` (with the install command) without Ray.
+        """
+        if self._started:
+            return self
+        self._connect()
+        self._spec = dataclasses.replace(self._spec, shipped=self._owns_connection)
+        ray = self._ray()
+        handles: list[Any] = []
+        try:
+            handles = [self._new_handle() for _ in range(self._actor_count())]
+            try:
+                infos = ray.get(
+                    [h.describe.remote() for h in handles], timeout=self.start_timeout_sec
+                )
+            except ray.exceptions.GetTimeoutError:
+                raise RayClusterError(
+                    f"{len(handles)} rollout actors (num_cpus={self.num_cpus} each) did not "
+                    f"start within {self.start_timeout_sec:g}s on the Ray cluster at "
+                    f"{self.address or 'local'}; available: {ray.available_resources()}. "
+                    "Use fewer actors or a smaller num_cpus, or add nodes"
+                ) from None
+            except ray.exceptions.RayActorError as exc:
+                raise EntrypointError(
+                    f"a Ray rollout actor could not load {self.entrypoint} (shipped from "
+                    f"{self.working_dir}): {_actor_failure(exc)}"
+                ) from None
+        except BaseException:
+            for handle in handles:
+                ray.kill(handle)
+            self._disconnect()
+            raise
+        self._pool = [self._adopt(h, info) for h, info in zip(handles, infos, strict=True)]
+        self._started = True
+        logger.info(
+            "ray backend: %d actors ready for %s (%s)",
+            len(self._pool),
+            self.entrypoint,
+            self.address or "local cluster",
+        )
+        return self
+
+    def _disconnect(self) -> None:
+        if self._owns_connection:
+            self._ray().shutdown()
+            self._owns_connection = False
+
+    def close(self) -> None:
+        """Kill the actors and, when this backend connected, disconnect from the cluster."""
+        for task in list(self._replacing):
+            task.cancel()
+        if self._ray_module is not None:
+            for actor in self._pool:
+                try:
+                    self._ray_module.kill(actor.handle)
+                except Exception:
+                    logger.debug("ray backend: killing actor %d failed", actor.index)
+        self._pool = []
+        self._started = False
+        self._disconnect()
+
+    async def shutdown(self) -> None:
+        """Release the actors after the server drained (see :meth:`close`)."""
+        self.close()
+
+    # -- slots -----------------------------------------------------------------------------
+
+    def _condition(self) -> asyncio.Condition:
+        """The slot condition, rebuilt when an idle backend is first used on a new loop."""
+        loop = asyncio.get_running_loop()
+        if self._cond is None or (
+            self._cond_loop is not loop and self._waiting == 0 and self._in_flight() == 0
+        ):
+            self._cond = asyncio.Condition()
+            self._cond_loop = loop
+        return self._cond
+
+    def _in_flight(self) -> int:
+        return sum(actor.in_flight for actor in self._pool)
+
+    async def _acquire(self) -> _Actor:
+        cond = self._condition()
+        async with cond:
+            self._waiting += 1
+            try:
+                while True:
+                    free = [
+                        a
+                        for a in self._pool
+                        if a.alive and (a.max_concurrent is None or a.in_flight < a.max_concurrent)
+                    ]
+                    if free:
+                        actor = min(free, key=lambda a: (a.in_flight, a.dispatched))
+                        actor.in_flight += 1
+                        actor.dispatched += 1
+                        return actor
+                    if not any(a.alive for a in self._pool) and not self._replacing:
+                        raise _NoActors()
+                    await cond.wait()
+            finally:
+                self._waiting -= 1
+
+    async def _release(self, actor: _Actor) -> None:
+        cond = self._condition()
+        async with cond:
+            actor.in_flight -= 1
+            cond.notify()
+
+    def _mark_lost(self, actor: _Actor, exc: BaseException) -> None:
+        """Take a dead actor out of dispatch and start its replacement (once per actor)."""
+        if not actor.alive:
+            return
+        actor.alive = False
+        logger.warning(
+            "ray backend: actor %d (pid %s on %s) died: %s",
+            actor.index,
+            actor.pid,
+            actor.node,
+            _last_line(exc),
+        )
+        try:
+            self._ray().kill(actor.handle)
+        except Exception:
+            pass
+        task = asyncio.get_running_loop().create_task(self._replace(actor))
+        self._replacing.add(task)
+        task.add_done_callback(self._replacing.discard)
+
+    async def _replace(self, dead: _Actor) -> None:
+        delay = 0.5
+        try:
+            for attempt in range(1, REPLACE_ATTEMPTS + 1):
+                handle = self._new_handle()
+                try:
+                    info = await asyncio.wait_for(
+                        handle.describe.remote(), timeout=self.start_timeout_sec
+                    )
+                except Exception as exc:
+                    logger.warning(
+                        "ray backend: replacement %d for actor %d failed: %s",
+                        attempt,
+                        dead.index,
+                        _last_line(exc),
+                    )
+                    self._ray().kill(handle)
+                    await asyncio.sleep(delay)
+                    delay *= 2
+                    continue
+                fresh = self._adopt(handle, info)
+                self._pool = [a for a in self._pool if a is not dead] + [fresh]
+                self.actors_replaced += 1
+                logger.info(
+                    "ray backend: actor %d (pid %s) replaces actor %d",
+                    fresh.index,
+                    fresh.pid,
+                    dead.index,
+                )
+                return
+            logger.error("ray backend: gave up replacing actor %d", dead.index)
+        finally:
+            # Wake waiters whatever happened: a new slot, or no actor left to wait for.
+            cond = self._condition()
+            async with cond:
+                self._replacing.discard(asyncio.current_task())  # type: ignore[arg-type]
+                cond.notify_all()
+
+    # -- ExecutionBackend ------------------------------------------------------------------
+
+    def has_capacity(self) -> bool:
+        """True unless ``max_queue_depth`` is set and that many rollouts already wait for a slot."""
+        if self.max_queue_depth is None:
+            return True
+        return self._waiting < self.max_queue_depth
+
+    def health(self) -> dict[str, Any]:
+        """LocalBackend's ``concurrency`` block summed over the pool, plus the pool itself."""
+        alive = [a for a in self._pool if a.alive]
+        limits = [a.max_concurrent for a in alive]
+        total = None if any(m is None for m in limits) else sum(m or 0 for m in limits)
+        health: dict[str, Any] = {
+            "status": "ok" if alive or not self._started else "degraded",
+            "concurrency": {
+                "max_concurrent": total,
+                "queued": self._waiting,
+                "running": self._in_flight(),
+            },
+            "ray": {
+                "address": self.address or "local",
+                "actors": [a.summary() for a in self._pool],
+                "actors_replaced": self.actors_replaced,
+                "rollouts_lost": self.rollouts_lost,
+                "rollouts_retried": self.rollouts_retried,
+            },
+        }
+        if self.max_queue_depth is not None:
+            health["max_queue_depth"] = self.max_queue_depth
+        return health
+
+    async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
+        """Run ``request`` on the least-loaded actor; one outcome, whatever happens to it."""
+        if not self._started:
+            self.start()
+        ctx = get_rollout_context() or RolloutContext(rollout_id=request.id)
+        context = {
+            "chat_completions_url": ctx.chat_completions_url,
+            "api_key": ctx.api_key,
+            "rollout_id": ctx.rollout_id or request.id,
+            "process_id": ctx.process_id,
+            "streaming": ctx.streaming,
+        }
+        enqueued = time.monotonic()
+        retried = False
+        redispatched = 0
+        while True:
+            try:
+                actor = await self._acquire()
+            except _NoActors:
+                self.rollouts_lost += 1
+                return _lost_outcome(None, "no rollout actor is alive in the pool", retried)
+            queued = time.monotonic() - enqueued
+            limit = request.agent_timeout_sec
+            shipped = None if limit is None else max(limit - queued, 0.0)
+            try:
+                outcome = await self._run_on(actor, request, shipped, context, ctx)
+            except _ActorLost as lost:
+                if not lost.started and redispatched < REDISPATCH_LIMIT:
+                    redispatched += 1
+                    continue
+                if self.retry_lost and not retried:
+                    retried = True
+                    self.rollouts_retried += 1
+                    continue
+                self.rollouts_lost += 1
+                return _lost_outcome(lost.actor, _last_line(lost.cause), retried)
+            finally:
+                await self._release(actor)
+            return _restore_deadline_message(outcome, limit, shipped, queued)
+
+    async def _run_on(
+        self,
+        actor: _Actor,
+        request: ExecutionRequest,
+        shipped: float | None,
+        context: dict[str, Any],
+        ctx: RolloutContext,
+    ) -> ExecutionOutcome:
+        if shipped != request.agent_timeout_sec:
+            request = request.model_copy(update={"agent_timeout_sec": shipped})
+        stream = actor.handle.execute.options(num_returns="streaming").remote(request, context)
+        reader = _Stream(self, actor, stream, ctx)
+        consumer = asyncio.ensure_future(reader.outcome())
+        try:
+            outcome = await asyncio.shield(consumer)
+        except asyncio.CancelledError:
+            return await self._cancel(actor, request.id, consumer)
+        if outcome is None:
+            # Cancelled inside the actor without our asking (its own shutdown): as cancelled.
+            raise asyncio.CancelledError()
+        return outcome
+
+    async def _cancel(
+        self, actor: _Actor, rollout_id: str, consumer: asyncio.Future[ExecutionOutcome | None]
+    ) -> ExecutionOutcome:
+        """Forward a cancellation to the actor; a workflow that swallows it still reports."""
+        try:
+            actor.handle.cancel.remote(rollout_id)
+        except Exception:
+            consumer.cancel()
+            raise asyncio.CancelledError() from None
+        try:
+            async with asyncio.timeout(CANCEL_GRACE_SEC):
+                outcome = await consumer
+        except BaseException:
+            consumer.cancel()
+            raise asyncio.CancelledError() from None
+        if outcome is None:
+            raise asyncio.CancelledError()
+        return outcome
+
+
+def _actor_failure(exc: BaseException) -> str:
+    """The user-facing part of an actor's construction error (the exception line)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if re.match(r"^[\w.]+(Error|Exception): ", line):
+            return line
+    return lines[-1] if lines else type(exc).__name__
+
+
+def _lost_outcome(actor: _Actor | None, cause: str, retried: bool) -> ExecutionOutcome:
+    where = (
+        f"the Ray actor running this rollout (pid {actor.pid} on {actor.node}) died"
+        if actor is not None
+        else "the rollout could not be placed"
+    )
+    message = f"{WORKER_LOST}: {where}: {cause}"
+    if retried:
+        message += " (after one retry on another actor)"
+    return ExecutionOutcome(
+        workflow=ExecutionResult(
+            status=RolloutStatus.FAILURE,
+            err_message=message,
+            err_category=RolloutErrorCategory.INTERNAL_ERROR,
+            extra_fields={
+                "phase": "workflow",
+                "cause": WORKER_LOST,
+                "actor_pid": actor.pid if actor is not None else None,
+                "actor_node": actor.node if actor is not None else None,
+                "retried": retried,
+            },
+        )
+    )
+
+
+__all__ = ["WORKER_LOST", "ActorSpec", "RayBackend", "RolloutActor"]
