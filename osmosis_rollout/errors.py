@@ -14,6 +14,7 @@
     └── RuntimeFailure              something failed while running
         ├── RolloutProtocolError    a rollout server answered outside the protocol
         ├── RolloutAdmissionTimeoutError  admission did not finish in time (also TimeoutError)
+        ├── RolloutAdmissionUnknownError  a failed POST may or may not have admitted the rollout
         ├── PolicyError             the policy behind the chat endpoint failed
         │   └── CassetteMissError   replay found no recording for a request
         └── ProviderRequestError    a judge's provider call failed (also RuntimeError)
@@ -109,6 +110,16 @@ class RolloutProtocolError(RuntimeFailure):
 
 class RolloutAdmissionTimeoutError(RuntimeFailure, TimeoutError):
     """Admission did not finish before its deadline; the lease will clean up a late admit."""
+
+
+class RolloutAdmissionUnknownError(RuntimeFailure):
+    """An admission POST failed after it may have reached the server, and a re-POST could not
+    settle it: the rollout may be running there under a lease this client never received
+    (the server ends it when that lease lapses). ``rollout_id`` names it."""
+
+    def __init__(self, message: str, *, rollout_id: str) -> None:
+        super().__init__(message)
+        self.rollout_id = rollout_id
 
 
 class PolicyError(RuntimeFailure):

@@ -1,8 +1,9 @@
 """The controller side of the remote-rollout protocol: admit rollouts, long-poll their results.
 
 ``RolloutClient`` plays the part the Osmosis training cluster plays in production (spec I.3):
-it POSTs ``/rollout`` (retrying 429 after ``Retry-After``), then hands back a
-``RolloutHandle`` whose background task long-polls ``GET /rollout/{id}/result`` under the
+it POSTs ``/rollout`` (``admission.py``: 429 retried after ``Retry-After``, a POST that
+never reached the server re-sent), then hands back a
+``RolloutHandle`` (``polling.py``) whose task long-polls ``GET /rollout/{id}/result`` under the
 polling lease until the rollout ends, retrying dropped reads and gateway errors within the
 lease. It works from any asyncio code, and many handles can share one client::
 
@@ -30,19 +31,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Generator, Iterator
-from time import monotonic
 from types import TracebackType
 from typing import Any, Final, Self
-from urllib.parse import quote
 
 import httpx
 from pydantic import ValidationError
 
-from osmosis_rollout.errors import RolloutAdmissionTimeoutError, RolloutProtocolError
+from osmosis_rollout.controller._responses import body_excerpt
+from osmosis_rollout.controller.admission import (
+    ADMISSION_RETRY_DELAYS_SEC,
+    ADMISSION_TIMEOUT_SEC,
+    admit,
+    retry_after_delay,
+)
+from osmosis_rollout.controller.polling import (
+    GATEWAY_RETRY_DELAYS_SEC,
+    RESULT_READ_GRACE_SEC,
+    TRANSPORT_RETRY_DELAYS_SEC,
+    RolloutHandle,
+    read_result,
+)
+from osmosis_rollout.errors import RolloutProtocolError
 from osmosis_rollout.types import (
-    POLLING_LEASE_HEADER,
-    TERMINAL_STATUSES,
     CancelRolloutsRequest,
     CancelRolloutsResponse,
     MessageDict,
@@ -50,13 +60,14 @@ from osmosis_rollout.types import (
     RolloutInitResponse,
     RolloutLifecycle,
     RolloutResultResponse,
-    RolloutStatus,
 )
 
 __all__ = [
+    "ADMISSION_RETRY_DELAYS_SEC",
     "ADMISSION_TIMEOUT_SEC",
     "CANCEL_TIMEOUT_SEC",
     "GATEWAY_RETRY_DELAYS_SEC",
+    "KEEPALIVE_EXPIRY_SEC",
     "RESULT_READ_GRACE_SEC",
     "TRANSPORT_RETRY_DELAYS_SEC",
     "RolloutClient",
@@ -66,215 +77,18 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ADMISSION_TIMEOUT_SEC: Final = 5.0
-"""httpx timeout of the client ``RolloutClient`` creates (so, of each admission POST)."""
-
-RESULT_READ_GRACE_SEC: Final = 10.0
-"""Added to the server's ``result_wait_timeout_sec`` to get each result read's timeout."""
-
 CANCEL_TIMEOUT_SEC: Final = 5.0
 """Bound on one ``POST /rollout/cancel``, applied by httpx and by asyncio."""
 
-TRANSPORT_RETRY_DELAYS_SEC: Final = (0.1, 0.5)
-"""Delays before re-reading a result after a dropped connection or a read timeout."""
+KEEPALIVE_EXPIRY_SEC: Final = 4.0
+"""How long the client ``RolloutClient`` creates keeps an idle connection for reuse.
 
-GATEWAY_RETRY_DELAYS_SEC: Final = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-"""Delays before re-reading a result after a 502, 503 or 504 (a gateway's own answer)."""
+Below uvicorn's default keep-alive timeout (5 s) and far below a served rollout app's
+(2160 s), so the client drops an idle connection before the server does and rarely sends
+on one the server is closing (a request that races such a close is re-sent: see
+``admission``)."""
 
-_RETRY_AFTER_DEFAULT_SEC: Final = 1.0
-_RETRY_AFTER_MIN_SEC: Final = 0.05
-_RETRY_AFTER_MAX_SEC: Final = 60.0
-_GATEWAY_STATUSES: Final = frozenset({502, 503, 504})
-_RETRIED_TRANSPORT_ERRORS: Final = (
-    httpx.RemoteProtocolError,
-    httpx.NetworkError,
-    httpx.ReadTimeout,
-)
 _IDLE_TOLERATED_STATUSES: Final = frozenset({408, 429})
-_PROGRESS_RANK: Final = {
-    RolloutStatus.QUEUED: 0,
-    RolloutStatus.RUNNING: 1,
-    RolloutStatus.GRADING: 2,
-    RolloutStatus.SUCCESS: 3,
-}
-
-
-def retry_after_delay(value: str | None) -> float:
-    """Seconds to wait before re-POSTing after a 429 whose ``Retry-After`` header is ``value``.
-
-    A number of seconds is clamped to [0.05, 60]; a missing, non-numeric (HTTP-date) or
-    non-finite value means 1.0 s, as the official client does.
-    """
-    if value is None:
-        return _RETRY_AFTER_DEFAULT_SEC
-    try:
-        seconds = float(value.strip())
-    except ValueError:
-        return _RETRY_AFTER_DEFAULT_SEC
-    if not math.isfinite(seconds):
-        return _RETRY_AFTER_DEFAULT_SEC
-    return min(max(seconds, _RETRY_AFTER_MIN_SEC), _RETRY_AFTER_MAX_SEC)
-
-
-def _body_excerpt(response: httpx.Response, limit: int = 200) -> str:
-    try:
-        text = response.text
-    except Exception:  # an undecodable body must not hide the real error
-        return ""
-    text = text.strip()
-    if not text:
-        return ""
-    return ": " + (text[:limit] + "..." if len(text) > limit else text)
-
-
-def _parse_admission(response: httpx.Response, rollout_id: str) -> RolloutInitResponse:
-    route = "POST /rollout"
-    if response.status_code != 202:
-        raise RolloutProtocolError(
-            f"{route} for rollout {rollout_id!r} answered {response.status_code} "
-            f"(only 202 admits and 429 is retried){_body_excerpt(response)}",
-            status_code=response.status_code,
-        )
-    try:
-        admission = RolloutInitResponse.model_validate(response.json())
-    except (ValueError, ValidationError) as exc:
-        raise RolloutProtocolError(
-            f"{route} for rollout {rollout_id!r} answered 202 with an invalid body: {exc}",
-            status_code=response.status_code,
-        ) from exc
-    if admission.rollout_id != rollout_id:
-        raise RolloutProtocolError(
-            f"{route} for rollout {rollout_id!r} answered 202 for rollout {admission.rollout_id!r}",
-            status_code=response.status_code,
-        )
-    return admission
-
-
-def _parse_result(response: httpx.Response, rollout_id: str) -> RolloutResultResponse:
-    route = f"GET /rollout/{rollout_id}/result"
-    if response.status_code != 200:
-        raise RolloutProtocolError(
-            f"{route} answered {response.status_code}{_body_excerpt(response)}",
-            status_code=response.status_code,
-        )
-    try:
-        result = RolloutResultResponse.model_validate(response.json())
-    except (ValueError, ValidationError) as exc:
-        raise RolloutProtocolError(
-            f"{route} answered 200 with an invalid body: {exc}",
-            status_code=response.status_code,
-        ) from exc
-    if result.rollout_id != rollout_id:
-        raise RolloutProtocolError(
-            f"{route} answered with the result of rollout {result.rollout_id!r}",
-            status_code=response.status_code,
-        )
-    return result
-
-
-class RolloutHandle:
-    """One admitted rollout, its result long-polled by a task that starts at construction.
-
-    ``await handle`` returns the terminal ``RolloutResultResponse`` (or raises the polling
-    error: ``RolloutProtocolError``, an httpx transport error once retries are spent, or
-    ``CancelledError`` after ``cancel()``). ``status`` and ``latest_result`` follow every
-    successful poll. Built by ``RolloutClient.run_rollout_async``; not meant to be
-    constructed directly.
-    """
-
-    def __init__(
-        self,
-        client: RolloutClient,
-        admission: RolloutInitResponse,
-        *,
-        lease_deadline: float,
-    ) -> None:
-        self.rollout_id: str = admission.rollout_id
-        self.admission: RolloutInitResponse = admission
-        self.status: RolloutStatus = admission.status
-        self.latest_result: RolloutResultResponse | None = None
-        self.lease_deadline: float = lease_deadline
-        """Monotonic time by which the server's lease lapses unless a poll renews it."""
-        self._client = client
-        self._changed = asyncio.Event()
-        self._polling_over = False
-        self._task: asyncio.Task[RolloutResultResponse] = asyncio.create_task(
-            self._poll(), name=f"osmosis-rollout-poll:{self.rollout_id}"
-        )
-
-    def __await__(self) -> Generator[Any, None, RolloutResultResponse]:
-        return self._task.__await__()
-
-    def __repr__(self) -> str:
-        return f"RolloutHandle(rollout_id={self.rollout_id!r}, status={self.status.value!r})"
-
-    @property
-    def task(self) -> asyncio.Task[RolloutResultResponse]:
-        """The polling task (for ``asyncio.wait`` and friends)."""
-        return self._task
-
-    def done(self) -> bool:
-        """True once polling has ended (terminal result, error or local cancel)."""
-        return self._task.done()
-
-    def cancel(self) -> bool:
-        """Stop polling locally. The server keeps running the rollout until its lease lapses.
-
-        Use ``RolloutClient.cancel_rollout`` to cancel the rollout itself.
-        """
-        return self._task.cancel()
-
-    async def wait_for_completion(self) -> RolloutResultResponse:
-        """Same as ``await handle``."""
-        return await self._task
-
-    async def wait_for_running(self) -> RolloutStatus:
-        """Wait until the rollout is running or further along; returns the status seen.
-
-        ``failure``/``cancelled`` count as reached. If polling ends first, returns the final
-        status or raises the polling error.
-        """
-        return await self._wait_for(RolloutStatus.RUNNING)
-
-    async def wait_for_grading(self) -> RolloutStatus:
-        """Wait until the rollout is grading or finished; returns the status seen.
-
-        A rollout admitted with ``grade=False`` never grades: this returns its terminal status.
-        """
-        return await self._wait_for(RolloutStatus.GRADING)
-
-    def _reached(self, target: RolloutStatus) -> bool:
-        if self.status in TERMINAL_STATUSES:
-            return True
-        rank = _PROGRESS_RANK.get(self.status)
-        return rank is not None and rank >= _PROGRESS_RANK[target]
-
-    async def _wait_for(self, target: RolloutStatus) -> RolloutStatus:
-        while not (self._reached(target) or self._polling_over):
-            await self._changed.wait()
-        if self._reached(target):
-            return self.status
-        return (await self._task).status
-
-    def _publish(self) -> None:
-        # A fresh event per change: every waiter wakes, re-checks, and waits on the next one.
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    async def _poll(self) -> RolloutResultResponse:
-        try:
-            while True:
-                result, self.lease_deadline = await self._client._read_result(
-                    self.admission, lease_deadline=self.lease_deadline
-                )
-                self.status = result.status
-                self.latest_result = result
-                self._publish()
-                if result.status in TERMINAL_STATUSES:
-                    return result
-        finally:
-            self._polling_over = True
-            self._publish()
 
 
 class RolloutClient:
@@ -321,7 +135,11 @@ class RolloutClient:
         self.owns_http_client: bool = http_client is None
         self.http_client: httpx.AsyncClient = http_client or httpx.AsyncClient(
             timeout=ADMISSION_TIMEOUT_SEC,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+            limits=httpx.Limits(
+                max_connections=None,
+                max_keepalive_connections=256,
+                keepalive_expiry=KEEPALIVE_EXPIRY_SEC,
+            ),
             follow_redirects=False,
         )
         self._auth: dict[str, str] = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -393,9 +211,13 @@ class RolloutClient:
         The request is validated locally first (``pydantic.ValidationError``). A 429 is
         retried after its ``Retry-After`` (see ``retry_after_delay``); any other non-202
         raises ``RolloutProtocolError`` at once, as does a 202 with an invalid body or another
-        rollout's id. Transport errors propagate. Past ``admission_timeout_sec`` this raises
-        ``RolloutAdmissionTimeoutError``; no cancel is sent, since a POST lost in flight may
-        have admitted the rollout and its lease will end it.
+        rollout's id. A POST that provably never reached the server (connect error, a
+        pooled connection closed under it) is re-sent; one that may have reached it is
+        re-sent once to find out, and a 409 then raises ``RolloutAdmissionUnknownError``
+        (see ``osmosis_rollout.controller.admission``). Other transport errors propagate.
+        Past ``admission_timeout_sec`` this raises ``RolloutAdmissionTimeoutError``; no
+        cancel is sent, since a POST lost in flight may have admitted the rollout and its
+        lease will end it.
         """
         request = RolloutInitRequest(
             initial_messages=initial_messages,
@@ -409,110 +231,33 @@ class RolloutClient:
             grader_timeout_sec=grader_timeout_sec,
             extra_fields=extra_fields,
         )
-        body = request.model_dump(mode="json")
-        in_flight = False
-        attempts = 0
-        scope = asyncio.timeout(self.admission_timeout_sec)
-        try:
-            async with scope:
-                while True:
-                    attempts += 1
-                    in_flight = True
-                    sent_at = monotonic()
-                    response = await self.http_client.post(
-                        f"{self.url}/rollout",
-                        json=body,
-                        headers=self._auth,
-                        follow_redirects=False,
-                    )
-                    in_flight = False
-                    if response.status_code != 429:
-                        admission = _parse_admission(response, rollout_id)
-                        return RolloutHandle(
-                            self,
-                            admission,
-                            lease_deadline=sent_at + admission.polling_lease_timeout_sec,
-                        )
-                    delay = retry_after_delay(response.headers.get("Retry-After"))
-                    logger.debug(
-                        "rollout %s: server at capacity (429), retrying in %.2fs",
-                        rollout_id,
-                        delay,
-                    )
-                    await asyncio.sleep(delay)
-        except TimeoutError as exc:
-            if not scope.expired():
-                raise
-            message = (
-                f"admission of rollout {rollout_id!r} to {self.url} did not finish within "
-                f"{self.admission_timeout_sec} s ({attempts} POST(s))"
-            )
-            if in_flight:
-                message += (
-                    "; a POST was in flight, so admission may have succeeded: the server "
-                    "ends such a rollout when its polling lease expires"
-                )
-            raise RolloutAdmissionTimeoutError(message) from exc
+        admitted = await admit(
+            self.http_client,
+            self.url,
+            request,
+            headers=self._auth,
+            timeout_sec=self.admission_timeout_sec,
+        )
+        return RolloutHandle(
+            self,
+            admitted.admission,
+            lease_deadline=admitted.sent_at + admitted.admission.polling_lease_timeout_sec,
+        )
 
     # -- results ---------------------------------------------------------------------------
 
     async def _read_result(
         self, admission: RolloutInitResponse, *, lease_deadline: float
     ) -> tuple[RolloutResultResponse, float]:
-        """One long poll, with read retries; returns the result and the renewed deadline."""
-        rollout_id = admission.rollout_id
-        url = f"{self.url}/rollout/{quote(rollout_id, safe='')}/result"
-        headers = {**self._auth, POLLING_LEASE_HEADER: admission.polling_lease_token}
-        read_timeout = admission.result_wait_timeout_sec + self.result_read_grace_sec
-        transport_delays: Iterator[float] = iter(TRANSPORT_RETRY_DELAYS_SEC)
-        gateway_delays: Iterator[float] = iter(GATEWAY_RETRY_DELAYS_SEC)
-        previous: Exception | None = None
-        attempt = 0
-        while True:
-            attempt += 1
-            # Once a read failed, nothing proves the lease was renewed: the remaining lease
-            # bounds every further attempt, and expiry surfaces the failure that caused it.
-            budget = None if previous is None else max(0.0, lease_deadline - monotonic())
-            scope = asyncio.timeout(budget)
-            error: Exception
-            try:
-                async with scope:
-                    sent_at = monotonic()
-                    response = await self.http_client.get(
-                        url, headers=headers, timeout=read_timeout, follow_redirects=False
-                    )
-            except TimeoutError as exc:
-                if previous is not None and scope.expired():
-                    raise previous from exc
-                raise
-            except _RETRIED_TRANSPORT_ERRORS as exc:
-                error, delay = exc, next(transport_delays, None)
-            else:
-                try:
-                    result = _parse_result(response, rollout_id)
-                except RolloutProtocolError as exc:
-                    if exc.status_code not in _GATEWAY_STATUSES:
-                        raise
-                    error, delay = exc, next(gateway_delays, None)
-                else:
-                    # Renewal happens when the request arrives, so the new deadline counts
-                    # from when it was sent, not from when the long poll answered.
-                    return result, sent_at + admission.polling_lease_timeout_sec
-            if delay is None or monotonic() + delay + read_timeout >= lease_deadline:
-                raise error
-            logger.warning(
-                "rollout %s: result read %d failed (%s); retrying in %.2fs",
-                rollout_id,
-                attempt,
-                error.__class__.__name__
-                if not isinstance(error, RolloutProtocolError)
-                else f"HTTP {error.status_code}",
-                delay,
-            )
-            await asyncio.sleep(delay)
-            if monotonic() + read_timeout >= lease_deadline:
-                raise error
-            previous = error
+        """One long poll for a handle (see :func:`~osmosis_rollout.controller.polling.read_result`)."""
+        return await read_result(
+            self.http_client,
+            self.url,
+            admission,
+            headers=self._auth,
+            lease_deadline=lease_deadline,
+            read_grace_sec=self.result_read_grace_sec,
+        )
 
     # -- cancel, health, idle --------------------------------------------------------------
 
@@ -547,7 +292,7 @@ class RolloutClient:
             )
         if response.status_code != 200:
             raise RolloutProtocolError(
-                f"POST /rollout/cancel answered {response.status_code}{_body_excerpt(response)}",
+                f"POST /rollout/cancel answered {response.status_code}{body_excerpt(response)}",
                 status_code=response.status_code,
             )
         try:
@@ -565,7 +310,7 @@ class RolloutClient:
         )
         if response.status_code != 200:
             raise RolloutProtocolError(
-                f"GET /health answered {response.status_code}{_body_excerpt(response)}",
+                f"GET /health answered {response.status_code}{body_excerpt(response)}",
                 status_code=response.status_code,
             )
         try:

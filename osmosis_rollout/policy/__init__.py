@@ -6,9 +6,12 @@ Three kinds behind one interface (``async def complete(ChatRequest) -> ChatReply
 - a real model through LiteLLM (:class:`LiteLLMPolicy`);
 - record and replay of any policy into JSON cassettes (:class:`RecordingPolicy`).
 
-The HTTP endpoint serving them is :class:`osmosis_rollout.controller.PolicyServer`.
-Nothing here imports litellm or fastapi at import time.
+The HTTP endpoint serving them is :class:`PolicyServer` (``endpoint.py``; also importable
+from ``osmosis_rollout.controller``). Nothing here imports litellm or fastapi at import
+time: ``PolicyServer`` is loaded when first accessed.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from osmosis_rollout.errors import CassetteMissError, PolicyError
 from osmosis_rollout.policy.accounting import CallRecord, Cost, RolloutCallLog, TokenPrices
@@ -27,6 +30,9 @@ from osmosis_rollout.policy.types import (
     estimate_usage,
 )
 
+if TYPE_CHECKING:
+    from osmosis_rollout.policy.endpoint import PolicyServer
+
 __all__ = [
     "CallRecord",
     "CassetteMissError",
@@ -37,6 +43,7 @@ __all__ = [
     "LiteLLMPolicy",
     "Policy",
     "PolicyError",
+    "PolicyServer",
     "RecordMode",
     "RecordingPolicy",
     "RolloutCallLog",
@@ -50,3 +57,12 @@ __all__ = [
     "estimate_usage",
     "normalise_request",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: the endpoint needs FastAPI and uvicorn (the ``server`` extra).
+    if name == "PolicyServer":
+        from osmosis_rollout.policy.endpoint import PolicyServer
+
+        return PolicyServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

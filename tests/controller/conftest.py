@@ -131,7 +131,15 @@ def serve() -> Callable[[Any], contextlib.AbstractContextManager[str]]:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+            uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=port,
+                log_level="warning",
+                lifespan="on",
+                timeout_keep_alive=75,
+                timeout_graceful_shutdown=5,
+            )
         )
         thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
         thread.start()
@@ -146,6 +154,9 @@ def serve() -> Callable[[Any], contextlib.AbstractContextManager[str]]:
         finally:
             server.should_exit = True
             thread.join(timeout=30)
+            if thread.is_alive():
+                server.force_exit = True
+                thread.join(timeout=10)
             assert not thread.is_alive(), "uvicorn did not stop"
 
     return run

@@ -13,8 +13,12 @@ import respx
 from pydantic import ValidationError
 
 from osmosis_rollout.controller import RolloutClient
-from osmosis_rollout.controller.client import retry_after_delay
-from osmosis_rollout.errors import RolloutAdmissionTimeoutError, RolloutProtocolError
+from osmosis_rollout.controller.client import ADMISSION_RETRY_DELAYS_SEC, retry_after_delay
+from osmosis_rollout.errors import (
+    RolloutAdmissionTimeoutError,
+    RolloutAdmissionUnknownError,
+    RolloutProtocolError,
+)
 
 if TYPE_CHECKING:
     from tests.controller.conftest import Wire
@@ -165,13 +169,58 @@ async def test_202_with_an_invalid_body_is_a_protocol_error(
     assert not poll.called
 
 
-async def test_transport_errors_on_admission_propagate(
+async def test_connect_errors_on_admission_are_retried_then_propagate(
     router: respx.MockRouter, client: RolloutClient
 ) -> None:
     post = router.post("/rollout").mock(side_effect=httpx.ConnectError("refused"))
     with pytest.raises(httpx.ConnectError):
         await client.run_rollout_async(MESSAGES, POLICY, "r1")
-    assert post.call_count == 1
+    assert post.call_count == 1 + len(ADMISSION_RETRY_DELAYS_SEC)
+
+
+async def test_a_connect_error_then_a_202_admits(
+    router: respx.MockRouter, client: RolloutClient, wire: type[Wire]
+) -> None:
+    post = router.post("/rollout").mock(
+        side_effect=[httpx.ConnectError("refused"), wire.admitted("r1")]
+    )
+    router.get("/rollout/r1/result").mock(return_value=wire.result("r1"))
+    handle = await client.run_rollout_async(MESSAGES, POLICY, "r1")
+    assert (await handle).status == "success"
+    assert post.call_count == 2
+
+
+async def test_an_ambiguous_failure_then_409_is_a_named_error(
+    router: respx.MockRouter, client: RolloutClient
+) -> None:
+    already = httpx.Response(409, json={"detail": "rollout_id is already registered"})
+    post = router.post("/rollout").mock(side_effect=[httpx.ReadError("reset"), already])
+    with pytest.raises(RolloutAdmissionUnknownError) as caught:
+        await client.run_rollout_async(MESSAGES, POLICY, "r1")
+    assert caught.value.rollout_id == "r1"
+    assert "answered 409" in str(caught.value)
+    assert "cancel_rollout" in str(caught.value)
+    assert isinstance(caught.value.__cause__, httpx.ReadError)
+    assert post.call_count == 2
+
+
+async def test_an_ambiguous_failure_then_202_admits(
+    router: respx.MockRouter, client: RolloutClient, wire: type[Wire]
+) -> None:
+    router.post("/rollout").mock(side_effect=[httpx.ReadTimeout("slow"), wire.admitted("r1")])
+    router.get("/rollout/r1/result").mock(return_value=wire.result("r1"))
+    handle = await client.run_rollout_async(MESSAGES, POLICY, "r1")
+    assert (await handle).status == "success"
+
+
+async def test_two_ambiguous_failures_are_a_named_error(
+    router: respx.MockRouter, client: RolloutClient
+) -> None:
+    router.post("/rollout").mock(
+        side_effect=[httpx.ReadError("reset"), httpx.RemoteProtocolError("cut")]
+    )
+    with pytest.raises(RolloutAdmissionUnknownError, match="re-POST failed too"):
+        await client.run_rollout_async(MESSAGES, POLICY, "r1")
 
 
 async def test_admission_deadline_with_a_post_in_flight_says_it_may_have_succeeded(

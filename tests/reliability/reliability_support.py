@@ -44,7 +44,10 @@ def uvicorn_thread(app: Any, *, stop_timeout: float = 30.0) -> Iterator[str]:
         port=port,
         log_level="warning",
         lifespan="on",
-        timeout_keep_alive=5,
+        # Well past the client's keep-alive expiry (4 s): the server never closes a pooled
+        # connection a client is about to reuse (issue 13, defect 6).
+        timeout_keep_alive=75,
+        timeout_graceful_shutdown=5,
         backlog=2048,
     )
     server = uvicorn.Server(config)
@@ -61,6 +64,9 @@ def uvicorn_thread(app: Any, *, stop_timeout: float = 30.0) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=stop_timeout)
+        if thread.is_alive():
+            server.force_exit = True
+            thread.join(timeout=10)
         assert not thread.is_alive(), "uvicorn did not stop"
 
 

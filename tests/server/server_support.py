@@ -150,8 +150,16 @@ def free_port() -> int:
 def uvicorn_thread(app: Any) -> Iterator[str]:
     """Serve ``app`` with uvicorn on loopback in a thread; yield its base URL; stop on exit."""
     port = free_port()
+    # Keep-alive well past the client's (4 s) so the server never closes a connection a
+    # client is about to reuse; a bounded graceful stop so the thread always ends.
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_keep_alive=5
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_keep_alive=75,
+        timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -166,6 +174,9 @@ def uvicorn_thread(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+        if thread.is_alive():
+            server.force_exit = True
+            thread.join(timeout=10)
         assert not thread.is_alive(), "uvicorn did not stop"
 
 
