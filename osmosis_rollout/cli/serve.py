@@ -7,6 +7,10 @@ an app the entrypoint built with ``create_rollout_server``. Uvicorn runs with
 ``timeout_keep_alive=2160`` so idle keep-alive connections outlive the platform load
 balancer's 2100 s idle timeout.
 
+``--backend ray`` keeps admission, leases and long polls in this process and runs the
+rollouts on a Ray cluster (``--ray-address``: ``auto``, ``HOST:PORT``; default a local
+cluster started here), on ``--ray-actors`` actors that each import the entrypoint.
+
 SIGTERM (or SIGINT) starts a staged drain: new rollouts get 503 with ``Retry-After`` while
 result polls and cancels are still served, until every finished result has been fetched
 or ``--drain-timeout`` passes; then the process exits 0. A second signal stops at once.
@@ -89,6 +93,7 @@ def add_parser(subparsers: Any) -> None:
             f"one was fetched (default {DEFAULT_DRAIN_TIMEOUT_SEC:g}; 0 stops at once)"
         ),
     )
+    _add_ray_options(parser)
     for option in _TIMING_OPTIONS:
         parser.add_argument(
             "--" + option.replace("_", "-"),
@@ -98,6 +103,43 @@ def add_parser(subparsers: Any) -> None:
             help="server timing override",
         )
     parser.set_defaults(handler=run)
+
+
+def _add_ray_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where rollouts run: in this process (default) or on a Ray cluster",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDRESS",
+        help="with --backend ray: 'auto', HOST:PORT or ray://HOST:PORT (default: a local cluster)",
+    )
+    parser.add_argument(
+        "--ray-actors",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --backend ray: rollout actors in the pool (default: one per cluster CPU)",
+    )
+
+
+def _ray_app(args: argparse.Namespace, api_key: str | None, options: dict[str, Any]) -> Any:
+    """``--backend ray``: this process serves the wire; a RayBackend runs the rollouts."""
+    from osmosis_rollout.backend.ray import RayBackend
+    from osmosis_rollout.errors import UsageError
+    from osmosis_rollout.server.app import create_rollout_server
+
+    backend = RayBackend(args.entrypoint, address=args.ray_address, actors=args.ray_actors)
+    backend.start()
+    try:
+        return create_rollout_server(backend=backend, api_key=api_key, **options)
+    except TypeError as exc:
+        backend.close()
+        raise UsageError(f"{_flags(options)}: {exc}") from exc
 
 
 def _ignore_signal(signum: int, frame: FrameType | None) -> None:
@@ -132,6 +174,11 @@ def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
     api_key = args.api_key if args.api_key is not None else os.environ.get(SERVER_API_KEY_ENV)
     auth = ControllerAuth(api_key or None)
     options = _server_options(args)
+    if getattr(args, "backend", "local") == "ray":
+        ray_app = _ray_app(args, auth.api_key, options)
+        return ray_app, f"{args.entrypoint} on Ray ({args.ray_address or 'local cluster'})"
+    if getattr(args, "ray_address", None) or getattr(args, "ray_actors", None):
+        raise UsageError("--ray-address and --ray-actors need --backend ray")
     loaded = load_entrypoint(args.entrypoint, base_dir=Path.cwd())
     if loaded.app is not None:
         app: Any = loaded.app

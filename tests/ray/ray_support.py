@@ -121,6 +121,18 @@ class GatedPolicy:
             time.sleep(0.02)
 
 
+class SwitchablePolicy:
+    """Multiplies; while a gate is installed, calls wait on it (for in-flight tests)."""
+
+    def __init__(self) -> None:
+        self.gate: GatedPolicy | None = None
+
+    async def __call__(self, request: Any) -> str:
+        if self.gate is not None:
+            return await self.gate(request)
+        return multiply_policy(request)
+
+
 def question(i: int) -> tuple[list[dict[str, Any]], str]:
     """Row ``i``: a multiplication prompt and its label."""
     a, b = i % 17 + 2, i % 13 + 3

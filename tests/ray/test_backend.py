@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_support import GatedPolicy, RayCluster, multiply_policy, question
+from ray_support import GatedPolicy, RayCluster, SwitchablePolicy, question
 
 from osmosis_rollout import ExecutionRequest, LocalBackend, RolloutContext, RolloutStatus
 from osmosis_rollout.backend.ray import WORKER_LOST, RayBackend
@@ -25,18 +25,6 @@ from osmosis_rollout.errors import EntrypointError
 from osmosis_rollout.types import ExecutionOutcome, RolloutErrorCategory
 
 pytestmark = pytest.mark.timeout(300)
-
-
-class SwitchablePolicy:
-    """Multiplies; while a gate is installed, calls wait on it (for in-flight tests)."""
-
-    def __init__(self) -> None:
-        self.gate: GatedPolicy | None = None
-
-    async def __call__(self, request: Any) -> str:
-        if self.gate is not None:
-            return await self.gate(request)
-        return multiply_policy(request)
 
 
 @pytest.fixture(scope="module")

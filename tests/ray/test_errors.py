@@ -5,6 +5,7 @@ No cluster is started here: these are the cases where there is none to reach.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -72,3 +73,26 @@ def test_an_entrypoint_outside_the_working_dir_is_refused(
 def test_bad_pool_sizes_are_rejected(rollout_dir: Path, option: str, value: float) -> None:
     with pytest.raises(ValueError, match=option):
         RayBackend(str(rollout_dir / "main.py"), **{option: value})  # type: ignore[arg-type]
+
+
+def _serve(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "osmosis_rollout.cli", "serve", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_serve_with_no_cluster_at_the_address_exits_2_naming_it(rollout_dir: Path) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    done = _serve("main.py", "--backend", "ray", "--ray-address", address, cwd=rollout_dir)
+    assert done.returncode == 2, done.stderr
+    assert f"osmosis-rollout serve: error: no Ray cluster at '{address}'" in done.stderr
+
+
+def test_serve_refuses_ray_options_without_the_ray_backend(rollout_dir: Path) -> None:
+    done = _serve("main.py", "--ray-actors", "2", cwd=rollout_dir)
+    assert done.returncode == 2
+    assert "--ray-address and --ray-actors need --backend ray" in done.stderr

@@ -16,8 +16,18 @@ from typing import Any
 import httpx
 from helpers import grade_answer
 
-from osmosis_rollout import AgentWorkflow, AgentWorkflowContext, Grader, GraderContext
+from osmosis_rollout import (
+    AgentWorkflow,
+    AgentWorkflowConfig,
+    AgentWorkflowContext,
+    ConcurrencyConfig,
+    Grader,
+    GraderContext,
+)
 from osmosis_rollout.context import get_rollout_context
+
+config = AgentWorkflowConfig(name="ray-test", concurrency=ConcurrencyConfig(max_concurrent=10))
+"""Ten rollouts per actor unless the pool says otherwise."""
 
 
 class RayTestWorkflow(AgentWorkflow[Any]):
