@@ -19,9 +19,9 @@ Three ways to grade with a judge:
 - ``rubric_grader("Is the answer correct and explained?", policy=...)`` or a subclass of
   :class:`RubricGrader` setting ``rubric``: a ready :class:`~osmosis_rollout.grader.Grader`;
 - ``@osmosis_rubric`` on ``[async] def f(solution_str: str, ground_truth: str | None,
-  extra_info: dict | None = None) -> float`` that calls :func:`evaluate_rubric` itself, then
-  ``f.as_grader()``: the portable scoring-function shape, which unlike ``@osmosis_reward`` may be
-  ``async def`` and may receive ``ground_truth=None`` (rows without a label);
+  extra_info: dict) -> float`` that calls :func:`evaluate_rubric` itself, then
+  ``f.as_grader()``: the portable scoring-function shape, which unlike ``@osmosis_reward`` may
+  receive ``ground_truth=None`` (rows without a label);
 - :func:`evaluate_rubric` (or :func:`evaluate_rubric_sync` from plain ``def`` code running
   outside an event loop, e.g. a plain ``def grade``) inside any grader.
 """
@@ -50,8 +50,9 @@ from osmosis_rollout.errors import (
 )
 from osmosis_rollout.grader import Grader
 from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy, as_policy
-from osmosis_rollout.rewards import AsyncRewardFunction, RewardFunction, SignatureRule
+from osmosis_rollout.rewards import AsyncRewardFunction, RewardFunction
 from osmosis_rollout.sample_text import first_user_text, last_assistant_text
+from osmosis_rollout.signatures import RUBRIC_RULE, is_async_callable
 from osmosis_rollout.types import RolloutSample
 
 __all__ = [
@@ -75,13 +76,6 @@ DEFAULT_JUDGE_MODEL = "openai/gpt-5-mini"
 
 #: The rollout id judge calls carry, so a scripted or recorded judge can tell them apart.
 JUDGE_ROLLOUT_ID = "judge"
-
-RUBRIC_RULE = SignatureRule(
-    decorator="@osmosis_rubric",
-    ground_truth="str | None",
-    ground_truth_may_be_none=True,
-    allow_async=True,
-)
 
 _JSON_OBJECT_FORMAT: dict[str, Any] = {"type": "json_object"}
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -310,10 +304,11 @@ def osmosis_rubric(
 ):
     """Check a rubric scoring function's signature and wrap it (``@osmosis_rubric``).
 
-    ``[async] def f(solution_str: str, ground_truth: str | None, extra_info: dict | None = None)
-    -> float``: the same rules as ``@osmosis_reward`` except that ``async def`` is allowed and
-    ``ground_truth`` may be annotated ``str | None`` (it is ``None`` for rows without a label).
-    The returned object is called like ``f`` (its score is checked) and has ``.as_grader()``.
+    ``[async] def f(solution_str: str, ground_truth: str | None, extra_info: dict, **kwargs)
+    -> float``: ``ground_truth`` may be ``None`` (rows without a label) and ``extra_info`` needs
+    no default, as in the official SDK; see :mod:`osmosis_rollout.signatures`. The returned
+    object is called like ``f`` (its arguments and score are checked, a ``data_source=`` it
+    cannot take is dropped) and has ``.as_grader()``.
     """
     if fn is None:
         return _wrap_rubric
@@ -322,9 +317,7 @@ def osmosis_rubric(
 
 def _wrap_rubric(fn: Callable[..., Any]) -> RewardFunction | AsyncRewardFunction:
     # Also true of an already-wrapped AsyncRewardFunction, whose __call__ is async.
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - callable instances
-    ):
+    if is_async_callable(fn):
         return AsyncRewardFunction(fn, RUBRIC_RULE)
     return RewardFunction(fn, RUBRIC_RULE)
 

@@ -429,19 +429,19 @@ async def test_osmosis_rubric_passes_none_for_a_row_without_a_label() -> None:
 
 
 def test_osmosis_rubric_misuse_names_its_own_expected_signature() -> None:
+    @osmosis_rubric
+    async def bad(answer: str, ground_truth: str | None) -> str:
+        return "1"
+
     with pytest.raises(RewardSignatureError) as caught:
-
-        @osmosis_rubric
-        async def bad(answer: str, ground_truth: str | None) -> str:
-            return "1"
-
+        bad.as_grader()
     message = str(caught.value)
     assert message.startswith("@osmosis_rubric: bad(answer: str, ground_truth: str | None) -> str")
     assert "parameter 1 is named 'answer'; expected 'solution_str'" in message
-    assert "the return is annotated 'str'; expected 'float'" in message
+    assert "parameter 3 'extra_info' is missing" in message
     assert (
         "expected: [async] def bad(solution_str: str, ground_truth: str | None, "
-        "extra_info: dict | None = None) -> float" in message
+        "extra_info: dict, **kwargs) -> float" in message
     )
 
 
