@@ -1,0 +1,137 @@
+"""Problems found in a dataset, collected into one :class:`~osmosis_rollout.errors.DatasetError`."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from osmosis_rollout.errors import DatasetError
+
+__all__ = [
+    "MAX_REPORTED_ERRORS",
+    "TRUNCATED_NOTE",
+    "Collector",
+    "Fatal",
+    "Problem",
+    "combine",
+    "counted",
+    "indent_continuations",
+    "json_type",
+    "path_text",
+    "short_columns",
+    "suggest",
+    "without_path",
+]
+
+MAX_REPORTED_ERRORS = 5
+TRUNCATED_NOTE = f"... (showing first {MAX_REPORTED_ERRORS} errors)"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    message: str
+    row: int | None = None
+    column: str | None = None
+    fix: str | None = None
+
+    def error(self, path: str) -> DatasetError:
+        return DatasetError(self.message, path=path, row=self.row, column=self.column, fix=self.fix)
+
+
+class Fatal(Exception):
+    """Reading cannot go on (the file, header or schema is unusable)."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+class Collector:
+    """Keeps the first few problems; reports whether one more was seen."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.problems: list[Problem] = []
+        self.truncated = False
+
+    @property
+    def full(self) -> bool:
+        return self.truncated
+
+    def add(self, problem: Problem) -> None:
+        if len(self.problems) < MAX_REPORTED_ERRORS:
+            self.problems.append(problem)
+        else:
+            self.truncated = True
+
+    def extend(self, problems: Iterable[Problem]) -> None:
+        for problem in problems:
+            self.add(problem)
+
+    def errors(self) -> list[DatasetError]:
+        return [problem.error(self.path) for problem in self.problems]
+
+
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def indent_continuations(text: str) -> str:
+    return text.replace("\n", "\n    ")
+
+
+def without_path(error: DatasetError, path: str) -> str:
+    """The error's text minus the leading file name, for lists under a heading that has it."""
+    text = str(error)
+    for prefix in (f"{path}, ", f"{path}: "):
+        if text.startswith(prefix):
+            return text[len(prefix) :]
+    return text
+
+
+def combine(path: str, errors: list[DatasetError], truncated: bool) -> DatasetError:
+    if len(errors) == 1 and not truncated:
+        return errors[0]
+    lines = [f"{counted(len(errors), 'problem')} in this dataset:"]
+    for error in errors:
+        lines.append(f"  - {indent_continuations(without_path(error, path))}")
+    if truncated:
+        lines.append(f"  {TRUNCATED_NOTE}")
+    return DatasetError("\n".join(lines), path=path)
+
+
+def suggest(name: str, candidates: Iterable[str]) -> str:
+    names = [str(candidate) for candidate in candidates]
+    matches = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    lowered = {candidate.lower(): candidate for candidate in names}
+    match = lowered.get(name.lower()) or (matches[0] if matches else None)
+    return f" (found {match!r}: column names are case-sensitive)" if match else ""
+
+
+def short_columns(columns: Iterable[str]) -> str:
+    names = sorted(columns)
+    shown = ", ".join(repr(name) for name in names[:8])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > 8 else "") if names else "none"
+
+
+def path_text(path: str | Path) -> str:
+    return str(path)
+
+
+def json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, list | tuple):
+        return "array"
+    return type(value).__name__
