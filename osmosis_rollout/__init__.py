@@ -1,6 +1,8 @@
 """osmosis_rollout: write, run and serve Osmosis agent rollouts.
 
-A drop-in for ``osmosis_ai.rollout`` (same module paths and names). This package never
+A drop-in for ``osmosis_ai.rollout`` (same module paths and names, except the Harbor backend
+and the official SDK's internals: tests/core/test_official_name_parity.py lists them) and for
+``osmosis_ai``'s rubric API (``evaluate_rubric``, ``RubricResult`` and its errors). This package never
 imports pytest, and nothing imported here pulls in openai-agents, strands, litellm,
 fastapi or pyarrow: those load where they are used.
 """

@@ -94,6 +94,8 @@ def test_names_are_the_same_objects_on_every_path() -> None:
     [
         "import osmosis_rollout",
         "import osmosis_rollout.backend.local, osmosis_rollout.context, osmosis_rollout.types",
+        "import osmosis_rollout.client, osmosis_rollout.trajectory, osmosis_rollout.rubric",
+        "import osmosis_rollout.dataset, osmosis_rollout.rewards",
     ],
 )
 def test_importing_the_runtime_loads_no_heavy_or_test_dependency(statement: str) -> None:
