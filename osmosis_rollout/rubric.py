@@ -33,7 +33,6 @@ import inspect
 import json
 import logging
 import math
-import os
 import re
 import sys
 from collections.abc import Callable, Coroutine, Mapping
@@ -45,10 +44,15 @@ from osmosis_rollout.errors import (
     JudgeError,
     MissingAPIKeyError,
     ModelNotFoundError,
-    PolicyError,
     ProviderRequestError,
 )
 from osmosis_rollout.grader import Grader
+from osmosis_rollout.judge_provider import (
+    DEFAULT_JUDGE_MODEL,
+    JudgeProvider,
+    call_provider,
+    resolve_api_key,
+)
 from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy, as_policy
 from osmosis_rollout.rewards import AsyncRewardFunction, RewardFunction
 from osmosis_rollout.sample_text import first_user_text, last_assistant_text
@@ -72,7 +76,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_JUDGE_MODEL = "openai/gpt-5-mini"
 
 #: The rollout id judge calls carry, so a scripted or recorded judge can tell them apart.
 JUDGE_ROLLOUT_ID = "judge"
@@ -188,10 +191,10 @@ async def evaluate_rubric(
     request_params: dict[str, Any] = {}
     if response_format is not None:
         request_params["response_format"] = response_format
-    target: _Provider | None = None
+    target: JudgeProvider | None = None
     if policy is None:
-        target = _Provider.of(model)
-        key = _api_key(target, api_key, params)
+        target = JudgeProvider.of(model)
+        key = resolve_api_key(target, api_key, params)
         if key is not None:
             params["api_key"] = key
         params["timeout"] = (
@@ -231,7 +234,7 @@ async def evaluate_rubric(
             async with asyncio.timeout(call_timeout):
                 reply = await judge.complete(request)
         else:
-            reply = await _call_provider(judge, request, target, "api_key" in params)
+            reply = await call_provider(judge, request, target, "api_key" in params)
         raw = _reply_text(reply)
         try:
             verdict = parse_verdict(raw)
@@ -430,63 +433,6 @@ def rubric_grader(
     return cast(type[RubricGrader], type(name, (RubricGrader,), namespace))
 
 
-# The environment variable each provider's key is read from (LiteLLM reads the same ones).
-_PROVIDER_KEY_ENV = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "xai": "XAI_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-    "google": "GEMINI_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
-    "cerebras": "CEREBRAS_API_KEY",
-    "azure": "AZURE_API_KEY",
-    "bedrock": "AWS_ACCESS_KEY_ID",
-    "vertex_ai": "GOOGLE_APPLICATION_CREDENTIALS",
-}
-# Bare model-name prefixes and the provider they imply.
-_BARE_PREFIXES = (
-    (("gpt-", "o1-", "o3-", "o4-"), "openai"),
-    (("claude",), "anthropic"),
-    (("gemini",), "gemini"),
-    (("grok",), "xai"),
-)
-DEFAULT_JUDGE_TIMEOUT_SEC = 30.0
-# Slower providers get longer, as in the official SDK.
-_PROVIDER_TIMEOUT_SEC = {"xai": 45.0, "gemini": 45.0, "cerebras": 60.0, "openrouter": 60.0}
-
-
-@dataclass(frozen=True)
-class _Provider:
-    """Where a LiteLLM judge call goes: provider, model ids and default timeout."""
-
-    name: str
-    bare_model: str
-    litellm_model: str
-    timeout: float
-
-    @classmethod
-    def of(cls, model: str) -> _Provider:
-        if not isinstance(model, str) or not model.strip():
-            raise ValueError(f"model must be a LiteLLM model id such as {DEFAULT_JUDGE_MODEL!r}")
-        model = model.strip()
-        if "/" in model:
-            name, bare = model.split("/", 1)
-            name = name.lower()
-            litellm_model = model
-        else:
-            lowered = model.lower()
-            name = next(
-                (provider for prefixes, provider in _BARE_PREFIXES if lowered.startswith(prefixes)),
-                "",
-            )
-            bare = model
-            litellm_model = f"{name}/{model}" if name else model
-        timeout = _PROVIDER_TIMEOUT_SEC.get(name, DEFAULT_JUDGE_TIMEOUT_SEC)
-        if name == "xai" and bare.lower().startswith("grok-4"):
-            timeout = 60.0
-        return cls(name=name, bare_model=bare, litellm_model=litellm_model, timeout=timeout)
-
-
 def _one_solution(solution: str | None, solution_str: str | None) -> Any:
     if solution is not None and solution_str is not None:
         raise TypeError(
@@ -499,61 +445,6 @@ def _one_solution(solution: str | None, solution_str: str | None) -> Any:
             "the solution must be a str, got NoneType: pass the text to judge as solution_str="
         )
     return text
-
-
-def _api_key(target: _Provider, api_key: str | None, params: Mapping[str, Any]) -> str | None:
-    """The key to send, or ``None`` to let LiteLLM find one; raises when there is none."""
-    if isinstance(api_key, str) and api_key.strip():
-        return api_key.strip()
-    if params.get("api_key"):
-        return str(params["api_key"])
-    if not target.name or "api_base" in params or "mock_response" in params:
-        # No provider to look a key up for, or a local endpoint / mock that needs none.
-        return None
-    env_name = _PROVIDER_KEY_ENV.get(target.name, f"{target.name.upper()}_API_KEY")
-    found = os.environ.get(env_name, "").strip()
-    if not found:
-        raise MissingAPIKeyError(
-            f"Environment variable {env_name!r} is not set: export it with your "
-            f"{target.name} API key, or pass api_key=, before calling evaluate_rubric "
-            f"(judge model {target.litellm_model!r})"
-        )
-    return found
-
-
-async def _call_provider(
-    judge: LiteLLMPolicy, request: ChatRequest, target: _Provider, key_given: bool
-) -> Any:
-    """One LiteLLM judge call, its failures raised as the official SDK's rubric errors."""
-    try:
-        return await judge.complete(request)
-    except (ProviderRequestError, MissingAPIKeyError, TypeError, ValueError):
-        raise
-    except Exception as exc:
-        raise _provider_error(exc, target, key_given) from exc
-
-
-def _provider_error(exc: Exception, target: _Provider, key_given: bool) -> Exception:
-    litellm = sys.modules.get("litellm")
-    provider = target.name or "unknown"
-    if litellm is not None and isinstance(exc, litellm.NotFoundError):
-        return ModelNotFoundError(
-            provider,
-            target.bare_model,
-            f"Model {target.bare_model!r} was not found. Check the model id and that your "
-            f"{provider} account has access to it.",
-        )
-    if litellm is not None and isinstance(exc, litellm.AuthenticationError) and not key_given:
-        return MissingAPIKeyError(
-            f"No API key found for judge model {target.litellm_model!r}: pass api_key= or set "
-            "the provider's environment variable (e.g. OPENAI_API_KEY)"
-        )
-    if isinstance(exc, PolicyError):
-        return ProviderRequestError(provider, target.bare_model, str(exc))
-    detail = getattr(exc, "message", None)
-    if not isinstance(detail, str) or not detail.strip():
-        detail = str(exc).strip() or f"{type(exc).__name__} while contacting the provider"
-    return ProviderRequestError(provider, target.bare_model, detail)
 
 
 def _check_arguments(
