@@ -3,11 +3,11 @@
 The suite must pass on a busy machine, not only on a quiet one: admission on a stale
 keep-alive connection, long polls that outlive their read timeout and a uvicorn thread
 that must stop all show up only under load. This starts one busy-looping process per core
-(``--burners`` to change), runs ``pytest tests/reliability`` (plus any extra pytest
-arguments), stops every burner it started, and prints a table::
+(``--burners`` to change), runs ``pytest tests/reliability`` (or the pytest arguments given
+after ``--``), stops every burner it started, and prints a table::
 
     .venv/bin/python bench/reliability_under_load.py
-    .venv/bin/python bench/reliability_under_load.py --burners 4 -- -k load
+    .venv/bin/python bench/reliability_under_load.py --burners 4 -- tests/reliability/test_load.py
 
 The burners run at normal priority, so the suite competes with them for every core.
 """
@@ -18,6 +18,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,7 +56,15 @@ def main() -> int:
         "--burners", type=int, default=os.cpu_count() or 2, help="busy processes (default: cores)"
     )
     parser.add_argument("--timeout", type=float, default=1800, help="bound on the pytest run (s)")
-    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    parser.add_argument(
+        "--log",
+        type=Path,
+        default=None,
+        help="write pytest's full output here (default: a temp file)",
+    )
+    parser.add_argument(
+        "pytest_args", nargs="*", help="pytest arguments instead of tests/reliability (after --)"
+    )
     args = parser.parse_args()
     command = [
         sys.executable,
@@ -64,8 +73,7 @@ def main() -> int:
         "-p",
         "no:cacheprovider",
         "-q",
-        "tests/reliability",
-        *args.pytest_args,
+        *(args.pytest_args or ["tests/reliability"]),
     ]
     burners = start_burners(args.burners)
     started = time.monotonic()
@@ -80,9 +88,9 @@ def main() -> int:
         stop_burners(burners)
     elapsed = time.monotonic() - started
     summary = completed.stdout.strip().splitlines()[-1] if completed.stdout.strip() else ""
-    if completed.returncode != 0:
-        sys.stdout.write(completed.stdout[-6000:])
-        sys.stdout.write(completed.stderr[-3000:])
+    log = args.log or Path(tempfile.mkstemp(prefix="reliability-under-load-", suffix=".log")[1])
+    log.write_text(completed.stdout + completed.stderr)
+    print(f"pytest output: {log}")
     print()
     print("| burners | cores | load avg before | load avg after | wall (s) | exit | pytest |")
     print("|---|---|---|---|---|---|---|")

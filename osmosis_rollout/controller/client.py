@@ -19,7 +19,9 @@ lease. It works from any asyncio code, and many handles can share one client::
 Beyond the official client (compatible defaults, all documented on the names):
 
 - the client it creates allows unlimited connections, so hundreds of concurrent long polls
-  never queue behind httpx's default pool of 100;
+  never queue behind httpx's default pool of 100, and shards them over several pools
+  (``pools.py``), so one client holding hundreds of rollouts costs no more CPU per
+  rollout than several clients sharing them;
 - ``result_read_grace_sec`` makes the 10 s read grace configurable;
 - the rollout id is percent-encoded in result paths;
 - ``cancel_rollouts`` exposes every cancel selector, not only one id;
@@ -51,6 +53,7 @@ from osmosis_rollout.controller.polling import (
     RolloutHandle,
     read_result,
 )
+from osmosis_rollout.controller.pools import PoolSlot, ShardedPools
 from osmosis_rollout.errors import RolloutProtocolError
 from osmosis_rollout.types import (
     CancelRolloutsRequest,
@@ -89,6 +92,18 @@ on one the server is closing (a request that races such a close is re-sent: see
 ``admission``)."""
 
 _IDLE_TOLERATED_STATUSES: Final = frozenset({408, 429})
+
+
+def _new_http_client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        timeout=ADMISSION_TIMEOUT_SEC,
+        limits=httpx.Limits(
+            max_connections=None,
+            max_keepalive_connections=256,
+            keepalive_expiry=KEEPALIVE_EXPIRY_SEC,
+        ),
+        follow_redirects=False,
+    )
 
 
 class RolloutClient:
@@ -133,14 +148,10 @@ class RolloutClient:
         self.admission_timeout_sec: float | None = admission_timeout_sec
         self.result_read_grace_sec: float = result_read_grace_sec
         self.owns_http_client: bool = http_client is None
-        self.http_client: httpx.AsyncClient = http_client or httpx.AsyncClient(
-            timeout=ADMISSION_TIMEOUT_SEC,
-            limits=httpx.Limits(
-                max_connections=None,
-                max_keepalive_connections=256,
-                keepalive_expiry=KEEPALIVE_EXPIRY_SEC,
-            ),
-            follow_redirects=False,
+        self.http_client: httpx.AsyncClient = http_client or _new_http_client()
+        # Only a client we own is sharded: a given one is the caller's to size.
+        self._pools: ShardedPools | None = (
+            ShardedPools(self.http_client, _new_http_client) if http_client is None else None
         )
         self._auth: dict[str, str] = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
@@ -160,7 +171,9 @@ class RolloutClient:
 
     async def aclose(self) -> None:
         """Close the httpx client if this object created it."""
-        if self.owns_http_client:
+        if self._pools is not None:
+            await self._pools.aclose()
+        elif self.owns_http_client:
             await self.http_client.aclose()
 
     # -- admission -------------------------------------------------------------------------
@@ -231,27 +244,39 @@ class RolloutClient:
             grader_timeout_sec=grader_timeout_sec,
             extra_fields=extra_fields,
         )
-        admitted = await admit(
-            self.http_client,
-            self.url,
-            request,
-            headers=self._auth,
-            timeout_sec=self.admission_timeout_sec,
-        )
-        return RolloutHandle(
-            self,
-            admitted.admission,
-            lease_deadline=admitted.sent_at + admitted.admission.polling_lease_timeout_sec,
-        )
+        slot = self._pools.acquire() if self._pools is not None else PoolSlot(self.http_client)
+        try:
+            admitted = await admit(
+                slot.client,
+                self.url,
+                request,
+                headers=self._auth,
+                timeout_sec=self.admission_timeout_sec,
+            )
+            handle = RolloutHandle(
+                self,
+                admitted.admission,
+                lease_deadline=admitted.sent_at + admitted.admission.polling_lease_timeout_sec,
+                http_client=slot.client,
+            )
+        except BaseException:
+            slot.release()
+            raise
+        handle.task.add_done_callback(lambda _: slot.release())
+        return handle
 
     # -- results ---------------------------------------------------------------------------
 
     async def _read_result(
-        self, admission: RolloutInitResponse, *, lease_deadline: float
+        self,
+        admission: RolloutInitResponse,
+        *,
+        lease_deadline: float,
+        http_client: httpx.AsyncClient | None = None,
     ) -> tuple[RolloutResultResponse, float]:
         """One long poll for a handle (see :func:`~osmosis_rollout.controller.polling.read_result`)."""
         return await read_result(
-            self.http_client,
+            http_client or self.http_client,
             self.url,
             admission,
             headers=self._auth,

@@ -67,7 +67,11 @@ class ResultReader(Protocol):
     """What a :class:`RolloutHandle` polls through (``RolloutClient``)."""
 
     async def _read_result(
-        self, admission: RolloutInitResponse, *, lease_deadline: float
+        self,
+        admission: RolloutInitResponse,
+        *,
+        lease_deadline: float,
+        http_client: httpx.AsyncClient | None = None,
     ) -> tuple[RolloutResultResponse, float]: ...
 
 
@@ -180,6 +184,7 @@ class RolloutHandle:
         admission: RolloutInitResponse,
         *,
         lease_deadline: float,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.rollout_id: str = admission.rollout_id
         self.admission: RolloutInitResponse = admission
@@ -188,6 +193,7 @@ class RolloutHandle:
         self.lease_deadline: float = lease_deadline
         """Monotonic time by which the server's lease lapses unless a poll renews it."""
         self._client = client
+        self._http_client = http_client
         self._changed = asyncio.Event()
         self._polling_over = False
         self._task: asyncio.Task[RolloutResultResponse] = asyncio.create_task(
@@ -257,7 +263,9 @@ class RolloutHandle:
         try:
             while True:
                 result, self.lease_deadline = await self._client._read_result(
-                    self.admission, lease_deadline=self.lease_deadline
+                    self.admission,
+                    lease_deadline=self.lease_deadline,
+                    http_client=self._http_client,
                 )
                 self.status = result.status
                 self.latest_result = result

@@ -14,13 +14,16 @@ from osmosis_rollout.server.auth import SERVER_API_KEY_ENV, ControllerAuth
 from osmosis_rollout.server.shutdown import DrainPolicy
 
 if TYPE_CHECKING:
-    from osmosis_rollout.server.app import create_rollout_server
+    from osmosis_rollout.server.app import configure_rollout_app, create_rollout_server
     from osmosis_rollout.server.limits import DEFAULT_MAX_BODY_BYTES
+    from osmosis_rollout.server.runner import run_rollout_app
 
 _LAZY = {
     "create_rollout_server": "app",
     "execute_rollout": "app",
     "DEFAULT_MAX_BODY_BYTES": "limits",
+    "configure_rollout_app": "app",
+    "run_rollout_app": "runner",
 }
 
 
@@ -42,5 +45,7 @@ __all__ = [
     "SERVER_API_KEY_ENV",
     "ControllerAuth",
     "DrainPolicy",
+    "configure_rollout_app",
     "create_rollout_server",
+    "run_rollout_app",
 ]
