@@ -122,6 +122,7 @@ class RolloutActor:
         self.backend: ExecutionBackend = backend
         self.description = loaded.describe()
         self.tasks: dict[str, asyncio.Task[ExecutionOutcome]] = {}
+        self.cancelled_early: dict[str, float] = {}
 
     def describe(self) -> dict[str, Any]:
         """``{pid, node, max_concurrent, rollout}``: who this actor is, for health and tests."""
@@ -142,7 +143,9 @@ class RolloutActor:
         self, request: ExecutionRequest, context: dict[str, Any]
     ) -> AsyncIterator[tuple[str, Any]]:
         """Stream ``started``, then ``status`` changes, then ``outcome`` (or ``cancelled``)."""
-        yield ("started", None)
+        if self.cancelled_early.pop(request.id, None) is not None:
+            yield ("cancelled", None)
+            return
         events: asyncio.Queue[RolloutStatus | None] = asyncio.Queue()
         progress = RolloutProgress(status=RolloutStatus.RUNNING, on_status=events.put_nowait)
         rollout_ctx = RolloutContext(progress=progress, **context)
@@ -155,6 +158,7 @@ class RolloutActor:
         self.tasks[request.id] = task
         task.add_done_callback(lambda _: events.put_nowait(None))
         try:
+            yield ("started", None)
             while (status := await events.get()) is not None:
                 yield ("status", status.value)
         finally:
@@ -164,10 +168,20 @@ class RolloutActor:
             return
         yield ("outcome", task.result())
 
-    def cancel(self, rollout_id: str) -> bool:
-        """Cancel a running rollout's task; False when this actor does not hold it."""
+    def cancel(self, rollout_id: str, *, before_start: bool = False) -> bool:
+        """Cancel a rollout's task.
+
+        ``before_start``: the caller has not seen this rollout start, so the cancel may have
+        overtaken its execute call (both queue in this actor); that call then ends at once.
+        The mark expires after ``CANCEL_GRACE_SEC`` so a later rollout reusing the id runs.
+        """
+        now = time.monotonic()
+        for stale in [k for k, at in self.cancelled_early.items() if now - at > CANCEL_GRACE_SEC]:
+            del self.cancelled_early[stale]
         task = self.tasks.get(rollout_id)
         if task is None:
+            if before_start:
+                self.cancelled_early[rollout_id] = now
             return False
         task.cancel()
         return True
@@ -780,18 +794,22 @@ class RayBackend(ExecutionBackend):
         try:
             outcome = await asyncio.shield(consumer)
         except asyncio.CancelledError:
-            return await self._cancel(actor, request.id, consumer)
+            return await self._cancel(actor, request.id, consumer, not reader.started)
         if outcome is None:
             # Cancelled inside the actor without our asking (its own shutdown): as cancelled.
             raise asyncio.CancelledError()
         return outcome
 
     async def _cancel(
-        self, actor: _Actor, rollout_id: str, consumer: asyncio.Future[ExecutionOutcome | None]
+        self,
+        actor: _Actor,
+        rollout_id: str,
+        consumer: asyncio.Future[ExecutionOutcome | None],
+        before_start: bool,
     ) -> ExecutionOutcome:
         """Forward a cancellation to the actor; a workflow that swallows it still reports."""
         try:
-            actor.handle.cancel.remote(rollout_id)
+            actor.handle.cancel.remote(rollout_id, before_start=before_start)
         except Exception:
             consumer.cancel()
             raise asyncio.CancelledError() from None

@@ -173,13 +173,16 @@ async def test_grading_status_reaches_the_callers_context(
     assert seen == [RolloutStatus.GRADING]
 
 
+@pytest.mark.parametrize("after", [0.0, 0.3], ids=["at-dispatch", "while-running"])
 async def test_cancelling_the_caller_cancels_the_rollout_in_its_actor(
-    backend: RayBackend, policy_server: PolicyServer
+    backend: RayBackend, policy_server: PolicyServer, after: float
 ) -> None:
-    task = asyncio.create_task(run(backend, policy_server, "cancel", **row(1, mode="sleep")))
+    task = asyncio.create_task(
+        run(backend, policy_server, f"cancel-{after}", **row(1, mode="sleep"))
+    )
     while backend.health()["concurrency"]["running"] < 1:
-        await asyncio.sleep(0.02)
-    await asyncio.sleep(0.3)
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(after)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
