@@ -10,14 +10,18 @@ LiteLLM MCP gateway through its MCP handler, which imports ``mcp`` names that on
 in newer ``mcp`` releases than Strands pins. Some LiteLLM releases (seen with 1.106)
 took that path for ordinary function tools, so every Strands call with tools failed
 before a request was sent, as an ``APIConnectionError``. Rollout tools are plain
-functions, never gateway MCP servers, so the integrations always pass
-:data:`SKIP_MCP_HANDLER` (LiteLLM pops the flag before the request is built).
+functions, never gateway MCP servers, so the integrations pass :data:`SKIP_MCP_HANDLER`
+(LiteLLM pops the flag before the request is built) through :func:`skip_mcp_handler_args`,
+which leaves it out for releases older than that path: they do not know the flag and would
+send it to the endpoint as a request field.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -53,6 +57,22 @@ def import_litellm(*, extra: str = "litellm") -> ModuleType:
     return litellm
 
 
+def skip_mcp_handler_args() -> dict[str, Any]:
+    """:data:`SKIP_MCP_HANDLER` where the installed LiteLLM reads the flag, else ``{}``."""
+    return dict(SKIP_MCP_HANDLER) if _reads_skip_flag() else {}
+
+
+@functools.cache
+def _reads_skip_flag() -> bool:
+    main = import_litellm().main
+    try:
+        source = Path(main.__file__ or "").read_text(encoding="utf-8")
+    except OSError:
+        # No source to read (a frozen install): pass the flag, as the releases that read it need.
+        return True
+    return next(iter(SKIP_MCP_HANDLER)) in source
+
+
 def _configure(litellm: Any) -> None:
     # The "Give Feedback / Get Help" banner on every provider error is noise in test output.
     litellm.suppress_debug_info = True
@@ -64,4 +84,5 @@ __all__ = [
     "SKIP_MCP_HANDLER",
     "import_litellm",
     "prepare_litellm_import",
+    "skip_mcp_handler_args",
 ]

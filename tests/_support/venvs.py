@@ -9,6 +9,8 @@ reason, instead of failing on the network.
 from __future__ import annotations
 
 import functools
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +21,9 @@ import pytest
 
 PIP_TIMEOUT = 900
 """Seconds one ``pip install`` may take (resolution and downloads of a large extra)."""
+
+PYTHON312_ENV = "PYTEST_OSMOSIS_INTEROP_PYTHON"
+"""Set to a Python >= 3.12 interpreter for the tests that need one (else it is searched)."""
 
 
 @dataclass(frozen=True)
@@ -88,3 +93,34 @@ def pip_install(
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def _python_version(python: str) -> tuple[int, int] | None:
+    try:
+        done = run([python, "-c", "import sys; print(*sys.version_info[:2])"], timeout=30)
+        major, minor = done.stdout.split()
+        return int(major), int(minor)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def find_python312() -> str | None:
+    """A Python >= 3.12 interpreter (the official SDK's floor): ``$PYTEST_OSMOSIS_INTEROP_PYTHON``,
+    pyenv's versions, ``python3.1x`` on ``PATH`` or this one; None when there is none."""
+    candidates: list[str] = []
+    if os.environ.get(PYTHON312_ENV):
+        candidates.append(os.environ[PYTHON312_ENV])
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    candidates += [str(p) for p in sorted(pyenv_root.glob("versions/3.1[2-9]*/bin/python"))]
+    candidates += [
+        found
+        for name in ("python3.12", "python3.13", "python3.14")
+        if (found := shutil.which(name))
+    ]
+    candidates.append(sys.executable)
+    for candidate in candidates:
+        if Path(candidate).is_file():
+            version = _python_version(candidate)
+            if version is not None and version >= (3, 12):
+                return candidate
+    return None

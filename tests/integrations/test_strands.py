@@ -306,6 +306,8 @@ async def test_a_preview_is_an_isolated_copy_of_the_latest_messages(
 def broken_mcp_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Reproduce the LiteLLM releases that sent plain function tools down the MCP path,
     whose import of newer ``mcp`` names fails against the ``mcp`` Strands pins."""
+    if not hasattr(litellm.main, "may_name_litellm_mcp_gateway"):
+        pytest.skip("this LiteLLM release has no MCP gateway path to go wrong")
     monkeypatch.setattr(litellm.main, "may_name_litellm_mcp_gateway", lambda tools: True)
     monkeypatch.setitem(sys.modules, "litellm.responses.mcp.chat_completions_handler", None)
 
@@ -332,3 +334,12 @@ async def test_the_litellm_mcp_import_bug_cannot_stop_a_tool_call(
     assert outcome.result.status is RolloutStatus.SUCCESS, outcome.result.err_message
     assert outcome.result.sample is not None and outcome.result.sample.reward == 1.0
     assert len(multiply_server.log("r1").calls) == 2
+
+
+async def test_no_litellm_call_flag_reaches_the_endpoint(multiply_server: PolicyServer) -> None:
+    outcome = await run_multiply(multiply_server)
+
+    assert outcome.result.status is RolloutStatus.SUCCESS, outcome.result.err_message
+    sent = [sorted(record.request) for record in multiply_server.log("r1").calls]
+    assert len(sent) == 2
+    assert [key for keys in sent for key in keys if key.startswith("_")] == []

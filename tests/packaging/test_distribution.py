@@ -23,6 +23,8 @@ from _support.venvs import Finished, create_venv, pip_install, require_package_i
 
 import osmosis_rollout
 
+pytestmark = pytest.mark.pip_index
+
 BUILD_TIMEOUT = 900
 
 #: Any of these in pip's output is a packaging warning the project must not cause.

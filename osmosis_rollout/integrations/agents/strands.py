@@ -20,8 +20,8 @@ Same names and behaviour as ``osmosis_ai.rollout.integrations.agents.strands``::
 Streaming follows :mod:`osmosis_rollout.integrations.streaming` unless the placeholder is
 given ``stream`` (or ``params["stream"]``) or ``streaming`` explicitly.
 
-Every call carries LiteLLM's ``_skip_mcp_handler`` flag (see
-:mod:`osmosis_rollout.integrations._litellm`): rollout tools are plain functions, and
+Every call carries LiteLLM's ``_skip_mcp_handler`` flag where the installed LiteLLM reads it
+(see :mod:`osmosis_rollout.integrations._litellm`): rollout tools are plain functions, and
 some LiteLLM releases otherwise failed every call with tools on an ``mcp`` import.
 
 Needs the ``strands`` extra; importing this module without it raises
@@ -39,9 +39,9 @@ from osmosis_rollout._imports import require_extra
 from osmosis_rollout.context import RolloutContext, SampleSource, get_rollout_context
 from osmosis_rollout.integrations._litellm import (
     ROLLOUT_MODEL_ID,
-    SKIP_MCP_HANDLER,
     import_litellm,
     prepare_litellm_import,
+    skip_mcp_handler_args,
 )
 from osmosis_rollout.integrations.streaming import resolve_streaming
 from osmosis_rollout.types import RolloutSample
@@ -56,6 +56,11 @@ from strands import Agent as StrandsAgent  # noqa: E402
 from strands.models.litellm import LiteLLMModel  # noqa: E402
 
 logger = logging.getLogger(__name__)
+
+#: Strands 1.45 added the ``stream`` setting; older releases read ``params["stream"]`` instead.
+_STREAM_IS_A_SETTING = "stream" in getattr(
+    getattr(LiteLLMModel, "LiteLLMConfig", None), "__annotations__", {}
+)
 
 
 def to_content_block_messages(
@@ -158,13 +163,17 @@ class OsmosisRolloutModel(LiteLLMModel):  # type: ignore[misc]
         config = dict(self.litellm_kwargs)
         params = config.get("params")
         client_args = {
-            **SKIP_MCP_HANDLER,
+            **skip_mcp_handler_args(),
             **dict(config.pop("client_args", None) or {}),
             "api_base": ctx.chat_completions_url,
             "api_key": ctx.api_key,
         }
         if "stream" not in config and not (isinstance(params, Mapping) and "stream" in params):
-            config["stream"] = resolve_streaming(self.streaming, ctx)
+            stream = resolve_streaming(self.streaming, ctx)
+            if _STREAM_IS_A_SETTING:
+                config["stream"] = stream
+            else:
+                config["params"] = {**(params or {}), "stream": stream}
         config.setdefault("model_id", ROLLOUT_MODEL_ID)
         return LiteLLMModel(client_args=client_args, **config), ctx
 
