@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -178,4 +179,6 @@ class GraderContext:
         """Set the sample's reward; it must be finite. Raises ``ValueError`` without a sample."""
         if self.sample is None:
             raise ValueError("GraderContext has no sample to reward")
+        if isinstance(reward, int | float) and not math.isfinite(reward):
+            raise ValueError(f"the grader set reward={reward!r}; a reward must be a finite number")
         self.sample.reward = reward

@@ -94,6 +94,7 @@ class RowItem(pytest.Item):
                     threshold=session.settings.pass_threshold,
                     rule=session.settings.row_pass,
                     label=self.row.label,
+                    log_path=str(session.output / "rollouts.log"),
                 ),
                 pytrace=False,
             )

@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -153,26 +151,6 @@ class RunResult:
         return self.status == "success"
 
 
-class _LoopThread:
-    """A private event loop on a daemon thread, so fixtures work from sync and async tests."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(
-            target=self.loop.run_forever, name="osmosis-run", daemon=True
-        )
-        self.thread.start()
-
-    def run(self, coro: Any, timeout: float) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        if not self.thread.is_alive():
-            self.loop.close()
-
-
 def _prompt_messages(
     prompt: Any, row: DatasetRow | dict[str, Any] | None
 ) -> tuple[list[dict[str, Any]], str | None, Any]:
@@ -194,9 +172,12 @@ def _prompt_messages(
 def osmosis_run_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
     from osmosis_rollout import ExecutionRequest, LocalBackend, RolloutContext, RolloutStatus
     from osmosis_rollout.controller import PolicyServer
+    from osmosis_rollout.execution import execute_in_process
     from osmosis_rollout.wire import to_wire_result
+    from pytest_osmosis.scheduler import RolloutScheduler
 
-    loop = _LoopThread()
+    # A private loop on its own thread, so the fixture works from sync and async tests.
+    loop = RolloutScheduler(concurrency=1)
     servers: list[Any] = []
 
     def run(
@@ -226,28 +207,24 @@ def osmosis_run_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
         )
         rollout_id = f"osmosis-run-{uuid.uuid4().hex[:12]}"
         server.bind(rollout_id, row=row if isinstance(row, dict) else None)
-
-        async def go() -> Any:
-            ctx = RolloutContext(
-                chat_completions_url=server.rollout_url(rollout_id),
-                api_key=server.api_key,
-                rollout_id=rollout_id,
-            )
-            with ctx:
-                return await backend.execute(
-                    ExecutionRequest(
-                        id=rollout_id,
-                        prompt=messages,
-                        label=label if label is not None else row_label,
-                        metadata=metadata if metadata is not None else row_metadata,
-                        agent_timeout_sec=agent_timeout,
-                        grader_timeout_sec=grader_timeout,
-                        grade=grade,
-                    )
-                )
-
-        outcome = loop.run(go(), RUN_TIMEOUT_SEC)
-        result = outcome.result
+        execution_request = ExecutionRequest(
+            id=rollout_id,
+            prompt=messages,
+            label=label if label is not None else row_label,
+            metadata=metadata if metadata is not None else row_metadata,
+            agent_timeout_sec=agent_timeout,
+            grader_timeout_sec=grader_timeout,
+            grade=grade,
+        )
+        context = RolloutContext(
+            chat_completions_url=server.rollout_url(rollout_id),
+            api_key=server.api_key,
+            rollout_id=rollout_id,
+        )
+        executed = loop.run(
+            lambda: execute_in_process(backend, execution_request, context), RUN_TIMEOUT_SEC
+        )
+        result = executed.result
         wire = to_wire_result(rollout_id, result)
         calls = list(server.release(rollout_id).calls)
         return RunResult(

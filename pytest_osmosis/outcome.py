@@ -36,6 +36,8 @@ class AttemptResult:
     diagnostics_path: str | None = None
     last_assistant: str | None = None
     policy_calls: int = 0
+    error_phase: str | None = None
+    """``workflow`` or ``grader`` when user code in that phase failed an in-process rollout."""
     passed: bool = False
 
     def index_row(self, nodeid: str, dataset: str) -> dict[str, Any]:
@@ -108,16 +110,18 @@ def failure_message(
     threshold: float,
     rule: RowPassRule,
     label: str | None,
+    log_path: str | None = None,
 ) -> str:
-    """The text of a failed row: what was expected, what happened, where to look, how to fix."""
+    """The text of a failed row: what was expected, what happened, where to look, how to fix.
+
+    ``log_path`` is where tracebacks of in-process user code go (``rollouts.log``).
+    """
     lines: list[str] = []
     attempts = verdict.attempts
     if len(attempts) == 1:
         a = attempts[0]
         if a.status == STATUS_FAILED:
-            lines.append(
-                f"{row_desc}: rollout failed [{a.error_type}]: {_clip(a.err_message, 800)}"
-            )
+            lines.append(f"{row_desc}: {_what_failed(a)}: {_clip(a.err_message, 800)}")
         else:
             reward = "none" if a.reward is None else f"{a.reward:g}"
             lines.append(f"{row_desc}: reward {reward} < threshold {threshold:g}")
@@ -128,7 +132,7 @@ def failure_message(
         )
         for a in attempts:
             if a.status == STATUS_FAILED:
-                detail = f"failed [{a.error_type}]: {_clip(a.err_message, 200)}"
+                detail = f"{_what_failed(a, short=True)}: {_clip(a.err_message, 200)}"
             elif a.status == STATUS_SKIPPED:
                 detail = "skipped (sample removed)"
             else:
@@ -145,8 +149,17 @@ def failure_message(
             lines.append(f"  trajectory: {shown.trajectory_path}")
         if shown.diagnostics_path:
             lines.append(f"  diagnostics: {shown.diagnostics_path}")
+        if log_path and shown.error_phase and shown.error_type != "timeout":
+            lines.append(f"  {shown.error_phase} traceback: {log_path}")
     lines.append(_hint(verdict))
     return "\n".join(lines)
+
+
+def _what_failed(attempt: AttemptResult, *, short: bool = False) -> str:
+    """``rollout failed [type]``, or ``the grader failed [type]`` when the grader raised."""
+    if attempt.error_phase == "grader":
+        return f"{'grader' if short else 'the grader'} failed [{attempt.error_type}]"
+    return f"{'' if short else 'rollout '}failed [{attempt.error_type}]"
 
 
 def _hint(verdict: RowVerdict) -> str:

@@ -16,15 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from osmosis_rollout import (
-    ExecutionBackend,
-    ExecutionRequest,
-    ExecutionResult,
-    RolloutContext,
-    RolloutStatus,
-)
-from osmosis_rollout.backend.local import categorize_exception
+from osmosis_rollout import ExecutionBackend, ExecutionRequest, ExecutionResult, RolloutContext
 from osmosis_rollout.context import RolloutProgress
+from osmosis_rollout.execution import execute_in_process
 from pytest_osmosis.outcome import AttemptResult, classify
 
 if TYPE_CHECKING:
@@ -110,6 +104,8 @@ class _AttemptBuilder:
         wire: dict[str, Any],
         started: float,
         trajectory: Path | None,
+        *,
+        phase: str | None = None,
     ) -> AttemptResult:
         log = self.policy_server.release(rollout_id)
         duration = time.perf_counter() - started
@@ -127,6 +123,7 @@ class _AttemptBuilder:
             # The model call failed in the policy (a replay miss, a provider error): that is
             # the cause worth showing, not the framework's wrapper exception.
             error_type, err_message = miss
+            phase = None
         return AttemptResult(
             row_key=row.key,
             row_index=row.index,
@@ -145,6 +142,7 @@ class _AttemptBuilder:
             diagnostics_path=_existing(self.paths.rollouts / rollout_id / "diagnostics.json"),
             last_assistant=_clip(last_assistant_text(sample.get("messages")), MAX_ANSWER_CHARS),
             policy_calls=len(getattr(log, "calls", []) or []),
+            error_phase=phase if status == "failed" else None,
         )
 
 
@@ -192,7 +190,7 @@ class InProcessRunner(_AttemptBuilder):
             agent_timeout_sec=self.agent_timeout,
             grader_timeout_sec=self.grader_timeout,
         )
-        ctx = RolloutContext(
+        context = RolloutContext(
             chat_completions_url=self.policy_server.rollout_url(rollout_id),
             api_key=self.policy_server.api_key,
             rollout_id=rollout_id,
@@ -201,36 +199,18 @@ class InProcessRunner(_AttemptBuilder):
             # streaming (samples are identical); server mode keeps the production path.
             streaming=False,
         )
-        trajectory: Path | None = None
-        try:
-            with ctx:
-                outcome = await self.backend.execute(request)
-            result = outcome.result
-            trajectory = _save_trajectory(
-                self.paths.rollouts, rollout_id, outcome.result_to_save, row
-            )
-        except Exception as exc:
-            result = ExecutionResult(
-                status=RolloutStatus.FAILURE,
-                err_message=str(exc) or "Internal server error",
-                err_category=categorize_exception(exc),
-            )
-        return self.finish(row, attempt, rollout_id, _wire(rollout_id, result), started, trajectory)
-
-
-def _save_trajectory(
-    root: Path, rollout_id: str, result: ExecutionResult, row: DatasetRow
-) -> Path | None:
-    from osmosis_rollout.trajectory import save_trajectory
-
-    return save_trajectory(
-        root,
-        rollout_id,
-        result,
-        label=row.label,
-        metadata=row.metadata,
-        diagnostics=result.extra_fields,
-    )
+        executed = await execute_in_process(
+            self.backend, request, context, trajectory_root=self.paths.rollouts
+        )
+        return self.finish(
+            row,
+            attempt,
+            rollout_id,
+            _wire(rollout_id, executed.result),
+            started,
+            executed.trajectory,
+            phase=executed.phase,
+        )
 
 
 class ServerRunner(_AttemptBuilder):

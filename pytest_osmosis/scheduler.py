@@ -1,10 +1,11 @@
 """Run many rollouts concurrently on one event loop while pytest reports items in order.
 
 pytest executes items one after another on the main thread. The scheduler owns a private
-event loop on a daemon thread; the plugin submits every selected item's rollouts up front
-(in item order) and each item then waits for its own future. A semaphore bounds how many
-run at once, and since asyncio's semaphore is FIFO, rollouts start in item order, so the
-item pytest waits on is always among the first to finish.
+event loop on a daemon thread; the plugin submits the selected items' rollouts ahead of
+pytest's reporting (in item order, a window at a time) and each item then waits for its own
+future. A semaphore bounds how many run at once, and since asyncio's semaphore is FIFO,
+rollouts start in item order, so the item pytest waits on is always among the first to
+finish.
 
 The loop is private, so it works whatever pytest-asyncio (or the user's tests) do with
 theirs, and ``-x`` / ``--maxfail`` simply cancel what is still pending.
@@ -24,6 +25,19 @@ T = TypeVar("T")
 _STOP_TIMEOUT_SEC = 10.0
 
 
+class RolloutLoopStopped(RuntimeError):
+    """The scheduler's event loop died; every rollout still pending on it fails with this."""
+
+    def __init__(self, cause: BaseException) -> None:
+        detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        super().__init__(
+            f"the rollout event loop stopped: {detail} (raised on the loop outside any "
+            "rollout, e.g. by a callback or task that user code scheduled); every rollout "
+            "still pending on it failed"
+        )
+        self.cause = cause
+
+
 class RolloutScheduler:
     """A bounded pool of coroutines on a background event loop, keyed for idempotent submits."""
 
@@ -34,10 +48,12 @@ class RolloutScheduler:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="osmosis-rollouts", daemon=True)
         self._futures: dict[str, concurrent.futures.Future[Any]] = {}
+        self._runs: set[concurrent.futures.Future[Any]] = set()
         self._submitted: dict[str, float] = {}
         self._lock = threading.Lock()
         self._semaphore: asyncio.Semaphore | None = None
         self._ready = threading.Event()
+        self._stopped: RolloutLoopStopped | None = None
         self._thread.start()
         self._ready.wait()
 
@@ -45,7 +61,23 @@ class RolloutScheduler:
         asyncio.set_event_loop(self._loop)
         self._semaphore = asyncio.Semaphore(self.concurrency)
         self._loop.call_soon(self._ready.set)
-        self._loop.run_forever()
+        try:
+            self._loop.run_forever()
+        except BaseException as exc:
+            # A SystemExit/KeyboardInterrupt raised outside any rollout's task (which
+            # execute_in_process would have caught) ends run_forever: fail what waits on
+            # the loop now instead of letting every item wait out its deadline.
+            self._fail_pending(RolloutLoopStopped(exc))
+
+    def _fail_pending(self, error: RolloutLoopStopped) -> None:
+        with self._lock:
+            self._stopped = error
+            pending = [f for f in [*self._futures.values(), *self._runs] if not f.done()]
+        for future in pending:
+            try:
+                future.set_exception(error)
+            except concurrent.futures.InvalidStateError:
+                pass  # finished or cancelled meanwhile
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -60,7 +92,14 @@ class RolloutScheduler:
             existing = self._futures.get(key)
             if existing is not None:
                 return existing
-            future = asyncio.run_coroutine_threadsafe(self._guarded(factory, bounded), self._loop)
+            future: concurrent.futures.Future[T]
+            if self._stopped is not None:
+                future = concurrent.futures.Future()
+                future.set_exception(self._stopped)
+            else:
+                future = asyncio.run_coroutine_threadsafe(
+                    self._guarded(factory, bounded), self._loop
+                )
             self._futures[key] = future
             self._submitted[key] = time.monotonic()
             return future
@@ -71,7 +110,16 @@ class RolloutScheduler:
         async def _call() -> T:
             return await factory()
 
-        return asyncio.run_coroutine_threadsafe(_call(), self._loop).result(timeout)
+        with self._lock:
+            if self._stopped is not None:
+                raise self._stopped
+            future = asyncio.run_coroutine_threadsafe(_call(), self._loop)
+            self._runs.add(future)
+        try:
+            return future.result(timeout)
+        finally:
+            with self._lock:
+                self._runs.discard(future)
 
     async def _guarded(self, factory: Callable[[], Awaitable[T]], bounded: bool) -> T:
         if not bounded:
@@ -113,6 +161,9 @@ class RolloutScheduler:
         """Cancel what is left, stop the loop and join its thread (bounded)."""
         self.cancel_pending()
         if not self._loop.is_running():
+            self._thread.join(_STOP_TIMEOUT_SEC)
+            if not self._thread.is_alive() and not self._loop.is_closed():
+                self._loop.close()
             return
 
         async def _drain() -> None:

@@ -25,7 +25,7 @@ from pytest_osmosis.options import OsmosisSettings, resolve_path
 from pytest_osmosis.outcome import AttemptResult, RowVerdict, row_verdict
 from pytest_osmosis.reporting import RunReport
 from pytest_osmosis.runtime import AttemptRunner, RunPaths
-from pytest_osmosis.scheduler import RolloutScheduler
+from pytest_osmosis.scheduler import RolloutLoopStopped, RolloutScheduler
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
@@ -204,6 +204,8 @@ class OsmosisSession:
                 )
             except concurrent.futures.CancelledError:
                 attempts.append(_synthetic(row, attempt, "cancelled", "the rollout was cancelled"))
+            except RolloutLoopStopped as exc:
+                attempts.append(_synthetic(row, attempt, "rollout_loop_stopped", str(exc)))
             except Exception as exc:
                 attempts.append(
                     _synthetic(row, attempt, "plugin_error", f"{type(exc).__name__}: {exc}")

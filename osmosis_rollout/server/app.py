@@ -13,7 +13,6 @@ import inspect
 import logging
 import os
 import time
-import traceback
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -26,8 +25,8 @@ from fastapi.responses import JSONResponse, Response
 
 from osmosis_rollout.artifacts import default_artifact_root
 from osmosis_rollout.backend.base import ExecutionBackend
-from osmosis_rollout.backend.local import categorize_exception
 from osmosis_rollout.context import RolloutContext, RolloutProgress
+from osmosis_rollout.execution import execute_in_process
 from osmosis_rollout.server.auth import BearerAuthMiddleware, ControllerAuth
 from osmosis_rollout.server.limits import (
     DEFAULT_MAX_BODY_BYTES,
@@ -50,9 +49,7 @@ from osmosis_rollout.types import (
     POLLING_LEASE_HEADER,
     CancelRolloutsRequest,
     CancelRolloutsResponse,
-    ExecutionOutcome,
     ExecutionRequest,
-    ExecutionResult,
     RolloutInitRequest,
     RolloutInitResponse,
     RolloutResultResponse,
@@ -123,34 +120,6 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-async def _save_trajectory(
-    root: Path, request: RolloutInitRequest, result: ExecutionResult
-) -> None:
-    """Archive ``result`` (best-effort); skipped while the trajectory module is unavailable."""
-    try:
-        from osmosis_rollout.trajectory import save_trajectory
-    except ImportError:
-        logger.debug(
-            "trajectory persistence unavailable; rollout %s not archived", request.rollout_id
-        )
-        return
-    kwargs: dict[str, Any] = {
-        "label": request.label,
-        "metadata": request.metadata,
-        "extra_fields": request.extra_fields,
-        "diagnostics": result.extra_fields,
-    }
-    try:
-        if inspect.iscoroutinefunction(save_trajectory):
-            await save_trajectory(root, request.rollout_id, result, **kwargs)
-        else:
-            await asyncio.to_thread(save_trajectory, root, request.rollout_id, result, **kwargs)
-    except Exception:
-        logger.warning(
-            "rollout %s: saving the trajectory failed", request.rollout_id, exc_info=True
-        )
-
-
 async def execute_rollout(
     backend: ExecutionBackend,
     request: RolloutInitRequest,
@@ -162,9 +131,8 @@ async def execute_rollout(
     """Run one admitted rollout through ``backend`` and return its wire result.
 
     The rollout's :class:`RolloutContext` (chat URL, ``llm_api_key`` or ``$OSMOSIS_API_KEY``,
-    progress) is current while ``execute`` runs. When ``execute`` returned an outcome, its
-    ``result_to_save`` is archived before this returns, so the trajectory exists before the
-    result becomes visible; an ``execute`` that raised archives nothing.
+    progress) is current while ``execute`` runs; the trajectory is archived before this
+    returns (see :func:`~osmosis_rollout.execution.execute_in_process`).
     """
     rollout_id = request.rollout_id
     context = RolloutContext(
@@ -174,34 +142,22 @@ async def execute_rollout(
         progress=progress,
         process_id=process_id,
     )
-    outcome: ExecutionOutcome | None = None
-    try:
-        with context:
-            outcome = await backend.execute(
-                ExecutionRequest(
-                    id=rollout_id,
-                    prompt=request.initial_messages,
-                    label=request.label,
-                    metadata=request.metadata,
-                    agent_timeout_sec=request.agent_timeout_sec,
-                    grader_timeout_sec=request.grader_timeout_sec,
-                    grade=request.grade,
-                )
-            )
-        result = outcome.result
-        logger.info("rollout %s finished with status %s", rollout_id, result.status)
-    except Exception as exc:
-        logger.error("rollout %s: execute() raised: %s", rollout_id, traceback.format_exc())
-        result = ExecutionResult(
-            status=RolloutStatus.FAILURE,
-            err_message=str(exc) or "Internal server error",
-            err_category=categorize_exception(exc),
-        )
-    finally:
-        if outcome is not None:
-            root = artifact_root if artifact_root is not None else default_artifact_root()
-            await _save_trajectory(root, request, outcome.result_to_save)
-    return to_wire_result(rollout_id, result)
+    executed = await execute_in_process(
+        backend,
+        ExecutionRequest(
+            id=rollout_id,
+            prompt=request.initial_messages,
+            label=request.label,
+            metadata=request.metadata,
+            agent_timeout_sec=request.agent_timeout_sec,
+            grader_timeout_sec=request.grader_timeout_sec,
+            grade=request.grade,
+        ),
+        context,
+        trajectory_root=artifact_root if artifact_root is not None else default_artifact_root(),
+        trajectory_extra_fields=request.extra_fields,
+    )
+    return to_wire_result(rollout_id, executed.result)
 
 
 class _Server:

@@ -53,10 +53,11 @@ def test_none_means_not_graded_and_stays_allowed() -> None:
     assert sample.reward is None
 
 
-def test_set_reward_rejects_a_non_finite_reward() -> None:
+def test_set_reward_rejects_a_non_finite_reward_naming_the_value() -> None:
     ctx = GraderContext(sample=RolloutSample(messages=MESSAGES))
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValueError, match=r"^the grader set reward=nan; a reward must be a finite"):
         ctx.set_reward(math.nan)
+    assert ctx.sample is not None and ctx.sample.reward is None
 
 
 def test_set_reward_sets_the_sample_reward() -> None:

@@ -164,21 +164,33 @@ async def test_execute_raising_is_a_categorized_failure(
 
 
 class Doom(BaseException):
-    """Not an Exception: escapes the handler and kills the execution task."""
+    """Not an Exception, like SystemExit: it must fail its rollout, not the server's loop."""
 
 
-async def test_a_crashed_execution_task_is_an_internal_error() -> None:
-    app = create_rollout_server(backend=RaisingBackend(Doom("boom")), **FAST)
+@pytest.mark.parametrize(
+    ("exc", "message"),
+    [
+        (Doom("boom"), "Doom: boom raised by the workflow"),
+        (SystemExit(3), "SystemExit: 3 raised by the workflow"),
+        (KeyboardInterrupt(), "KeyboardInterrupt raised by the workflow"),
+    ],
+)
+async def test_execute_raising_a_base_exception_fails_only_that_rollout(
+    exc: BaseException, message: str
+) -> None:
+    app = create_rollout_server(backend=RaisingBackend(exc), **FAST)
     async with serving(app) as client:
         token = await admit(client, "r-1")
         result = await poll_until_terminal(client, "r-1", token)
+        health = await client.get("/health")
     assert result == {
         "rollout_id": "r-1",
         "status": "failure",
         "sample": None,
-        "err_message": "rollout task crashed",
-        "err_category": "internal_error",
+        "err_message": message,
+        "err_category": "agent_error",
     }
+    assert health.status_code == 200
 
 
 # -- keys & metadata threading -------------------------------------------------------------

@@ -1,0 +1,149 @@
+"""Run one rollout in this process: the single path the server, the plugin and fixtures share.
+
+:func:`execute_in_process` takes an :class:`~osmosis_rollout.types.ExecutionRequest` and the
+rollout's :class:`~osmosis_rollout.context.RolloutContext`, runs the backend inside that
+context and returns an :class:`ExecutedRollout`: the result, and where its trajectory was
+saved. It never raises for anything user code does; cancellation (``asyncio.CancelledError``)
+and ``GeneratorExit`` (the coroutine being closed) propagate, since they come from the caller.
+
+Two failures are turned into results here rather than in a backend: an ``execute`` that
+raised an ``Exception`` (categorized as usual), and user code that raised a
+``BaseException`` such as ``SystemExit`` or ``KeyboardInterrupt``. Left alone, the latter
+would escape the rollout's task and stop the event loop every other rollout runs on;
+here it fails only its own rollout, blamed on the phase (workflow or grader) that raised it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from osmosis_rollout.backend.base import ExecutionBackend
+from osmosis_rollout.backend.local import categorize_exception
+from osmosis_rollout.context import RolloutContext, RolloutProgress
+from osmosis_rollout.types import (
+    ExecutionOutcome,
+    ExecutionRequest,
+    ExecutionResult,
+    RolloutErrorCategory,
+    RolloutStatus,
+)
+
+logger = logging.getLogger(__name__)
+
+PHASE_WORKFLOW, PHASE_GRADER = "workflow", "grader"
+
+
+@dataclass
+class ExecutedRollout:
+    """One finished in-process rollout."""
+
+    rollout_id: str
+    result: ExecutionResult
+    """The result to report (the grader's when it ran, else the workflow's)."""
+    trajectory: Path | None = None
+    """``trajectory.json`` when one was saved."""
+
+    @property
+    def phase(self) -> str | None:
+        """``"workflow"`` or ``"grader"`` when user code in that phase failed, else ``None``."""
+        phase = (self.result.extra_fields or {}).get("phase")
+        if self.result.status is RolloutStatus.SUCCESS or not isinstance(phase, str):
+            return None
+        return phase
+
+
+def _phase_of(context: RolloutContext) -> str:
+    progress = context.progress
+    if progress is not None and progress.status is RolloutStatus.GRADING:
+        return PHASE_GRADER
+    return PHASE_WORKFLOW
+
+
+def _escaped_failure(exc: BaseException, phase: str) -> ExecutionResult:
+    """The result for a ``BaseException`` (``SystemExit``, ...) raised by user code in ``phase``."""
+    detail = str(exc)
+    name = type(exc).__name__
+    return ExecutionResult(
+        status=RolloutStatus.FAILURE,
+        err_message=f"{name}: {detail} raised by the {phase}"
+        if detail
+        else f"{name} raised by the {phase}",
+        err_category=RolloutErrorCategory.AGENT_ERROR,
+        extra_fields={"phase": phase, "exception_type": name},
+    )
+
+
+async def _save_trajectory(
+    root: Path,
+    request: ExecutionRequest,
+    result: ExecutionResult,
+    extra_fields: Mapping[str, Any] | None,
+) -> Path | None:
+    from osmosis_rollout.trajectory import save_trajectory
+
+    # Off the loop: a large trajectory must not stall the other rollouts sharing it.
+    return await asyncio.to_thread(
+        save_trajectory,
+        root,
+        request.id,
+        result,
+        label=request.label,
+        metadata=request.metadata,
+        extra_fields=extra_fields,
+        diagnostics=result.extra_fields,
+    )
+
+
+async def execute_in_process(
+    backend: ExecutionBackend,
+    request: ExecutionRequest,
+    context: RolloutContext,
+    *,
+    trajectory_root: Path | None = None,
+    trajectory_extra_fields: Mapping[str, Any] | None = None,
+) -> ExecutedRollout:
+    """Run ``request`` through ``backend`` with ``context`` current; never raises but cancellation.
+
+    ``context`` gets a :class:`RolloutProgress` when it has none (the phase of a failure is
+    read from it). With ``trajectory_root``, the outcome's ``result_to_save`` is archived
+    under ``<trajectory_root>/<request.id>/`` before this returns (so the trajectory exists
+    before the result is visible); an ``execute`` that raised archives nothing.
+    ``trajectory_extra_fields`` go to the trajectory's ``extra.osmosis`` (the request's
+    ``extra_fields`` on the wire).
+    """
+    if context.progress is None:
+        context.progress = RolloutProgress()
+    outcome: ExecutionOutcome | None = None
+    try:
+        with context:
+            outcome = await backend.execute(request)
+        result = outcome.result
+        logger.info("rollout %s finished with status %s", request.id, result.status)
+    except (asyncio.CancelledError, GeneratorExit):
+        # Our caller cancelled, or the coroutine is being closed: neither is the rollout's.
+        raise
+    except Exception as exc:
+        logger.error("rollout %s: execute() raised", request.id, exc_info=True)
+        result = ExecutionResult(
+            status=RolloutStatus.FAILURE,
+            err_message=str(exc) or "Internal server error",
+            err_category=categorize_exception(exc),
+        )
+    except BaseException as exc:
+        phase = _phase_of(context)
+        logger.error("rollout %s: the %s raised %r", request.id, phase, exc, exc_info=True)
+        result = _escaped_failure(exc, phase)
+    trajectory: Path | None = None
+    if outcome is not None and trajectory_root is not None:
+        trajectory = await _save_trajectory(
+            trajectory_root, request, outcome.result_to_save, trajectory_extra_fields
+        )
+    return ExecutedRollout(rollout_id=request.id, result=result, trajectory=trajectory)
+
+
+__all__ = ["PHASE_GRADER", "PHASE_WORKFLOW", "ExecutedRollout", "execute_in_process"]

@@ -1,0 +1,154 @@
+"""A failure is blamed on what caused it, fails only its own row, and never hangs the run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+POLICY = "--osmosis-policy=policy.py:policy"
+PREFLIGHT = 2
+DEADLINES = ("--osmosis-agent-timeout=30", "--osmosis-grader-timeout=30")
+"""Bounded deadlines, so a regression fails as an item timeout instead of hanging the suite."""
+
+WORKFLOW_HEAD = """
+import asyncio
+import os
+import sys
+
+from osmosis_rollout import AgentWorkflow, Grader
+
+
+class Answer(AgentWorkflow):
+    async def run(self, ctx):
+        text = ctx.prompt[-1]["content"]
+        {trigger}
+        return [*ctx.prompt, {{"role": "assistant", "content": "42"}}]
+
+
+class G(Grader):
+    async def grade(self, ctx):
+        {grade}
+        ctx.set_reward(1.0)
+"""
+
+
+def _main(trigger: str = "pass", grade: str = "pass") -> str:
+    return WORKFLOW_HEAD.format(trigger=trigger, grade=grade)
+
+
+def _out(result: pytest.RunResult) -> str:
+    return str(result.stdout.str())
+
+
+def _rows(n: int) -> list[dict[str, str]]:
+    return [{"user_prompt": f"row {i}", "ground_truth": "42"} for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("call", "shown"),
+    [
+        ("sys.exit(3)", "SystemExit: 3 raised by the workflow"),
+        ("raise KeyboardInterrupt", "KeyboardInterrupt raised by the workflow"),
+    ],
+)
+def test_a_row_that_exits_fails_alone_and_the_others_pass(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, call: str, shown: str
+) -> None:
+    workspace(_rows(5), main=_main(trigger=f'if text == "row 2": {call}'))
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, *DEADLINES)
+    result.assert_outcomes(passed=4 + PREFLIGHT, failed=1)
+    assert f"row-2 (test.jsonl line 3): rollout failed [agent_error]: {shown}" in _out(result)
+
+
+def test_a_plain_def_workflow_that_exits_fails_alone(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    main = """
+import sys
+from osmosis_rollout import AgentWorkflow, Grader
+
+
+class Answer(AgentWorkflow):
+    def run(self, ctx):
+        if ctx.prompt[-1]["content"] == "row 1":
+            sys.exit(3)
+        return [*ctx.prompt, {"role": "assistant", "content": "42"}]
+
+
+class G(Grader):
+    async def grade(self, ctx):
+        ctx.set_reward(1.0)
+"""
+    workspace(_rows(3), main=main)
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, *DEADLINES)
+    result.assert_outcomes(passed=2 + PREFLIGHT, failed=1)
+    assert (
+        "row-1 (test.jsonl line 2): rollout failed [agent_error]: SystemExit: 3 raised by the workflow"
+        in _out(result)
+    )
+
+
+def test_a_grader_that_exits_is_named_as_the_grader(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    grade = 'if ctx.sample.messages[0]["content"] == "row 0": sys.exit(3)'
+    workspace(_rows(2), main=_main(grade=grade))
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, *DEADLINES)
+    result.assert_outcomes(passed=1 + PREFLIGHT, failed=1)
+    assert (
+        "row-0 (test.jsonl line 1): the grader failed [agent_error]: "
+        "SystemExit: 3 raised by the grader" in _out(result)
+    )
+
+
+def test_when_the_rollout_loop_dies_every_pending_row_fails_at_once_with_the_cause(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    # A callback scheduled on the loop is outside any rollout's task, so nothing can catch
+    # its SystemExit: the loop thread itself stops.
+    trigger = (
+        'if text == "row 0": asyncio.get_running_loop().call_soon(sys.exit, 7)\n'
+        "        await asyncio.sleep(20)"
+    )
+    root = workspace(_rows(4), main=_main(trigger=trigger))
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, *DEADLINES, "--osmosis-output=out"
+    )
+    result.assert_outcomes(passed=PREFLIGHT, failed=4)
+    result.stdout.fnmatch_lines(["*the rollout event loop stopped: SystemExit: 7*"])
+    rows = [json.loads(line) for line in (root / "out" / "rows.jsonl").read_text().splitlines()]
+    assert {r["error_type"] for r in rows} == {"rollout_loop_stopped"}
+
+
+def test_a_grader_exception_is_reported_as_the_grader_failing_with_the_log_to_read(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    grade = 'raise RuntimeError("the rubric file is missing")'
+    root = workspace(_rows(1), main=_main(grade=grade))
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-output=out")
+    result.assert_outcomes(passed=PREFLIGHT, failed=1)
+    log = root / "out" / "rollouts.log"
+    out = _out(result)
+    assert (
+        "row-0 (test.jsonl line 1): the grader failed [agent_error]: the rubric file is missing"
+        in out
+    )
+    assert f"  grader traceback: {log}\n" in out
+    assert "rollout failed" not in out
+    text = log.read_text()
+    assert "Traceback" in text and "the rubric file is missing" in text
+
+
+@pytest.mark.parametrize(("value", "shown"), [('float("nan")', "nan"), ('float("inf")', "inf")])
+def test_a_non_finite_reward_says_what_the_grader_set(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, value: str, shown: str
+) -> None:
+    workspace(_rows(1), main=_main(grade=f"ctx.set_reward({value}); return"))
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
+    result.assert_outcomes(passed=PREFLIGHT, failed=1)
+    out = _out(result)
+    assert f"the grader failed [validation_error]: the grader set reward={shown};" in out
+    assert "validation error for" not in out
