@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_osmosis.keys import RECORD_KEY
-from pytest_osmosis.outcome import failure_message
+from pytest_osmosis.keys import RECORD_KEY, ROW_KEY, RowRef
+from pytest_osmosis.session import OsmosisSession, ensure_session
+from pytest_osmosis.stats import row_stats
+from pytest_osmosis.verdict import RowVerdict, failure_message
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
     from osmosis_rollout.dataset import DatasetRow
-    from pytest_osmosis.session import OsmosisSession
 
 
 class OsmosisUsageFailure(Exception):
@@ -36,8 +37,7 @@ class DatasetFile(pytest.File):
         from osmosis_rollout.dataset import load_dataset
         from osmosis_rollout.errors import DatasetError
 
-        session = _session(self.config)
-        settings = session.settings
+        settings = ensure_session(self.config).settings
         try:
             rows = load_dataset(self.path, rows=settings.rows, limit=settings.limit)
         except DatasetError as exc:
@@ -57,6 +57,7 @@ class RowItem(pytest.Item):
     def __init__(self, *, row: DatasetRow, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.row = row
+        self.stash[ROW_KEY] = RowRef(row, cassette_key=self.cassette_key)
 
     @property
     def dataset(self) -> str:
@@ -72,9 +73,9 @@ class RowItem(pytest.Item):
         return f"{self.name} ({self.path.name}{line})"
 
     def runtest(self) -> None:
-        session = _session(self.config)
+        session = ensure_session(self.config)
         try:
-            verdict = session.wait(self)
+            verdict = session.wait_for_row(self.nodeid, self.row, cassette_key=self.cassette_key)
         except pytest.UsageError as exc:
             raise OsmosisUsageFailure(str(exc)) from exc
         except Exception as exc:
@@ -99,9 +100,7 @@ class RowItem(pytest.Item):
                 pytrace=False,
             )
 
-    def _record(self, session: OsmosisSession, verdict: Any) -> None:
-        from pytest_osmosis.stats import row_stats
-
+    def _record(self, session: OsmosisSession, verdict: RowVerdict) -> None:
         attempts = [a.index_row(self.nodeid, self.dataset) for a in verdict.attempts]
         record = {
             "nodeid": self.nodeid,
@@ -137,9 +136,3 @@ class RowItem(pytest.Item):
         line = getattr(self.row, "line", None)
         # The row's line in the dataset (0-based, as pytest counts), so skips point at it.
         return self.path, (line - 1 if line else 0), self.name
-
-
-def _session(config: pytest.Config) -> OsmosisSession:
-    from pytest_osmosis.lifecycle import ensure_session
-
-    return ensure_session(config)

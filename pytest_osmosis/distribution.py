@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_osmosis.keys import DATASETS_KEY, SESSION_KEY
+from pytest_osmosis.keys import DATASETS_KEY
 
 WORKER_RUN_NAME = "osmosis_run_name"
 
@@ -46,6 +46,8 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def share_run_name(node: Any) -> None:
     """Give workers the controller's run name, so one run writes one directory."""
-    session = node.config.stash.get(SESSION_KEY, None)
+    from pytest_osmosis.session import get_session
+
+    session = get_session(node.config)
     if session is not None:
         node.workerinput[WORKER_RUN_NAME] = session.run_name

@@ -81,12 +81,8 @@ def parametrize_by_marker(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("osmosis_row", rows, ids=[row.key for row in rows])
 
 
-def may_have_rows(session: pytest.Session) -> bool:
-    """True when this session has dataset rows or marker-parametrized tests (cheap check)."""
-    from pytest_osmosis.keys import DATASETS_KEY
-
-    if DATASETS_KEY in session.config.stash:
-        return True
+def has_marker_rows(session: pytest.Session) -> bool:
+    """True when a collected test is parametrized by ``@pytest.mark.osmosis_dataset``."""
     return any(item.get_closest_marker("osmosis_dataset") is not None for item in session.items)
 
 
@@ -101,7 +97,7 @@ def osmosis_row_fixture(request: pytest.FixtureRequest) -> Any:
 
 
 def osmosis_result_fixture(request: pytest.FixtureRequest) -> Any:
-    from pytest_osmosis.lifecycle import ensure_session
+    from pytest_osmosis.session import ensure_session
 
     row = request.getfixturevalue("osmosis_row")
     session = ensure_session(request.config)

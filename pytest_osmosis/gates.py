@@ -8,15 +8,14 @@ rows missed (they stay failed in the summary and the report), and fails below it
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from pytest_osmosis.options import resolve_path
-
-if TYPE_CHECKING:
-    from pytest_osmosis.session import OsmosisSession
+from pytest_osmosis.options import OsmosisSettings
+from pytest_osmosis.reporting import RunReport
 
 
 def _row_rewards(attempts: list[dict[str, Any]]) -> dict[str, float]:
@@ -67,12 +66,28 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
     }
 
 
+@dataclass
+class GateResult:
+    """What the gates decided: report extras, summary lines, and the exit status to force."""
+
+    extra: dict[str, Any] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+    exit_override: int | None = None
+
+
 def apply_gates(
-    osmosis: OsmosisSession, session: pytest.Session, exitstatus: int
-) -> tuple[dict[str, Any], list[str], int | None]:
-    """Evaluate the gates; return report extras, summary lines and an exit status override."""
-    settings = osmosis.settings
-    report = osmosis.report
+    settings: OsmosisSettings,
+    report: RunReport,
+    *,
+    baseline: Path | None,
+    testsfailed: int,
+    exitstatus: int,
+) -> GateResult:
+    """Evaluate the pass-rate gate and the baseline comparison for a finished run.
+
+    ``testsfailed`` is pytest's count of failed items (row misses and anything else);
+    ``baseline`` the resolved ``--osmosis-baseline`` path, if given.
+    """
     summary = report.summary()
     rows = summary["rows"]
     extra: dict[str, Any] = {}
@@ -89,19 +104,18 @@ def apply_gates(
                 + (f" ({failed_rows} row(s) missed, see above)" if failed_rows else "")
             )
             # Only row misses may be forgiven: any other failure keeps the run red.
-            other_failures = session.testsfailed - failed_rows
+            other_failures = testsfailed - failed_rows
             if exitstatus == pytest.ExitCode.TESTS_FAILED and other_failures <= 0:
                 override = pytest.ExitCode.OK
         else:
             lines.append(f"gate: FAILED  pass rate {rate:.1%} < {settings.min_pass_rate:.1%}")
             override = pytest.ExitCode.TESTS_FAILED
-    if settings.baseline:
-        baseline = load_baseline(resolve_path(session.config, settings.baseline))
+    if baseline is not None:
         current = {
             "row_verdicts": [{"nodeid": r.nodeid, "verdict": r.verdict} for r in report.rows],
             "rows": report.attempts,
         }
-        diff = compare(baseline, current)
+        diff = compare(load_baseline(baseline), current)
         extra["baseline"] = {"path": settings.baseline, **diff}
         lines.append(
             f"baseline: {len(diff['regressed'])} regressed, {len(diff['improved'])} improved, "
@@ -121,4 +135,4 @@ def apply_gates(
         if diff["regressed"] and settings.fail_on_regression:
             lines.append("baseline gate: FAILED (--osmosis-fail-on-regression)")
             override = pytest.ExitCode.TESTS_FAILED
-    return extra, lines, override
+    return GateResult(extra, lines, override)

@@ -1,23 +1,37 @@
-"""Typed ``config.stash`` keys, in a module light enough for every pytest start-up to import."""
+"""Typed stash keys and the report attribute, in a module light enough for every pytest start-up.
+
+The session itself is not stashed: it is a plugin registered as :data:`SESSION_PLUGIN` (see
+:func:`pytest_osmosis.session.get_session`).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_osmosis.session import OsmosisSession
+    from osmosis_rollout.dataset import DatasetRow
 
-SESSION_KEY: pytest.StashKey[OsmosisSession] = pytest.StashKey()
-"""The session's :class:`~pytest_osmosis.session.OsmosisSession` (present when rows may run)."""
+SESSION_PLUGIN = "osmosis-session"
+"""The name the session plugin is registered under (cheap to test with ``has_plugin``)."""
 
 DATASETS_KEY = pytest.StashKey[set[Path]]()
 """The resolved dataset paths that pytest should collect as row items."""
 
-RESULT_KEY = pytest.StashKey[dict[str, Any]]()
-"""What ``pytest_sessionfinish`` computed for the terminal summary."""
+
+@dataclass(frozen=True)
+class RowRef:
+    """What an item that runs a dataset row tells the session: the row and its cassette key."""
+
+    row: DatasetRow
+    cassette_key: str | None = None
+
+
+ROW_KEY = pytest.StashKey[RowRef]()
+"""On a row item's ``stash``: the row it runs (set by the item itself)."""
 
 RECORD_KEY = pytest.StashKey[dict[str, Any]]()
 """A finished row's record, moved onto its call report by the makereport wrapper."""

@@ -1,20 +1,25 @@
 """pytest-osmosis hooks, fixtures and marker registration (registered via ``pytest11``).
 
-Everything else lives in its own module: options (``options``), rows as items
-(``collection``), the scheduler (``scheduler``), running one attempt (``runtime``), the
-report (``reporting``), gates and baselines (``gates``), fixtures (``fixtures``).
+Only what pytest must find on the entry-point module is here; each hook hands over to the
+module that owns the work. The run's state and its per-run hooks belong to the session
+plugin (``session``), registered by ``startup`` when datasets are configured. Rows become
+items in ``collection``, preflight checks in ``preflight``, user fixtures and the marker in
+``fixtures``, pytest-xdist glue in ``distribution``.
+
+Nothing heavy is imported here: ``pytest --help`` and runs without rows pay only for this
+module, ``keys``, ``options`` and ``fixtures``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_osmosis import fixtures as _fixtures
-from pytest_osmosis.keys import DATASETS_KEY, RECORD_KEY, SESSION_KEY
+from pytest_osmosis.keys import DATASETS_KEY, SESSION_PLUGIN
 from pytest_osmosis.options import add_options, raw_value
 
 MARKER = (
@@ -35,35 +40,18 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
-    # Without a dataset the runtime is not imported at all: `pytest --help` and ordinary
-    # test runs pay only for this module. Marker-driven rows create the session lazily.
     if raw_value(config, "dataset"):
-        from pytest_osmosis.lifecycle import configure_session
+        from pytest_osmosis.startup import configure_session
 
         configure_session(config)
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if SESSION_KEY in config.stash:
-        from pytest_osmosis.lifecycle import unconfigure_session
-
-        unconfigure_session(config)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if DATASETS_KEY not in parent.config.stash:
         return None
-    from pytest_osmosis.lifecycle import dataset_collector
+    from pytest_osmosis.startup import dataset_collector
 
     return dataset_collector(file_path, parent)
-
-
-def pytest_report_header(config: pytest.Config) -> list[str] | None:
-    if SESSION_KEY not in config.stash:
-        return None
-    from pytest_osmosis.lifecycle import report_header
-
-    return report_header(config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -74,42 +62,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    if DATASETS_KEY not in config.stash:
+        return
     from pytest_osmosis.preflight import add_preflight_items
 
     add_preflight_items(session, items)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
-    if not _fixtures.may_have_rows(session):
-        return (yield)
-    from pytest_osmosis.lifecycle import finish_rows, start_rows
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Tests parametrized by the marker need the session (and its hooks) before the run loop.
+    config = session.config
+    if config.pluginmanager.has_plugin(SESSION_PLUGIN) or not _fixtures.has_marker_rows(session):
+        return
+    from pytest_osmosis.session import ensure_session
 
-    start_rows(session)
-    try:
-        return (yield)
-    finally:
-        finish_rows(session)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    if hasattr(item.config, "workerinput") and _fixtures.may_have_rows(item.session):
-        from pytest_osmosis.lifecycle import start_worker_queue
-
-        start_worker_queue(item)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    report = yield
-    if call.when == "call" and RECORD_KEY in item.stash:
-        from pytest_osmosis.lifecycle import attach_record
-
-        attach_record(item, report)
-    return report
+    ensure_session(config)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -124,21 +91,6 @@ def pytest_configure_node(node: Any) -> None:
     from pytest_osmosis.distribution import share_run_name
 
     share_run_name(node)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if SESSION_KEY in session.config.stash:
-        from pytest_osmosis.lifecycle import session_finish
-
-        session_finish(session, exitstatus)
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    if SESSION_KEY in config.stash:
-        from pytest_osmosis.lifecycle import terminal_summary
-
-        terminal_summary(terminalreporter, config)
 
 
 @pytest.fixture

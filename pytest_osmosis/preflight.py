@@ -123,9 +123,9 @@ def preflight_checks(osmosis: Any) -> list[tuple[str, Any]]:
 def add_preflight_items(session: pytest.Session, items: list[pytest.Item]) -> None:
     """Put the preflight items first; with ``--osmosis-preflight-only`` deselect the rows."""
     from pytest_osmosis.collection import DatasetFile
-    from pytest_osmosis.keys import SESSION_KEY
+    from pytest_osmosis.session import get_session
 
-    osmosis = session.config.stash.get(SESSION_KEY, None)
+    osmosis = get_session(session.config)
     if osmosis is None or not osmosis.settings.active:
         return
     # Only when a dataset was collected: `pytest tests/unit` with an ini dataset runs no checks.

@@ -1,10 +1,11 @@
 """The run's files and its terminal summary, written once, on the controlling process.
 
-Per-item facts travel on each call report as an ``osmosis`` attribute of JSON primitives
-(set by a makereport wrapper), so the same code works in-process and under pytest-xdist,
-where items run on workers and reports come back to the controller; flat
-``user_properties`` carry the headline numbers for JUnit XML. Rows stream to ``rows.jsonl`` as they arrive; the JSON report
-and the summary are built at the end from small per-attempt records (no messages).
+A row's record travels on its call report as an ``osmosis`` attribute of JSON primitives
+(set by the session's makereport wrapper), so the same code works in-process and under
+pytest-xdist, where items run on workers and reports come back to the controller; flat
+``user_properties`` carry only the headline numbers, for JUnit XML. Each row is appended to
+``rows.jsonl`` when its report arrives; the JSON report and the summary are built at the end
+from small per-attempt records (no messages).
 """
 
 from __future__ import annotations

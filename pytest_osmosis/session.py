@@ -1,9 +1,16 @@
-"""The plugin's per-session state: settings, the runtime it builds lazily, and the run's report.
+"""The session: one named plugin object that owns the run's state and the hooks that use it.
 
-One :class:`OsmosisSession` lives on ``config.stash[SESSION_KEY]``. Collection only reads
-datasets (cheap: ``--co`` never imports the rollout or starts a server); the first item to
-run builds the runtime: imports the entrypoint, starts the policy endpoint, opens the
-scheduler, and submits every selected row's attempts.
+An :class:`OsmosisSession` is registered with pytest's plugin manager as
+``"osmosis-session"`` (as pytest's own ``LFPlugin`` and pytest-xdist's ``DSession`` are):
+when datasets are configured, at ``pytest_configure`` (see :mod:`pytest_osmosis.startup`);
+for tests parametrized by ``@pytest.mark.osmosis_dataset``, once collection found one.
+Its hook methods start the rows' rollouts ahead of pytest's in-order reporting, move each
+finished row's record onto its report, collect the records (on the controlling process
+only), and write the files and the summary at the end.
+
+Collection only reads datasets (cheap: ``--co`` never imports the rollout or starts a
+server). The rollout engine (policy endpoint, backend or servers, scheduler) is started the
+first time a row is submitted, when the run loop begins.
 """
 
 from __future__ import annotations
@@ -14,40 +21,68 @@ import datetime as dt
 import functools
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_osmosis.options import OsmosisSettings, resolve_path
-from pytest_osmosis.outcome import AttemptResult, RowVerdict, row_verdict
-from pytest_osmosis.reporting import RunReport
-from pytest_osmosis.runtime import AttemptRunner, RunPaths
-from pytest_osmosis.scheduler import RolloutLoopStopped, RolloutScheduler
+from pytest_osmosis.keys import RECORD_KEY, REPORT_ATTR, ROW_KEY, SESSION_PLUGIN, RowRef
+from pytest_osmosis.options import OsmosisSettings, resolve_path, resolve_settings
+from pytest_osmosis.reporting import RowRecord, RunReport, summary_lines
+from pytest_osmosis.runners import RunPaths
+from pytest_osmosis.scheduler import RolloutLoopStopped
+from pytest_osmosis.verdict import AttemptResult, RowVerdict, row_verdict
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
-    from pytest_osmosis.collection import RowItem
+    from pytest_osmosis.engine import Engine
 
 ITEM_GRACE_SEC = 60.0
 UNBOUNDED_ITEM_DEADLINE_SEC = 3600.0
 
 
-@dataclass
-class Runtime:
-    """What the first running item builds: scheduler, runner and the things to stop."""
+def is_worker(config: pytest.Config) -> bool:
+    """True inside a pytest-xdist worker process."""
+    return hasattr(config, "workerinput")
 
-    scheduler: RolloutScheduler
-    runner: AttemptRunner
-    closers: list[Any] = field(default_factory=list)
-    loop_closers: list[Any] = field(default_factory=list)
-    """Run while the scheduler's loop still runs (e.g. closing HTTP clients made on it)."""
+
+def get_session(config: pytest.Config) -> OsmosisSession | None:
+    """The registered session, if any."""
+    plugin = config.pluginmanager.get_plugin(SESSION_PLUGIN)
+    return plugin if isinstance(plugin, OsmosisSession) else None
+
+
+def ensure_session(config: pytest.Config) -> OsmosisSession:
+    """The session, registered on first use when no dataset was given (marker-driven rows)."""
+    session = get_session(config)
+    if session is None:
+        session = OsmosisSession(
+            config, resolve_settings(config), workspace=None, entrypoint=None, eval_config=None
+        )
+        session.register()
+    return session
+
+
+def marker_row(item: pytest.Item) -> DatasetRow | None:
+    """The row of a test parametrized by ``@pytest.mark.osmosis_dataset`` that asks for its result."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or "osmosis_result" not in getattr(item, "fixturenames", ()):
+        return None
+    row: DatasetRow | None = callspec.params.get("osmosis_row")
+    return row
+
+
+def _row_ref(item: pytest.Item) -> RowRef | None:
+    ref = item.stash.get(ROW_KEY, None)
+    if ref is not None:
+        return ref
+    row = marker_row(item)
+    return RowRef(row) if row is not None else None
 
 
 class OsmosisSession:
-    """Everything pytest-osmosis knows during one pytest session."""
+    """Everything pytest-osmosis knows during one pytest session, and the hooks that use it."""
 
     def __init__(
         self,
@@ -70,16 +105,27 @@ class OsmosisSession:
         self.report = RunReport(
             self.output, pass_threshold=settings.pass_threshold, settings=self.describe()
         )
-        self.runtime: Runtime | None = None
-        self.runtime_error: BaseException | None = None
+        self.engine: Engine | None = None
+        self.engine_error: BaseException | None = None
+        self.result: dict[str, Any] | None = None
+        """What ``pytest_sessionfinish`` computed for the terminal summary."""
         self._ahead: collections.deque[Callable[[], None]] = collections.deque()
         self._consumed: set[str] = set()
+
+    def register(self) -> None:
+        """Register this session as the ``osmosis-session`` plugin."""
+        self.config.pluginmanager.register(self, SESSION_PLUGIN)
 
     def _output_dir(self) -> Path:
         if self.settings.output:
             return resolve_path(self.config, self.settings.output)
         base = self.workspace or Path(self.config.rootpath)
         return base / ".osmosis" / "runs" / self.run_name
+
+    @property
+    def paths(self) -> RunPaths:
+        """Where this run writes trajectories and artifacts."""
+        return RunPaths(self.output)
 
     def describe(self) -> dict[str, Any]:
         """The run's configuration, as the report header and JSON report show it."""
@@ -102,7 +148,7 @@ class OsmosisSession:
             "output": str(self.output),
         }
 
-    # -- running ---------------------------------------------------------------------------
+    # -- running rows ----------------------------------------------------------------------
 
     def item_deadline(self) -> float:
         """How long an item waits for one attempt (the official eval's item deadline)."""
@@ -111,25 +157,28 @@ class OsmosisSession:
             return s.agent_timeout + s.grader_timeout + ITEM_GRACE_SEC
         return UNBOUNDED_ITEM_DEADLINE_SEC
 
-    def ensure_runtime(self) -> Runtime:
-        """Build the runtime on first use; a failure is remembered and reported by every row."""
-        if self.runtime is not None:
-            return self.runtime
-        if self.runtime_error is not None:
-            raise self.runtime_error
+    def ensure_engine(self) -> Engine:
+        """Start the engine on first use; a failure is remembered and reported by every row."""
+        if self.engine is not None:
+            return self.engine
+        if self.engine_error is not None:
+            raise self.engine_error
         from osmosis_rollout.errors import UsageError
-        from pytest_osmosis.build import build_runtime
+        from pytest_osmosis.engine import start_engine
 
         try:
-            self.runtime = build_runtime(self)
+            self.engine = start_engine(
+                self.config, self.settings, output=self.output, entrypoint=self.entrypoint
+            )
         except UsageError as exc:
             # A missing extra, a bad entrypoint: the user's to fix, said once.
-            self.runtime_error = pytest.UsageError(f"pytest-osmosis: {exc}")
-            raise self.runtime_error from exc
+            self.engine_error = pytest.UsageError(f"pytest-osmosis: {exc}")
+            raise self.engine_error from exc
         except BaseException as exc:
-            self.runtime_error = exc
+            self.engine_error = exc
             raise
-        return self.runtime
+        self.entrypoint = self.engine.entrypoint
+        return self.engine
 
     def run_ahead(self, submits: list[Callable[[], None]]) -> None:
         """Queue row submissions in item order and start the first window of them.
@@ -142,46 +191,43 @@ class OsmosisSession:
         self._top_up()
 
     def _window(self) -> int:
-        runtime = self.ensure_runtime()
-        return max(64, 4 * runtime.scheduler.concurrency)
+        engine = self.ensure_engine()
+        return max(64, 4 * engine.scheduler.concurrency)
 
     def _top_up(self) -> None:
         if not self._ahead:
             return
         window = self._window()
-        assert self.runtime is not None
-        while self._ahead and self.runtime.scheduler.pending() < window:
+        assert self.engine is not None
+        while self._ahead and self.engine.scheduler.pending() < window:
             self._ahead.popleft()()
-
-    def submit(self, item: RowItem) -> None:
-        """Start every attempt of ``item``'s row (idempotent)."""
-        self.submit_row(item.nodeid, item.row, cassette_key=item.cassette_key)
 
     def submit_row(self, key: str, row: DatasetRow, *, cassette_key: str | None = None) -> None:
         """Start every attempt of ``row`` under ``key`` (idempotent; never after it was consumed)."""
-        runtime = self.ensure_runtime()
+        engine = self.ensure_engine()
         if key in self._consumed:
             return
-        runner = runtime.runner
+        runner = engine.runner
         for attempt in range(self.settings.n):
-            runtime.scheduler.submit(
+            engine.scheduler.submit(
                 f"{key}#{attempt}",
                 functools.partial(
                     runner.run_attempt, row, attempt, cassette_key=cassette_key or row.key
                 ),
             )
 
-    def wait(self, item: RowItem) -> RowVerdict:
-        """Wait for ``item``'s attempts and return the row's verdict."""
-        return self.wait_for_row(item.nodeid, item.row, cassette_key=item.cassette_key)
+    def _submit_item(self, item: pytest.Item) -> None:
+        ref = _row_ref(item)
+        if ref is not None:
+            self.submit_row(item.nodeid, ref.row, cassette_key=ref.cassette_key)
 
     def wait_for_row(
         self, key: str, row: DatasetRow, *, cassette_key: str | None = None
     ) -> RowVerdict:
         """Wait for the attempts submitted under ``key`` (submitting them if needed)."""
         self.submit_row(key, row, cassette_key=cassette_key)
-        assert self.runtime is not None
-        scheduler = self.runtime.scheduler
+        assert self.engine is not None
+        scheduler = self.engine.scheduler
         deadline = self.item_deadline()
         attempts: list[AttemptResult] = []
         for attempt in range(self.settings.n):
@@ -218,19 +264,150 @@ class OsmosisSession:
 
     def close(self) -> None:
         """Cancel what still runs and stop every server and thread this session started."""
-        runtime, self.runtime = self.runtime, None
-        if runtime is None:
-            return
-        runtime.scheduler.cancel_pending()
-        for closer in [*runtime.loop_closers, runtime.scheduler.close, *reversed(runtime.closers)]:
-            try:
-                closer()
-            except Exception:
-                pass
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            engine.stop()
 
-    @property
-    def paths(self) -> RunPaths:
-        return RunPaths(self.output)
+    # -- hooks -----------------------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        self._start_rows(session)
+        try:
+            return (yield)
+        finally:
+            self.close()
+
+    def _start_rows(self, session: pytest.Session) -> None:
+        """Start the selected rows' rollouts ahead of pytest's in-order reporting."""
+        if self.config.option.collectonly or is_worker(self.config):
+            return
+        rows = [item for item in session.items if _row_ref(item) is not None]
+        if not rows:
+            return
+        try:
+            self.run_ahead([functools.partial(self._submit_item, item) for item in rows])
+        except pytest.UsageError as exc:
+            # A user mistake (no policy, a broken entrypoint): say it once and stop.
+            pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+        except Exception:
+            # The session remembers the engine's error; every row reports it when it runs.
+            return
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """Under xdist, start the rollouts of every row queued on this worker, not just this one."""
+        if not is_worker(self.config):
+            return
+        queued: list[int] = []
+        for plugin in self.config.pluginmanager.get_plugins():
+            if type(plugin).__name__ == "WorkerInteractor":
+                torun = getattr(plugin, "torun", None)
+                if torun is not None:
+                    with torun.lock() as pending:
+                        queued = [i for i in pending if isinstance(i, int)]
+        items = item.session.items
+        candidates = [item, *(items[i] for i in queued if i < len(items))]
+        try:
+            for candidate in candidates:
+                self._submit_item(candidate)
+        except Exception:
+            return
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Move a finished row's record from the item onto its call report."""
+        report = yield
+        if report.when == "call" and RECORD_KEY in item.stash:
+            setattr(report, REPORT_ATTR, item.stash[RECORD_KEY])
+            del item.stash[RECORD_KEY]
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Keep each row's record from its report (controller only; workers' reports arrive here)."""
+        if is_worker(self.config):
+            return
+        value = getattr(report, REPORT_ATTR, None)
+        if report.when != "call" or not isinstance(value, dict):
+            return
+        self.report.add(
+            RowRecord(
+                nodeid=value["nodeid"],
+                dataset=value["dataset"],
+                row_key=value["row_key"],
+                verdict=value["verdict"],
+                attempts=value["attempts"],
+                stats=value.get("stats", {}),
+            )
+        )
+        # pytest keeps every report for the session: do not keep the record twice.
+        delattr(report, REPORT_ATTR)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Write the report files and apply the suite gates (controller only)."""
+        config = self.config
+        if is_worker(config) or config.option.collectonly or not self.report.rows:
+            return
+        from pytest_osmosis.gates import apply_gates
+
+        report = self.report
+        report.close()
+        settings = self.settings
+        baseline = resolve_path(config, settings.baseline) if settings.baseline else None
+        gates = apply_gates(
+            settings,
+            report,
+            baseline=baseline,
+            testsfailed=session.testsfailed,
+            exitstatus=int(exitstatus),
+        )
+        paths = [self.output / "report.json"]
+        if settings.report:
+            paths.append(resolve_path(config, settings.report))
+        document = report.write(gates.extra, paths)
+        html_path = None
+        if settings.html:
+            from pytest_osmosis.html import write_html
+
+            html_path = resolve_path(config, settings.html)
+            write_html(html_path, document)
+        self.result = {
+            "summary": document["summary"],
+            "gate_lines": gates.lines,
+            "paths": [str(p) for p in paths] + ([str(html_path)] if html_path else []),
+        }
+        if gates.exit_override is not None:
+            session.exitstatus = gates.exit_override
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        result = self.result
+        if result is None:
+            return
+        terminalreporter.section("osmosis summary")
+        for line in summary_lines(self.report, result["summary"]):
+            terminalreporter.write_line(line)
+        for line in result["gate_lines"]:
+            terminalreporter.write_line(line)
+        for path in result["paths"]:
+            terminalreporter.write_line(f"report: {path}")
+
+    def pytest_report_header(self) -> list[str] | None:
+        if not self.settings.active:
+            return None
+        d = self.describe()
+        return [
+            f"osmosis: {d['mode']}, rollout {d['entrypoint'] or ', '.join(d['servers'])}, "
+            f"policy {d['policy'] or 'replay/config'}, threshold {d['pass_threshold']:g}, n {d['n']}"
+            + (f", concurrency {d['concurrency']}" if d["concurrency"] else ""),
+            f"osmosis output: {d['output']}",
+        ]
+
+    def pytest_unconfigure(self) -> None:
+        self.close()
+        self.report.close()
 
 
 def _synthetic(row: DatasetRow, attempt: int, error_type: str, message: str) -> AttemptResult:

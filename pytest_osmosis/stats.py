@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from pytest_osmosis.outcome import RowVerdict
+from pytest_osmosis.verdict import RowVerdict
 
 
 def row_stats(verdict: RowVerdict) -> dict[str, Any]:

@@ -106,9 +106,9 @@ def test_the_marker_and_fixtures_are_listed_with_their_signatures(
     markers = pytester.runpytest("--markers")
     markers.stdout.fnmatch_lines(["*@pytest.mark.osmosis_dataset(path, rows=None)*"])
     fixtures = pytester.runpytest("--fixtures")
-    fixtures.stdout.fnmatch_lines(
-        ["*osmosis_policy*", "*osmosis_run*", "*osmosis_row*", "*osmosis_result*"]
-    )
+    # pytest orders fixtures by their location's text, so each is matched on its own.
+    for name in ("osmosis_policy", "osmosis_run", "osmosis_row", "osmosis_result"):
+        fixtures.stdout.fnmatch_lines([f"{name} -- *pytest_osmosis*plugin.py:*"])
 
 
 def test_rows_run_with_pytest_asyncio_in_auto_mode_alongside_async_tests(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from osmosis_rollout import ExecutionBackend, ExecutionRequest, ExecutionResult, RolloutContext
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.execution import execute_in_process
-from pytest_osmosis.outcome import AttemptResult, classify
+from pytest_osmosis.verdict import AttemptResult, classify
 
 if TYPE_CHECKING:
     from osmosis_rollout.controller import PolicyServer, RolloutClient

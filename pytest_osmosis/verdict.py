@@ -13,7 +13,7 @@ STATUS_SUCCESS, STATUS_FAILED, STATUS_SKIPPED = "success", "failed", "skipped"
 
 @dataclass
 class AttemptResult:
-    """One rollout of one row, classified as the official eval classifies it (spec I.6).
+    """One rollout of one row, classified as the official ``osmosis eval run`` classifies it.
 
     ``status`` is ``success`` | ``failed`` | ``skipped`` (the grader removed the sample);
     ``error_type`` is the error category, else the message, else ``rollout_failed``.

@@ -1,0 +1,196 @@
+"""The rollout engine: what runs a session's rows, and how it starts and stops.
+
+:func:`start_engine` loads the rollout (in-process: the entrypoint's backend; server mode:
+the given or started rollout servers), starts the policy endpoint and the scheduler, and
+returns an :class:`Engine` that knows how to stop all of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_osmosis.options import DEFAULT_CONCURRENCY, OsmosisSettings
+from pytest_osmosis.policy_choice import choose_policy
+from pytest_osmosis.rollout_servers import (
+    check_servers,
+    close_clients,
+    make_clients,
+    start_server_subprocess,
+)
+from pytest_osmosis.runners import AttemptRunner, InProcessRunner, RunPaths, ServerRunner
+from pytest_osmosis.scheduler import RolloutScheduler
+
+if TYPE_CHECKING:
+    from osmosis_rollout.backend.base import ExecutionBackend
+
+
+@dataclass
+class Engine:
+    """A started engine: the scheduler, the runner it runs, and what to stop."""
+
+    scheduler: RolloutScheduler
+    runner: AttemptRunner
+    entrypoint: str | None
+    """The rollout entrypoint in use (discovered when none was configured)."""
+    closers: list[Callable[[], None]] = field(default_factory=list)
+    """Run after the scheduler stopped, in order."""
+    loop_closers: list[Callable[[], None]] = field(default_factory=list)
+    """Run while the scheduler's loop still runs (e.g. closing HTTP clients made on it)."""
+
+    def stop(self) -> None:
+        """Cancel what still runs, then stop every server and thread (best effort, bounded)."""
+        self.scheduler.cancel_pending()
+        for closer in [*self.loop_closers, self.scheduler.close, *self.closers]:
+            try:
+                closer()
+            except Exception:
+                pass
+
+
+def load_backend(config: pytest.Config, entrypoint: str | None) -> tuple[ExecutionBackend, str]:
+    """The entrypoint's backend (module-level, from its app, or built from its classes).
+
+    Without an ``entrypoint`` (marker-driven rows, no ``--osmosis-dataset``) the workspace's
+    rollout is found now. Returns the backend and the entrypoint used.
+    """
+    from osmosis_rollout.entrypoint import load_entrypoint
+    from osmosis_rollout.errors import EntrypointError
+
+    if entrypoint is None:
+        from pytest_osmosis.workspace import discover_entrypoint, find_workspace
+
+        workspace = find_workspace([Path(config.invocation_params.dir), Path(config.rootpath)])
+        entrypoint = discover_entrypoint(workspace)
+    try:
+        loaded = load_entrypoint(entrypoint, base_dir=Path(config.invocation_params.dir))
+    except EntrypointError as exc:
+        raise pytest.UsageError(f"pytest-osmosis: {exc}") from exc
+    if loaded.backend is None:
+        raise pytest.UsageError(f"pytest-osmosis: {entrypoint} exposes no rollout backend")
+    backend: ExecutionBackend = loaded.backend
+    return backend, entrypoint
+
+
+def _concurrency(settings: OsmosisSettings, backend: ExecutionBackend | None) -> int:
+    from osmosis_rollout._limiter import ConcurrencyLimiter
+    from osmosis_rollout.backend.local import LocalBackend
+
+    if settings.concurrency is not None:
+        if isinstance(backend, LocalBackend):
+            # The flag bounds the run, so the backend's own limiter must not bound it lower.
+            backend.limiter = ConcurrencyLimiter(max_concurrent=settings.concurrency)
+        return settings.concurrency
+    if isinstance(backend, LocalBackend) and backend.workflow_config is not None:
+        configured = backend.workflow_config.concurrency.max_concurrent
+        if configured is not None:
+            return configured
+    if isinstance(backend, LocalBackend):
+        backend.limiter = ConcurrencyLimiter(max_concurrent=None)
+    return DEFAULT_CONCURRENCY
+
+
+def _route_rollout_logs(path: Path) -> Callable[[], None]:
+    """Send osmosis_rollout's logs to ``<output>/rollouts.log`` while rows run.
+
+    Rollouts run concurrently on another thread, so their log records would otherwise land in
+    whichever item pytest is reporting at that moment. Returns the function that undoes it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("osmosis_rollout")
+    previous = (logger.propagate, logger.level)
+    logger.addHandler(handler)
+    logger.propagate = False
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
+
+    def restore() -> None:
+        logger.removeHandler(handler)
+        handler.close()
+        logger.propagate, level = previous
+        logger.setLevel(level)
+
+    return restore
+
+
+def start_engine(
+    config: pytest.Config, settings: OsmosisSettings, *, output: Path, entrypoint: str | None
+) -> Engine:
+    """Import, start and wire everything the rows need; what was started is stopped on error."""
+    from osmosis_rollout.controller import PolicyServer
+
+    s = settings
+    closers: list[Callable[[], None]] = [_route_rollout_logs(output / "rollouts.log")]
+    loop_closers: list[Callable[[], None]] = []
+    scheduler: RolloutScheduler | None = None
+    paths = RunPaths(output)
+    runner: AttemptRunner
+    try:
+        policy_server = PolicyServer(choose_policy(config, settings))
+        policy_server.start()
+        closers.append(policy_server.stop)
+        if s.servers or s.serve:
+            urls = list(s.servers)
+            check_servers(urls)
+            artifact_root: Path | None = None
+            if s.serve:
+                assert entrypoint is not None, (
+                    "startup discovers the entrypoint for --osmosis-serve"
+                )
+                artifact_root = paths.rollouts
+                url, stop = start_server_subprocess(
+                    entrypoint,
+                    cwd=Path(config.invocation_params.dir),
+                    output=output,
+                    artifact_root=artifact_root,
+                )
+                closers.append(stop)
+                urls.append(url)
+            scheduler = RolloutScheduler(s.concurrency or DEFAULT_CONCURRENCY)
+            clients = make_clients(scheduler, urls)
+            loop_closers.append(functools.partial(close_clients, scheduler, clients))
+            runner = ServerRunner(
+                clients,
+                policy_server,
+                paths,
+                agent_timeout=s.agent_timeout,
+                grader_timeout=s.grader_timeout,
+                server_artifact_root=artifact_root,
+            )
+        else:
+            backend, entrypoint = load_backend(config, entrypoint)
+            from osmosis_rollout.backend.local import LocalBackend
+
+            if isinstance(backend, LocalBackend):
+                backend.artifact_root = paths.rollouts
+            scheduler = RolloutScheduler(_concurrency(settings, backend))
+            runner = InProcessRunner(
+                backend,
+                policy_server,
+                paths,
+                agent_timeout=s.agent_timeout,
+                grader_timeout=s.grader_timeout,
+            )
+    except BaseException:
+        stops = [*loop_closers, *([scheduler.close] if scheduler else []), *reversed(closers)]
+        for closer in stops:
+            try:
+                closer()
+            except Exception:
+                pass
+        raise
+    return Engine(
+        scheduler=scheduler,
+        runner=runner,
+        entrypoint=entrypoint,
+        closers=list(reversed(closers)),
+        loop_closers=loop_closers,
+    )

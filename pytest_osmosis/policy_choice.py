@@ -1,0 +1,80 @@
+"""Which policy answers the rollouts' model calls: scripted, LiteLLM, or replayed cassettes.
+
+Chosen from the settings, in this order: ``--osmosis-policy`` (a scripted callable),
+``--osmosis-model`` (LiteLLM), cassettes already recorded beside the dataset (replay), the
+eval TOML's ``model_path`` (LiteLLM); a record mode wraps the choice to record or replay.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import pytest
+
+from pytest_osmosis.options import OsmosisSettings, resolve_path
+from pytest_osmosis.workspace import load_callable
+
+if TYPE_CHECKING:
+    from osmosis_rollout.policy.recording import RecordMode
+
+
+def cassette_dir(config: pytest.Config, settings: OsmosisSettings) -> Path:
+    """``--osmosis-cassette-dir``, else ``cassettes/`` beside the first dataset."""
+    if settings.cassette_dir:
+        return resolve_path(config, settings.cassette_dir)
+    if settings.datasets:
+        return resolve_path(config, settings.datasets[0]).parent / "cassettes"
+    return Path(config.invocation_params.dir) / "cassettes"
+
+
+def _has_cassettes(directory: Path) -> bool:
+    return directory.is_dir() and any(directory.rglob("*.json"))
+
+
+def choose_policy(config: pytest.Config, settings: OsmosisSettings) -> Any:
+    """The policy serving model calls: scripted, LiteLLM, or replay, maybe wrapped to record."""
+    from osmosis_rollout.policy import RecordingPolicy, as_policy
+
+    s = settings
+    base = Path(config.invocation_params.dir)
+    inner: Any = None
+    if s.policy:
+        inner = as_policy(load_callable(s.policy, base=base, what="--osmosis-policy"))
+    elif s.model:
+        inner = _litellm_policy(s.model, "--osmosis-model")
+    cassettes = cassette_dir(config, settings)
+    mode = s.record_mode
+    if inner is None:
+        if mode in (None, "none") and _has_cassettes(cassettes):
+            return RecordingPolicy(None, cassettes, "none")
+        if s.toml_model and (mode is not None or not _has_cassettes(cassettes)):
+            inner = _litellm_policy(s.toml_model, "the eval TOML's model_path")
+        else:
+            raise pytest.UsageError(
+                "pytest-osmosis: no policy to answer the rollouts' model calls. Pass "
+                "--osmosis-policy FILE:CALLABLE (a scripted policy), --osmosis-model LITELLM_ID (a real "
+                f"model), or record cassettes into {cassettes} first (--osmosis-record-mode once)."
+            )
+    if mode is None or (mode == "none" and not _has_cassettes(cassettes)):
+        return inner
+    return RecordingPolicy(inner, cassettes, cast("RecordMode", mode))
+
+
+def _litellm_policy(model: str, source: str) -> Any:
+    """A LiteLLM policy, refused up front when LiteLLM finds no credentials for the model."""
+    from osmosis_rollout.integrations._litellm import import_litellm
+    from osmosis_rollout.policy import LiteLLMPolicy
+
+    litellm = import_litellm(extra="litellm")
+    try:
+        check = litellm.validate_environment(model=model)
+    except Exception:
+        check = {}
+    missing = check.get("missing_keys") if isinstance(check, dict) else None
+    if missing and not check.get("keys_in_environment", True):
+        raise pytest.UsageError(
+            f"pytest-osmosis: model {model!r} (from {source}) needs {', '.join(missing)} in the "
+            "environment. Set it, or replay recorded cassettes, or pass --osmosis-policy FILE:CALLABLE."
+        )
+    return LiteLLMPolicy(model)

@@ -1,0 +1,156 @@
+"""Server mode's rollout servers: check the given URLs, start one with ``--osmosis-serve``, and
+make the controller-side clients that admit and poll rollouts on them."""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from pytest_osmosis.scheduler import RolloutScheduler
+
+SERVE_START_TIMEOUT_SEC = 60.0
+SERVE_STOP_TIMEOUT_SEC = 10.0
+
+ROLLOUTS_PER_CLIENT = 16
+"""Long polls each hold a connection, and httpx's pool scans all of its connections per
+request, so one client per 16 rollouts in flight keeps the controller side cheap."""
+
+
+def _server_api_key() -> str | None:
+    """The rollout server's inbound key, from the same variable ``osmosis-rollout serve`` reads."""
+    from osmosis_rollout.server import SERVER_API_KEY_ENV
+
+    return os.environ.get(SERVER_API_KEY_ENV) or None
+
+
+def _auth_headers() -> dict[str, str]:
+    key = _server_api_key()
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def check_servers(urls: list[str]) -> None:
+    """Refuse to start when a rollout server does not answer ``GET /health``."""
+    headers = _auth_headers()
+    for url in urls:
+        try:
+            response = httpx.get(url.rstrip("/") + "/health", timeout=5.0, headers=headers)
+        except httpx.HTTPError as exc:
+            raise pytest.UsageError(
+                f"pytest-osmosis: --osmosis-server {url}: no rollout server there ({type(exc).__name__}: {exc}). "
+                "Start it (osmosis-rollout serve ...) or use --osmosis-serve."
+            ) from None
+        if response.status_code != 200:
+            hint = (
+                " (set OSMOSIS_ROLLOUT_API_KEY to its inbound key)"
+                if response.status_code == 401
+                else ""
+            )
+            raise pytest.UsageError(
+                f"pytest-osmosis: --osmosis-server {url}: GET /health answered {response.status_code}{hint}"
+            )
+
+
+def make_clients(scheduler: RolloutScheduler, urls: list[str]) -> list[Any]:
+    """Enough ``RolloutClient``s for the scheduler's concurrency, made on its loop.
+
+    Interleaved, so round-robin spreads rows over the replicas first.
+    """
+    from osmosis_rollout.controller import RolloutClient
+
+    async def make(url: str) -> Any:
+        return RolloutClient(url, admission_timeout_sec=120.0, api_key=_server_api_key())
+
+    per_url = max(1, -(-scheduler.concurrency // (ROLLOUTS_PER_CLIENT * len(urls))))
+    return [
+        scheduler.run(functools.partial(make, url), timeout=10)
+        for _ in range(per_url)
+        for url in urls
+    ]
+
+
+def close_clients(scheduler: RolloutScheduler, clients: list[Any]) -> None:
+    """Close clients on the loop they were made on (best effort; the loop may be gone)."""
+    for client in clients:
+        try:
+            scheduler.run(client.aclose, timeout=5)
+        except Exception:
+            pass
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server_subprocess(
+    entrypoint: str, *, cwd: Path, output: Path, artifact_root: Path
+) -> tuple[str, Callable[[], None]]:
+    """Run ``osmosis-rollout serve <entrypoint>`` on a free loopback port; return url and stop.
+
+    The server writes trajectories under ``artifact_root`` and its log to
+    ``<output>/server.log``.
+    """
+    port = _free_port()
+    env = dict(os.environ, _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(artifact_root), PYTHONUNBUFFERED="1")
+    log_path = output / "server.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("ab")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "osmosis_rollout.cli",
+            "serve",
+            entrypoint,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=str(cwd),
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + SERVE_START_TIMEOUT_SEC
+
+    def stop() -> None:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(SERVE_STOP_TIMEOUT_SEC)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        log.close()
+
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            stop()
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise pytest.UsageError(
+                f"pytest-osmosis: --osmosis-serve: the server exited early:\n{tail}"
+            )
+        try:
+            response = httpx.get(url + "/health", timeout=1.0, headers=_auth_headers())
+            if response.status_code == 200:
+                return url, stop
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    stop()
+    raise pytest.UsageError(
+        f"pytest-osmosis: --osmosis-serve: no healthy server on {url} after {SERVE_START_TIMEOUT_SEC:g}s"
+    )

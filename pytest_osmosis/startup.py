@@ -1,0 +1,122 @@
+"""From the command line to a registered session, when datasets are configured.
+
+Resolve the settings (command line, ini, then the eval TOML's values as defaults), find the
+workspace and the rollout entrypoint, register the :class:`~pytest_osmosis.session.OsmosisSession`
+plugin, and point pytest's collection at the dataset files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_osmosis.keys import DATASETS_KEY
+from pytest_osmosis.options import raw_value, resolve_path, resolve_settings
+from pytest_osmosis.session import OsmosisSession, ensure_session
+from pytest_osmosis.workspace import default_eval_config, discover_entrypoint, find_workspace
+
+
+def _toml_defaults(config: pytest.Config, path: Path) -> dict[str, Any]:
+    from osmosis_rollout.errors import ConfigError
+    from osmosis_rollout.eval_config import load_eval_config
+
+    try:
+        cfg = load_eval_config(path)
+    except ConfigError as exc:
+        raise pytest.UsageError(f"pytest-osmosis: {exc}") from exc
+    ev = cfg.evaluation
+    defaults: dict[str, Any] = {}
+    for stem, value in (
+        ("pass_threshold", getattr(ev, "pass_threshold", None)),
+        ("n", getattr(ev, "n", None)),
+        ("limit", getattr(ev, "limit", None)),
+        ("agent_timeout", getattr(ev, "agent_workflow_timeout_s", None)),
+        ("grader_timeout", getattr(ev, "grader_timeout_s", None)),
+        ("concurrency", getattr(ev, "batch_size", None)),
+        ("model", getattr(cfg.experiment, "model_path", None)),
+    ):
+        if value is not None:
+            defaults[stem] = value
+    if defaults.get("limit") is not None and int(defaults["limit"]) <= 0:
+        defaults.pop("limit")
+    experiment = cfg.experiment
+    rollout, entry = getattr(experiment, "rollout", None), getattr(experiment, "entrypoint", None)
+    if rollout and entry:
+        workspace = path.resolve().parent.parent.parent
+        defaults["rollout"] = str(workspace / "rollouts" / rollout / entry)
+    return defaults
+
+
+def configure_session(config: pytest.Config) -> None:
+    """Resolve settings and register the session; when datasets are given, collect them."""
+    datasets = [str(p) for p in (raw_value(config, "dataset") or [])]
+    if not datasets:
+        ensure_session(config)
+        return
+    invocation = Path(config.invocation_params.dir)
+    dataset_paths = [resolve_path(config, d) for d in datasets]
+    for path in dataset_paths:
+        if not path.is_file():
+            raise pytest.UsageError(f"--osmosis-dataset: file not found: {path}")
+    workspace = find_workspace(
+        [invocation, Path(config.rootpath), *(p.parent for p in dataset_paths)]
+    )
+    config_value = raw_value(config, "config")
+    rollout_flag = raw_value(config, "rollout")
+    eval_config = resolve_path(config, config_value) if config_value else None
+    if eval_config is not None and not eval_config.is_file():
+        raise pytest.UsageError(f"--osmosis-config: file not found: {eval_config}")
+    needs_entrypoint = not (raw_value(config, "server"))
+    entrypoint = rollout_flag
+    if eval_config is None and entrypoint is None and needs_entrypoint:
+        entrypoint = discover_entrypoint(workspace)
+    if eval_config is None and entrypoint is not None:
+        eval_config = default_eval_config(workspace, entrypoint)
+    toml = _toml_defaults(config, eval_config) if eval_config is not None else {}
+    settings = resolve_settings(config, toml)
+    if settings.rollout and not rollout_flag:
+        entrypoint = settings.rollout
+    if entrypoint is None and needs_entrypoint:
+        entrypoint = discover_entrypoint(workspace)
+    OsmosisSession(
+        config, settings, workspace=workspace, entrypoint=entrypoint, eval_config=eval_config
+    ).register()
+    config.stash[DATASETS_KEY] = {p.resolve() for p in dataset_paths}
+    if settings.baseline:
+        # Fail before any rollout runs, not after all of them.
+        from pytest_osmosis.gates import load_baseline
+
+        load_baseline(resolve_path(config, settings.baseline))
+    _point_collection_at_datasets(config, dataset_paths)
+
+
+def _point_collection_at_datasets(config: pytest.Config, dataset_paths: list[Path]) -> None:
+    """Decide what pytest collects when datasets are configured.
+
+    No paths on the command line: just the datasets (not the whole tree). Explicit paths:
+    those, plus the datasets given by ``--osmosis-dataset`` on the command line that no path
+    already names; datasets set only in the ini do not join an explicit selection, so
+    ``pytest tests/unit`` or ``pytest data/test.jsonl::row-3`` run just what was named.
+    """
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = [str(p) for p in dataset_paths]
+        return
+    invocation = Path(config.invocation_params.dir)
+    named = {(invocation / arg.split("::", 1)[0]).resolve() for arg in config.args}
+    from_cli = {
+        resolve_path(config, d).resolve() for d in (config.getoption("osmosis_dataset") or [])
+    }
+    extra = [str(p) for p in dataset_paths if p.resolve() in from_cli and p.resolve() not in named]
+    config.args = [*config.args, *extra]
+
+
+def dataset_collector(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A :class:`~pytest_osmosis.collection.DatasetFile` for a configured dataset, else ``None``."""
+    datasets = parent.config.stash.get(DATASETS_KEY, None)
+    if not datasets or file_path.resolve() not in datasets:
+        return None
+    from pytest_osmosis.collection import DatasetFile
+
+    return DatasetFile.from_parent(parent, path=file_path)

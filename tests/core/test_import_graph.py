@@ -1,0 +1,194 @@
+"""The import graph of both packages has no cycle, counting every import statement.
+
+Imports inside functions and under ``if TYPE_CHECKING:`` count too: they hide a cycle from
+the interpreter, not from a reader. ``osmosis_rollout`` never imports pytest or the plugin.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("osmosis_rollout", "pytest_osmosis")
+
+
+def _modules(package: str, root: Path = ROOT) -> dict[str, Path]:
+    """Every module of ``package``: dotted name -> file (a package is its ``__init__``)."""
+    modules: dict[str, Path] = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _imported_names(module: str, path: Path) -> Iterator[tuple[str, int]]:
+    """Every dotted name an import statement anywhere in ``path`` may load, with its line.
+
+    ``from pkg import name`` yields ``pkg.name``: the caller keeps the longest prefix that is
+    a module (``name`` is a submodule, or an attribute of ``pkg``).
+    """
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = module.split(".")
+                drop = node.level - 1 if is_package else node.level
+                base = ".".join(base_parts[: len(base_parts) - drop])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                yield f"{target}.{alias.name}", node.lineno
+
+
+def import_graph(package: str, root: Path = ROOT) -> dict[str, dict[str, int]]:
+    """``module -> {imported module of the same package: line}``."""
+    modules = _modules(package, root)
+    graph: dict[str, dict[str, int]] = {name: {} for name in modules}
+    for name, path in modules.items():
+        for target, line in _imported_names(name, path):
+            # `from pkg import name` names a module or an attribute: keep the longest module.
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                graph[name].setdefault(target, line)
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in graph[node]:
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _describe(graph: dict[str, dict[str, int]], component: list[str]) -> str:
+    members = set(component)
+    edges = [
+        f"  {source} -> {target} (line {line})"
+        for source in component
+        for target, line in sorted(graph[source].items())
+        if target in members
+    ]
+    return "cycle among " + ", ".join(component) + ":\n" + "\n".join(edges)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_the_package_has_no_import_cycle(package: str) -> None:
+    graph = import_graph(package)
+    found = cycles(graph)
+    assert not found, "\n".join(_describe(graph, c) for c in found)
+
+
+def test_the_runtime_library_never_imports_pytest_or_the_plugin() -> None:
+    offenders = [
+        f"{name} line {line}: {target}"
+        for name, path in _modules("osmosis_rollout").items()
+        for target, line in _imported_names(name, path)
+        if target.split(".")[0] in {"pytest", "_pytest", "pytest_osmosis"}
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_checker_finds_a_cycle_hidden_in_a_function_and_under_type_checking(
+    tmp_path: Path,
+) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from pkg.b import g\n")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n"
+    )
+    (package / "c.py").write_text("import pkg.a\n")
+    assert cycles(import_graph("pkg", tmp_path)) == [["pkg.a", "pkg.b"]]
+
+
+PLUGIN_LAYERS: dict[str, int] = {
+    # 0: settings, keys and other leaves
+    "pytest_osmosis.keys": 0,
+    "pytest_osmosis.options": 0,
+    "pytest_osmosis.workspace": 0,
+    "pytest_osmosis.progress": 0,
+    "pytest_osmosis.newhooks": 0,
+    # 1: verdicts, statistics, report writers, gates
+    "pytest_osmosis.verdict": 1,
+    "pytest_osmosis.stats": 1,
+    "pytest_osmosis.reporting": 1,
+    "pytest_osmosis.html": 1,
+    "pytest_osmosis.gates": 1,
+    # 2: running rollouts: scheduler, runners, and the engine that wires them
+    "pytest_osmosis.scheduler": 2,
+    "pytest_osmosis.runners": 2,
+    "pytest_osmosis.policy_choice": 2,
+    "pytest_osmosis.rollout_servers": 2,
+    "pytest_osmosis.engine": 2,
+    # 3: the session plugin, which owns the run's state and hooks
+    "pytest_osmosis.session": 3,
+    # 4: what pytest drives: start-up, collection, preflight, fixtures, xdist glue
+    "pytest_osmosis.startup": 4,
+    "pytest_osmosis.collection": 4,
+    "pytest_osmosis.preflight": 4,
+    "pytest_osmosis.fixtures": 4,
+    "pytest_osmosis.distribution": 4,
+    # 5: the entry point and the package
+    "pytest_osmosis.plugin": 5,
+    "pytest_osmosis": 5,
+}
+"""The plugin's layers: a module imports only modules of its own layer or below."""
+
+
+def test_every_plugin_module_has_a_layer() -> None:
+    unplaced = sorted(set(_modules("pytest_osmosis")) - set(PLUGIN_LAYERS))
+    assert not unplaced, f"place {unplaced} in PLUGIN_LAYERS (tests/core/test_import_graph.py)"
+
+
+def test_plugin_modules_import_only_their_layer_or_below() -> None:
+    graph = import_graph("pytest_osmosis")
+    upward = [
+        f"{source} (layer {PLUGIN_LAYERS[source]}) imports {target} "
+        f"(layer {PLUGIN_LAYERS[target]}) at line {line}"
+        for source, targets in sorted(graph.items())
+        for target, line in sorted(targets.items())
+        if source in PLUGIN_LAYERS
+        and target in PLUGIN_LAYERS
+        and PLUGIN_LAYERS[target] > PLUGIN_LAYERS[source]
+    ]
+    assert not upward, "\n".join(upward)

@@ -1,0 +1,348 @@
+"""The plugin's pure functions: row-pass rules, verdicts, failure text, baselines and gates."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_osmosis.gates import apply_gates, compare, load_baseline
+from pytest_osmosis.options import OsmosisSettings, RowPassRule, parse_row_pass
+from pytest_osmosis.reporting import RowRecord, RunReport
+from pytest_osmosis.verdict import (
+    AttemptResult,
+    attempt_passes,
+    classify,
+    failure_message,
+    row_verdict,
+)
+
+ALL = RowPassRule("all")
+
+
+def attempt(run: int = 0, **fields: Any) -> AttemptResult:
+    values: dict[str, Any] = {
+        "row_key": "row-0",
+        "row_index": 0,
+        "source_row_index": 0,
+        "run_index": run,
+        "rollout_id": f"row-0.{run}.abcd1234",
+        "status": "success",
+        "reward": 1.0,
+    }
+    values.update(fields)
+    return AttemptResult(**values)
+
+
+def failed(error_type: str, message: str, phase: str | None = None, run: int = 0) -> AttemptResult:
+    return attempt(
+        run,
+        status="failed",
+        reward=None,
+        error_type=error_type,
+        err_message=message,
+        error_phase=phase,
+    )
+
+
+# -- row-pass rules ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rule", "passed", "total", "expected"),
+    [
+        ("all", 3, 3, True),
+        ("all", 2, 3, False),
+        ("any", 1, 3, True),
+        ("any", 0, 3, False),
+        ("majority", 2, 3, True),
+        ("majority", 2, 4, False),
+        ("at_least:2", 2, 5, True),
+        ("at_least:2", 1, 5, False),
+        ("rate:0.5", 2, 4, True),
+        ("rate:0.5", 1, 4, False),
+        ("any", 0, 0, False),
+    ],
+)
+def test_row_pass_rules_count_passed_attempts(
+    rule: str, passed: int, total: int, expected: bool
+) -> None:
+    assert parse_row_pass(rule).passes(passed, total) is expected
+
+
+@pytest.mark.parametrize("text", ["at_least:0", "at_least:1.5", "rate:2", "rate:x", "most"])
+def test_an_invalid_row_pass_rule_names_the_rule_and_the_choices(text: str) -> None:
+    with pytest.raises(pytest.UsageError, match=r"invalid rule .*all\|any\|majority"):
+        parse_row_pass(text)
+
+
+def test_a_rule_describes_itself_as_written() -> None:
+    assert [parse_row_pass(t).describe() for t in ("all", "at_least:3", "rate:0.25")] == [
+        "all",
+        "at_least:3",
+        "rate:0.25",
+    ]
+
+
+# -- classification and verdicts -----------------------------------------------------------
+
+
+def test_classify_maps_wire_results_like_the_official_eval() -> None:
+    assert classify("success", 0.5, False, None, None) == ("success", 0.5, None)
+    assert classify("success", 0.5, True, None, None) == ("skipped", None, None)
+    assert classify("failure", None, False, "timeout", "slow") == ("failed", None, "timeout")
+    assert classify("failure", None, False, None, "boom") == ("failed", None, "boom")
+    assert classify("failure", None, False, None, None) == ("failed", None, "rollout_failed")
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"reward": 1.0}, True),
+        ({"reward": 0.99}, False),
+        ({"reward": None}, False),
+        ({"reward": math.nan}, False),
+        ({"reward": math.inf}, False),
+        ({"status": "skipped", "reward": 1.0}, False),
+    ],
+)
+def test_an_attempt_passes_on_a_finite_reward_at_the_threshold(
+    fields: dict[str, Any], expected: bool
+) -> None:
+    assert attempt_passes(attempt(**fields), 1.0) is expected
+
+
+def test_skipped_attempts_leave_the_row_verdict() -> None:
+    verdict = row_verdict(
+        [attempt(0, reward=1.0), attempt(1, status="skipped", reward=None)], 1.0, ALL
+    )
+    assert (verdict.outcome, verdict.passed_attempts, verdict.scored_attempts) == ("passed", 1, 1)
+
+
+def test_a_row_of_only_skipped_attempts_is_skipped() -> None:
+    verdict = row_verdict([attempt(status="skipped", reward=None)], 1.0, ALL)
+    assert verdict.outcome == "skipped"
+
+
+def test_the_rule_decides_a_row_with_mixed_attempts() -> None:
+    attempts = [attempt(0, reward=1.0), attempt(1, reward=0.0), attempt(2, reward=1.0)]
+    assert row_verdict(attempts, 1.0, ALL).outcome == "failed"
+    assert row_verdict(attempts, 1.0, RowPassRule("majority")).outcome == "passed"
+    assert [a.passed for a in attempts] == [True, False, True]
+
+
+# -- failure text --------------------------------------------------------------------------
+
+
+def _message(attempts: list[AttemptResult], rule: RowPassRule = ALL, **kwargs: Any) -> str:
+    verdict = row_verdict(attempts, 1.0, rule)
+    return failure_message(
+        row_desc="row-0 (test.jsonl line 1)",
+        verdict=verdict,
+        threshold=1.0,
+        rule=rule,
+        label="42",
+        **kwargs,
+    )
+
+
+def test_a_reward_miss_shows_reward_threshold_label_answer_and_trajectory() -> None:
+    text = _message(
+        [attempt(reward=0.0, last_assistant="I do not know", trajectory_path="/t/trajectory.json")]
+    )
+    assert text.splitlines() == [
+        "row-0 (test.jsonl line 1): reward 0 < threshold 1",
+        "  label: 42",
+        "  last assistant message: I do not know",
+        "  rollout id: row-0.0.abcd1234",
+        "  trajectory: /t/trajectory.json",
+        "  fix: compare the last assistant message with the label; rerun just this row with -k",
+    ]
+
+
+def test_a_workflow_failure_names_its_category_and_the_log() -> None:
+    text = _message(
+        [failed("agent_error", "the tool exploded", "workflow")],
+        log_path="/run/rollouts.log",
+    )
+    assert text.splitlines()[0] == (
+        "row-0 (test.jsonl line 1): rollout failed [agent_error]: the tool exploded"
+    )
+    assert "  workflow traceback: /run/rollouts.log" in text.splitlines()
+
+
+def test_a_grader_failure_is_blamed_on_the_grader() -> None:
+    text = _message(
+        [
+            failed(
+                "validation_error",
+                "the grader set reward=nan; a reward must be a finite number",
+                "grader",
+            )
+        ],
+        log_path="/run/rollouts.log",
+    )
+    assert text.splitlines()[0] == (
+        "row-0 (test.jsonl line 1): the grader failed [validation_error]: "
+        "the grader set reward=nan; a reward must be a finite number"
+    )
+    assert "  grader traceback: /run/rollouts.log" in text.splitlines()
+    assert "rollout failed" not in text
+
+
+def test_a_timeout_points_at_the_deadline_flags_not_at_a_traceback() -> None:
+    text = _message(
+        [failed("timeout", "workflow exceeded its 0.2s deadline", "workflow")],
+        log_path="/run/rollouts.log",
+    )
+    assert "traceback" not in text
+    assert text.splitlines()[-1].startswith("  fix: raise --osmosis-agent-timeout")
+
+
+def test_repeated_attempts_list_each_and_show_the_first_that_missed() -> None:
+    text = _message(
+        [
+            attempt(0, reward=1.0, last_assistant="42"),
+            failed("agent_error", "boom", "grader", run=1),
+            attempt(2, reward=0.0, last_assistant="41"),
+        ]
+    )
+    lines = text.splitlines()
+    assert lines[:4] == [
+        "row-0 (test.jsonl line 1): 1/3 attempts reached reward >= 1; rule all not met",
+        "  attempt 0: reward 1",
+        "  attempt 1: grader failed [agent_error]: boom",
+        "  attempt 2: reward 0",
+    ]
+    assert "  rollout id: row-0.1.abcd1234" in lines
+
+
+def test_a_cassette_miss_says_how_to_re_record() -> None:
+    text = _message([failed("cassette_miss", "miss")])
+    assert "--osmosis-record-mode new_episodes" in text.splitlines()[-1]
+
+
+# -- baseline and gates --------------------------------------------------------------------
+
+
+def _document(verdicts: dict[str, str], rewards: dict[str, float]) -> dict[str, Any]:
+    return {
+        "row_verdicts": [{"nodeid": k, "verdict": v} for k, v in verdicts.items()],
+        "rows": [{"nodeid": k, "reward": r} for k, r in rewards.items()],
+    }
+
+
+def test_compare_finds_regressed_improved_new_and_gone_rows_and_reward_deltas() -> None:
+    before = _document(
+        {"a": "passed", "b": "failed", "c": "passed", "gone": "passed"},
+        {"a": 1.0, "b": 0.0, "c": 1.0},
+    )
+    after = _document({"a": "failed", "b": "passed", "c": "passed", "new": "passed"}, {"a": 0.25})
+    assert compare(before, after) == {
+        "regressed": ["a"],
+        "improved": ["b"],
+        "new": ["new"],
+        "gone": ["gone"],
+        "reward_deltas": {"a": -0.75},
+    }
+
+
+def test_a_baseline_that_is_not_a_report_is_refused_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"summary": {}}))
+    with pytest.raises(pytest.UsageError, match=r"not a pytest-osmosis report.*report\.json"):
+        load_baseline(path)
+    with pytest.raises(pytest.UsageError, match="file not found"):
+        load_baseline(tmp_path / "missing.json")
+
+
+def _report(tmp_path: Path, verdicts: list[str]) -> RunReport:
+    report = RunReport(tmp_path / "out", pass_threshold=1.0, settings={})
+    for i, verdict in enumerate(verdicts):
+        reward = 1.0 if verdict == "passed" else 0.0
+        report.add(
+            RowRecord(
+                nodeid=f"data.jsonl::row-{i}",
+                dataset="data.jsonl",
+                row_key=f"row-{i}",
+                verdict=verdict,
+                attempts=[
+                    {
+                        "nodeid": f"data.jsonl::row-{i}",
+                        "row_index": i,
+                        "run_index": 0,
+                        "status": "success",
+                        "reward": reward,
+                        "error_type": None,
+                    }
+                ],
+            )
+        )
+    report.close()
+    return report
+
+
+def test_the_pass_rate_gate_forgives_row_misses_above_it(tmp_path: Path) -> None:
+    report = _report(tmp_path, ["passed", "passed", "passed", "failed"])
+    gates = apply_gates(
+        OsmosisSettings(min_pass_rate=0.75),
+        report,
+        baseline=None,
+        testsfailed=1,
+        exitstatus=pytest.ExitCode.TESTS_FAILED,
+    )
+    assert gates.exit_override == pytest.ExitCode.OK
+    assert gates.extra["gate"] == {"min_pass_rate": 0.75, "pass_rate": 0.75, "passed": True}
+    assert gates.lines == ["gate: PASSED  pass rate 75.0% >= 75.0% (1 row(s) missed, see above)"]
+
+
+def test_the_gate_never_forgives_a_failure_that_is_not_a_row(tmp_path: Path) -> None:
+    report = _report(tmp_path, ["passed", "passed", "passed", "failed"])
+    gates = apply_gates(
+        OsmosisSettings(min_pass_rate=0.5),
+        report,
+        baseline=None,
+        testsfailed=2,
+        exitstatus=pytest.ExitCode.TESTS_FAILED,
+    )
+    assert gates.exit_override is None
+
+
+def test_below_the_gate_the_run_fails(tmp_path: Path) -> None:
+    report = _report(tmp_path, ["passed", "failed"])
+    gates = apply_gates(
+        OsmosisSettings(min_pass_rate=0.9),
+        report,
+        baseline=None,
+        testsfailed=1,
+        exitstatus=pytest.ExitCode.TESTS_FAILED,
+    )
+    assert gates.exit_override == pytest.ExitCode.TESTS_FAILED
+    assert gates.lines == ["gate: FAILED  pass rate 50.0% < 90.0%"]
+
+
+def test_a_regression_fails_the_run_only_with_fail_on_regression(tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(
+        json.dumps(
+            _document(
+                {"data.jsonl::row-0": "passed", "data.jsonl::row-1": "passed"},
+                {"data.jsonl::row-0": 1.0, "data.jsonl::row-1": 1.0},
+            )
+        )
+    )
+    report = _report(tmp_path, ["passed", "failed"])
+    for strict, override in ((False, None), (True, pytest.ExitCode.TESTS_FAILED)):
+        gates = apply_gates(
+            OsmosisSettings(baseline=str(baseline), fail_on_regression=strict),
+            report,
+            baseline=baseline,
+            testsfailed=1,
+            exitstatus=pytest.ExitCode.TESTS_FAILED,
+        )
+        assert gates.exit_override == override
+        assert gates.extra["baseline"]["regressed"] == ["data.jsonl::row-1"]
+        assert "  REGRESSED data.jsonl::row-1  reward -1" in gates.lines
