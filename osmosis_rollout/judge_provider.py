@@ -26,9 +26,9 @@ from osmosis_rollout.errors import (
 from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy
 
 __all__ = [
+    "DEFAULT_API_KEY_ENV",
     "DEFAULT_JUDGE_MODEL",
-    "DEFAULT_JUDGE_TIMEOUT_SEC",
-    "PROVIDER_KEY_ENV",
+    "DEFAULT_REQUEST_TIMEOUT_SECONDS",
     "JudgeProvider",
     "call_provider",
     "provider_error",
@@ -38,8 +38,9 @@ __all__ = [
 #: The judge model when none is given.
 DEFAULT_JUDGE_MODEL = "openai/gpt-5-mini"
 
-# The environment variable each provider's key is read from (LiteLLM reads the same ones).
-PROVIDER_KEY_ENV = {
+#: The environment variable each provider's key is read from (LiteLLM reads the same ones;
+#: the official SDK's name).
+DEFAULT_API_KEY_ENV = {
     "openai": "OPENAI_API_KEY",
     "anthropic": "ANTHROPIC_API_KEY",
     "xai": "XAI_API_KEY",
@@ -58,7 +59,7 @@ _BARE_PREFIXES = (
     (("gemini",), "gemini"),
     (("grok",), "xai"),
 )
-DEFAULT_JUDGE_TIMEOUT_SEC = 30.0
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 30.0
 # Slower providers get longer, as in the official SDK.
 _PROVIDER_TIMEOUT_SEC = {"xai": 45.0, "gemini": 45.0, "cerebras": 60.0, "openrouter": 60.0}
 
@@ -90,7 +91,7 @@ class JudgeProvider:
             )
             bare = model
             litellm_model = f"{name}/{model}" if name else model
-        timeout = _PROVIDER_TIMEOUT_SEC.get(name, DEFAULT_JUDGE_TIMEOUT_SEC)
+        timeout = _PROVIDER_TIMEOUT_SEC.get(name, DEFAULT_REQUEST_TIMEOUT_SECONDS)
         if name == "xai" and bare.lower().startswith("grok-4"):
             timeout = 60.0
         return cls(name=name, bare_model=bare, litellm_model=litellm_model, timeout=timeout)
@@ -107,7 +108,7 @@ def resolve_api_key(
     if not target.name or "api_base" in params or "mock_response" in params:
         # No provider to look a key up for, or a local endpoint / mock that needs none.
         return None
-    env_name = PROVIDER_KEY_ENV.get(target.name, f"{target.name.upper()}_API_KEY")
+    env_name = DEFAULT_API_KEY_ENV.get(target.name, f"{target.name.upper()}_API_KEY")
     found = os.environ.get(env_name, "").strip()
     if not found:
         raise MissingAPIKeyError(

@@ -48,7 +48,9 @@ from osmosis_rollout.errors import (
 )
 from osmosis_rollout.grader import Grader
 from osmosis_rollout.judge_provider import (
+    DEFAULT_API_KEY_ENV,
     DEFAULT_JUDGE_MODEL,
+    DEFAULT_REQUEST_TIMEOUT_SECONDS,
     JudgeProvider,
     call_provider,
     resolve_api_key,
@@ -60,7 +62,9 @@ from osmosis_rollout.signatures import RUBRIC_RULE, is_async_callable
 from osmosis_rollout.types import RolloutSample
 
 __all__ = [
+    "DEFAULT_API_KEY_ENV",
     "DEFAULT_JUDGE_MODEL",
+    "DEFAULT_REQUEST_TIMEOUT_SECONDS",
     "MissingAPIKeyError",
     "ModelNotFoundError",
     "ProviderRequestError",

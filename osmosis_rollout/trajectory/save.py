@@ -14,21 +14,24 @@ the environment), so a key a workflow echoed or a grader put in its error stays 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from osmosis_rollout import _json_safe
 from osmosis_rollout._ids import is_single_path_segment
 from osmosis_rollout.artifacts import default_artifact_root
 from osmosis_rollout.redaction import Redactor
 from osmosis_rollout.trajectory.atif import build_atif, format_atif
-from osmosis_rollout.types import ExecutionResult
+from osmosis_rollout.trajectory.converter import convert_sample_to_trajectory
+from osmosis_rollout.trajectory.report import TrajectoryReport
+from osmosis_rollout.types import ExecutionResult, RolloutSample
 
 __all__ = ["DIAGNOSTICS_FILENAME", "TRAJECTORY_FILENAME", "save_trajectory"]
 
@@ -38,6 +41,11 @@ TRAJECTORY_FILENAME = "trajectory.json"
 DIAGNOSTICS_FILENAME = "diagnostics.json"
 
 
+# Marks an omitted ``root``: the call is the official SDK's keyword-only, awaited one.
+_OFFICIAL_CALL: Any = object()
+
+
+@overload
 def save_trajectory(
     root: Path | str | None,
     rollout_id: str,
@@ -48,7 +56,35 @@ def save_trajectory(
     extra_fields: Mapping[str, Any] | None = None,
     diagnostics: Mapping[str, Any] | None = None,
     redactor: Redactor | None = None,
-) -> Path | None:
+) -> Path | None: ...
+@overload
+def save_trajectory(
+    *,
+    rollout_id: str,
+    result: ExecutionResult,
+    request_label: str | None = None,
+    request_metadata: dict[str, Any] | None = None,
+    request_extra_fields: dict[str, Any] | None = None,
+    report: TrajectoryReport | None = None,
+    artifact_root: Path | None = None,
+    diagnostics: dict[str, Any] | None = None,
+) -> Coroutine[Any, Any, None]: ...
+def save_trajectory(
+    root: Any = _OFFICIAL_CALL,
+    rollout_id: Any = None,
+    result: Any = None,
+    *,
+    label: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    extra_fields: Mapping[str, Any] | None = None,
+    diagnostics: Mapping[str, Any] | None = None,
+    redactor: Redactor | None = None,
+    request_label: str | None = None,
+    request_metadata: dict[str, Any] | None = None,
+    request_extra_fields: dict[str, Any] | None = None,
+    report: TrajectoryReport | None = None,
+    artifact_root: Path | None = None,
+) -> Path | Coroutine[Any, Any, None] | None:
     """Write the rollout's ATIF document and diagnostics under ``<root>/<rollout_id>/``.
 
     ``label``, ``metadata`` and ``extra_fields`` are the request's (they go to
@@ -60,10 +96,72 @@ def save_trajectory(
     Returns the path of ``trajectory.json`` when it was written, else ``None`` (no sample,
     ``trajectory_messages`` is ``None``, an unusable rollout id, or an I/O failure).
     Never raises.
+
+    Without ``root`` this is the official SDK's call, keyword-only and awaited:
+    ``await save_trajectory(rollout_id=..., result=..., request_label=...,
+    request_metadata=..., request_extra_fields=..., report=..., artifact_root=...,
+    diagnostics=...)``; it writes in a worker thread and returns ``None``. ``report`` (a
+    :class:`~osmosis_rollout.trajectory.report.TrajectoryReport`) adds per-call metrics: a
+    lone sample entry applies to the rollout's sample, several are kept unattributed.
     """
+    if root is _OFFICIAL_CALL:
+        return _save_as_official(
+            rollout_id,
+            result,
+            label if request_label is None else request_label,
+            metadata if request_metadata is None else request_metadata,
+            extra_fields if request_extra_fields is None else request_extra_fields,
+            diagnostics,
+            redactor,
+            report,
+            artifact_root,
+        )
+    return _save_logged(
+        root, rollout_id, result, label, metadata, extra_fields, diagnostics, redactor, report
+    )
+
+
+async def _save_as_official(
+    rollout_id: str,
+    result: ExecutionResult,
+    label: str | None,
+    metadata: Mapping[str, Any] | None,
+    extra_fields: Mapping[str, Any] | None,
+    diagnostics: Mapping[str, Any] | None,
+    redactor: Redactor | None,
+    report: TrajectoryReport | None,
+    artifact_root: Path | None,
+) -> None:
+    await asyncio.to_thread(
+        _save_logged,
+        artifact_root,
+        rollout_id,
+        result,
+        label,
+        metadata,
+        extra_fields,
+        diagnostics,
+        redactor,
+        report,
+    )
+
+
+def _save_logged(
+    root: Path | str | None,
+    rollout_id: str,
+    result: ExecutionResult,
+    label: str | None,
+    metadata: Mapping[str, Any] | None,
+    extra_fields: Mapping[str, Any] | None,
+    diagnostics: Mapping[str, Any] | None,
+    redactor: Redactor | None,
+    report: TrajectoryReport | None,
+) -> Path | None:
     try:
         redactor = redactor if redactor is not None else Redactor.from_environment()
-        return _save(root, rollout_id, result, label, metadata, extra_fields, diagnostics, redactor)
+        return _save(
+            root, rollout_id, result, label, metadata, extra_fields, diagnostics, redactor, report
+        )
     except Exception:
         logger.warning(
             "could not save the trajectory of rollout %r (best-effort, the result is unchanged)",
@@ -82,6 +180,7 @@ def _save(
     extra_fields: Mapping[str, Any] | None,
     diagnostics: Mapping[str, Any] | None,
     redactor: Redactor,
+    report: TrajectoryReport | None = None,
 ) -> Path | None:
     if not isinstance(rollout_id, str) or not is_single_path_segment(rollout_id):
         logger.warning("not saving a trajectory for unsafe rollout id %r", rollout_id)
@@ -105,6 +204,8 @@ def _save(
         return None
     doc = redactor.redact_value(
         build_atif(rollout_id, sample, label=label, metadata=metadata, extra_fields=extra_fields)
+        if report is None
+        else _reported_document(rollout_id, sample, label, metadata, extra_fields, report)
     )
     try:
         text = format_atif(doc)
@@ -121,6 +222,29 @@ def _save(
     dest = rollout_dir / TRAJECTORY_FILENAME
     _write_atomic(dest, text + "\n")
     return dest
+
+
+def _reported_document(
+    rollout_id: str,
+    sample: RolloutSample,
+    label: str | None,
+    metadata: Mapping[str, Any] | None,
+    extra_fields: Mapping[str, Any] | None,
+    report: TrajectoryReport,
+) -> dict[str, Any]:
+    # The rollout has one sample: a lone entry is its report whatever its key.
+    matched = next(iter(report.samples.values())) if len(report.samples) == 1 else None
+    unmatched = dict(report.samples) if len(report.samples) > 1 else None
+    return convert_sample_to_trajectory(
+        sample,
+        rollout_id=rollout_id,
+        request_label=label,
+        request_metadata=dict(metadata) if metadata is not None else None,
+        request_extra_fields=dict(extra_fields) if extra_fields is not None else None,
+        report=matched,
+        default_model_name=report.model_name,
+        unmatched_sample_reports=unmatched,
+    )
 
 
 def _diagnostics_text(payload: Mapping[str, Any]) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -122,3 +124,55 @@ def test_the_client_path_gives_the_controller_client_and_the_protocol_errors() -
     assert RolloutHandle is controller.RolloutHandle
     assert RolloutProtocolError is errors.RolloutProtocolError
     assert RolloutAdmissionTimeoutError is errors.RolloutAdmissionTimeoutError
+
+
+def _result(sample: RolloutSample | None, **kwargs: Any) -> Any:
+    from osmosis_rollout.types import ExecutionResult, RolloutStatus
+
+    return ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample, **kwargs)
+
+
+async def test_save_trajectory_takes_the_official_awaited_keyword_call(tmp_path: Path) -> None:
+    from osmosis_rollout.trajectory import save_trajectory
+
+    report = TrajectoryReport(model_name="policy-v1", samples={"any-key": _report(2)})
+    returned = await save_trajectory(
+        rollout_id="r1",
+        result=_result(_sample(), extra_fields={"phase": "done"}),
+        request_label="42",
+        request_metadata={"difficulty": "easy"},
+        request_extra_fields={"source": "test"},
+        report=report,
+        artifact_root=tmp_path,
+        diagnostics={"phase": "graded"},
+    )
+    assert returned is None
+    doc = json.loads((tmp_path / "r1" / "trajectory.json").read_text(encoding="utf-8"))
+    validate_atif(doc)
+    osmosis = doc["extra"]["osmosis"]
+    assert (osmosis["label"], osmosis["request_metadata"]) == ("42", {"difficulty": "easy"})
+    assert osmosis["request_extra_fields"] == {"source": "test"}
+    assert doc["final_metrics"]["total_prompt_tokens"] == 30
+    assert doc["agent"]["model_name"] == "policy-v1"
+    diagnostics = json.loads((tmp_path / "r1" / "diagnostics.json").read_text(encoding="utf-8"))
+    assert diagnostics == {"phase": "graded"}
+
+
+async def test_the_official_call_keeps_several_sample_reports_unattributed(tmp_path: Path) -> None:
+    from osmosis_rollout.trajectory import save_trajectory
+
+    report = TrajectoryReport(samples={"a": _report(2), "b": _report(2)})
+    await save_trajectory(
+        rollout_id="r2", result=_result(_sample()), report=report, artifact_root=tmp_path
+    )
+    doc = json.loads((tmp_path / "r2" / "trajectory.json").read_text(encoding="utf-8"))
+    assert set(doc["extra"]["osmosis"]["unmatched_sample_reports"]) == {"a", "b"}
+    assert all("llm_call_count" not in step for step in doc["steps"])
+
+
+def test_the_positional_call_still_returns_the_path_at_once(tmp_path: Path) -> None:
+    from osmosis_rollout.trajectory import save_trajectory
+
+    assert (
+        save_trajectory(tmp_path, "r3", _result(_sample())) == tmp_path / "r3" / "trajectory.json"
+    )
