@@ -8,8 +8,10 @@ Run with the official SDK's interpreter (its source uses Python 3.12 syntax)::
 The source is parsed, never imported, so optional extras (Harbor, OpenAI Agents, Strands)
 need not be installed. A module's names are its ``__all__`` when it has one (plus the keys of
 a lazy ``_EXPORTS`` table), else every public name bound at its top level (classes,
-functions, assignments, type aliases). Every module of ``osmosis_ai.rollout`` is listed, and
-the two outside it that rollouts import: ``osmosis_ai`` and ``osmosis_ai.eval.rubric``.
+functions, assignments, type aliases); ``parameters`` holds the parameter names of the
+public functions and class constructors it defines. Every module of ``osmosis_ai.rollout`` is listed, and
+those outside it that rollouts import: ``osmosis_ai`` and ``osmosis_ai.eval.rubric`` (with its
+``engine`` and ``types``).
 ``tests/core/test_official_name_parity.py`` compares ``osmosis_rollout`` against the file.
 """
 
@@ -23,9 +25,41 @@ from pathlib import Path
 
 PACKAGE = "osmosis_ai.rollout"
 # Outside the rollout package, the modules whose names a rollout imports (rubric evaluation).
-EXTRA_MODULES = ("osmosis_ai", "osmosis_ai.eval.rubric")
+EXTRA_MODULES = (
+    "osmosis_ai",
+    "osmosis_ai.eval.rubric",
+    "osmosis_ai.eval.rubric.engine",
+    "osmosis_ai.eval.rubric.types",
+)
 # Loggers are module plumbing, not API.
 IGNORED = frozenset({"logger", "log"})
+
+
+def parameters(tree: ast.Module) -> dict[str, list[str]]:
+    """Parameter names of the public functions and class constructors the module defines."""
+    found: dict[str, list[str]] = {}
+    for node in tree.body:
+        function: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            function = node
+        elif isinstance(node, ast.ClassDef):
+            function = next(
+                (
+                    item
+                    for item in node.body
+                    if isinstance(item, ast.FunctionDef) and item.name == "__init__"
+                ),
+                None,
+            )
+        if function is None or node.name.startswith("_"):
+            continue
+        args = function.args
+        found[node.name] = [
+            arg.arg
+            for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+            if arg.arg not in ("self", "cls")
+        ]
+    return found
 
 
 def module_names(tree: ast.Module) -> tuple[str, list[str]]:
@@ -74,8 +108,9 @@ def main() -> int:
         sources[name] = Path(extra.origin)
     modules: dict[str, dict[str, object]] = {}
     for name, path in sorted(sources.items()):
-        kind, names = module_names(ast.parse(path.read_text(encoding="utf-8")))
-        modules[name] = {"source": kind, "names": names}
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        kind, names = module_names(tree)
+        modules[name] = {"source": kind, "names": names, "parameters": parameters(tree)}
     document = {
         "package": "osmosis-ai",
         "version": metadata.version("osmosis-ai"),

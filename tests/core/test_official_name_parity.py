@@ -1,4 +1,5 @@
-"""Every module and name of the official SDK 0.3.8 has its counterpart under osmosis_rollout.
+"""Every module and name of the official SDK 0.3.8 has its counterpart under osmosis_rollout,
+and every official function and constructor's parameters are accepted by ours.
 
 ``official_names_0_3_8.json`` is generated from the official package by
 ``scripts/official_names.py`` (``tests/interop/test_official_names_file.py`` checks it is
@@ -9,6 +10,7 @@ has and we deliberately do not mirror is listed below with the reason.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,12 @@ OFFICIAL: dict[str, Any] = json.loads(
 MODULES: dict[str, dict[str, Any]] = OFFICIAL["modules"]
 
 # Official modules outside ``osmosis_ai.rollout`` and where their names live here.
-RENAMED = {"osmosis_ai": "osmosis_rollout", "osmosis_ai.eval.rubric": "osmosis_rollout.rubric"}
+RENAMED = {
+    "osmosis_ai": "osmosis_rollout",
+    "osmosis_ai.eval.rubric": "osmosis_rollout.rubric",
+    "osmosis_ai.eval.rubric.engine": "osmosis_rollout.rubric",
+    "osmosis_ai.eval.rubric.types": "osmosis_rollout.rubric",
+}
 
 HARBOR = (
     "Harbor trials (sandboxed containers) run through the official SDK; importing "
@@ -100,6 +107,29 @@ def test_star_imports_give_the_official_all(official: str) -> None:
         name for name in MODULES[official]["names"] if (official, name) not in NAMES_NOT_MIRRORED
     }
     assert expected - set(getattr(module, "__all__", ())) == set()
+
+
+CALLABLES = [
+    (official, name)
+    for official in MIRRORED
+    for name in sorted(MODULES[official].get("parameters", {}))
+    if name in MODULES[official]["names"] and (official, name) not in NAMES_NOT_MIRRORED
+]
+
+
+@pytest.mark.parametrize(("official", "name"), CALLABLES)
+def test_each_official_function_and_constructor_takes_the_official_parameters(
+    official: str, name: str
+) -> None:
+    target = getattr(_import(ours(official)), name)
+    parameters = inspect.signature(target).parameters
+    takes_any = any(param.kind is inspect.Parameter.VAR_KEYWORD for param in parameters.values())
+    missing = [
+        param
+        for param in MODULES[official]["parameters"][name]
+        if param not in parameters and not takes_any
+    ]
+    assert missing == [], f"{ours(official)}.{name} lacks the official parameters {missing}"
 
 
 def test_the_list_is_the_official_0_3_8_and_covers_the_rollout_package() -> None:
