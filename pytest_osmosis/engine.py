@@ -78,6 +78,42 @@ def load_backend(config: pytest.Config, entrypoint: str | None) -> tuple[Executi
     return backend, entrypoint
 
 
+def ray_backend(
+    config: pytest.Config,
+    settings: OsmosisSettings,
+    entrypoint: str | None,
+    paths: RunPaths,
+    closers: list[Callable[[], None]],
+) -> tuple[ExecutionBackend, str]:
+    """``--osmosis-ray``: the entrypoint on a pool of Ray actors, started and registered to close.
+
+    Each actor may take the run's whole concurrency: the scheduler bounds the total and the
+    pool spreads it over the actors. Actors write artifacts under the run's output.
+    """
+    from osmosis_rollout.backend.ray import RayBackend
+    from osmosis_rollout.errors import UsageError
+
+    if entrypoint is None:
+        from pytest_osmosis.workspace import discover_entrypoint, find_workspace
+
+        workspace = find_workspace([Path(config.invocation_params.dir), Path(config.rootpath)])
+        entrypoint = discover_entrypoint(workspace)
+    try:
+        backend = RayBackend(
+            entrypoint,
+            address=None if settings.ray == "local" else settings.ray,
+            max_concurrent=settings.concurrency or DEFAULT_CONCURRENCY,
+            artifact_root=paths.rollouts,
+            base_dir=Path(config.invocation_params.dir),
+            log_to_driver=False,
+        )
+        backend.start()
+    except UsageError as exc:
+        raise pytest.UsageError(f"pytest-osmosis: --osmosis-ray {settings.ray}: {exc}") from None
+    closers.append(backend.close)
+    return backend, entrypoint
+
+
 def _concurrency(settings: OsmosisSettings, backend: ExecutionBackend | None) -> int:
     from osmosis_rollout._limiter import ConcurrencyLimiter
     from osmosis_rollout.backend.local import LocalBackend
@@ -134,7 +170,7 @@ def start_engine(
     paths = RunPaths(output)
     runner: AttemptRunner
     try:
-        policy_server = PolicyServer(choose_policy(config, settings))
+        policy_server = PolicyServer(choose_policy(config, settings), host=s.policy_host)
         policy_server.start()
         closers.append(policy_server.stop)
         if s.servers or s.serve:
@@ -166,7 +202,10 @@ def start_engine(
                 server_artifact_root=artifact_root,
             )
         else:
-            backend, entrypoint = load_backend(config, entrypoint)
+            if s.ray:
+                backend, entrypoint = ray_backend(config, s, entrypoint, paths, closers)
+            else:
+                backend, entrypoint = load_backend(config, entrypoint)
             from osmosis_rollout.backend.local import LocalBackend
 
             if isinstance(backend, LocalBackend):

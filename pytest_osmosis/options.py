@@ -88,6 +88,17 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "serve", "start the workspace entrypoint's server as a subprocess and drive it", kind="flag"
     ),
     OptionSpec(
+        "ray",
+        "run the rows on a Ray cluster: auto, HOST:PORT, ray://HOST:PORT, or local (start one)",
+        "ADDRESS",
+    ),
+    OptionSpec(
+        "policy_host",
+        "address the policy endpoint binds and gives rollouts (default 127.0.0.1); with a "
+        "remote --osmosis-ray cluster, this machine's address as the cluster reaches it",
+        "HOST",
+    ),
+    OptionSpec(
         "preflight_only",
         "run only the preflight checks (dataset, entrypoint, eval config)",
         kind="flag",
@@ -249,6 +260,8 @@ class OsmosisSettings:
     fail_on_regression: bool = False
     servers: tuple[str, ...] = ()
     serve: bool = False
+    ray: str | None = None
+    policy_host: str = "127.0.0.1"
     preflight_only: bool = False
     html: str | None = None
     toml_model: str | None = None
@@ -294,6 +307,19 @@ def resolve_settings(
             "--osmosis-policy and --osmosis-model both given: choose the scripted policy or the real model"
         )
     rule_text = pick("row_pass")
+    ray = raw_value(config, "ray")
+    if ray and (raw_value(config, "server") or _flag(config, "serve")):
+        raise pytest.UsageError(
+            "--osmosis-ray runs the rows on a Ray cluster and --osmosis-server/--osmosis-serve "
+            "drive rollout servers: choose one (a server can itself run on Ray: "
+            "osmosis-rollout serve ... --backend ray)"
+        )
+    policy_host = str(raw_value(config, "policy_host") or "127.0.0.1")
+    if policy_host in ("0.0.0.0", "::", ""):
+        raise pytest.UsageError(
+            f"--osmosis-policy-host: {policy_host!r} is not an address rollouts can call; pass "
+            "this machine's address as they reach it, e.g. its LAN IP (default 127.0.0.1)"
+        )
     return OsmosisSettings(
         datasets=datasets,
         rollout=pick("rollout"),
@@ -323,6 +349,8 @@ def resolve_settings(
         fail_on_regression=_flag(config, "fail_on_regression"),
         servers=tuple(str(u) for u in (raw_value(config, "server") or [])),
         serve=_flag(config, "serve"),
+        ray=str(ray) if ray else None,
+        policy_host=policy_host,
         preflight_only=_flag(config, "preflight_only"),
         html=raw_value(config, "html"),
         toml_model=toml.get("model"),
