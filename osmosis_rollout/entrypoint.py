@@ -17,9 +17,6 @@ and what to pass instead.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import inspect
 import sys
 from dataclasses import dataclass
@@ -32,6 +29,8 @@ from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.errors import EntrypointError
 from osmosis_rollout.grader import Grader
 from osmosis_rollout.types import AgentWorkflowConfig, GraderConfig
+from osmosis_rollout.user_code import import_user_file, import_user_module, looks_like_file
+from osmosis_rollout.workspace import rollout_entrypoints
 
 Found = Literal["attr", "app", "backend", "classes"]
 
@@ -73,63 +72,54 @@ def _split(spec: str) -> tuple[str, str | None]:
     return spec, None
 
 
-def _looks_like_file(target: str, base_dir: Path) -> bool:
-    return (
-        target.endswith(".py") or "/" in target or "\\" in target or (base_dir / target).is_file()
-    )
+def _import_failed(what: str, exc: Exception) -> EntrypointError:
+    """The user's module raised while importing (raised ``from`` the original)."""
+    return EntrypointError(f"importing {what} failed: {type(exc).__name__}: {exc}")
 
 
 def _import_file(path: Path) -> ModuleType:
-    if not path.is_file():
-        raise EntrypointError(f"entrypoint file not found: {path}")
-    resolved = path.resolve()
-    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
-    name = f"_osmosis_entrypoint_{resolved.stem}_{digest}"
-    if name in sys.modules:
-        return sys.modules[name]
-    directory = str(resolved.parent)
-    if directory in sys.path:
-        sys.path.remove(directory)
-    sys.path.insert(0, directory)
-    spec = importlib.util.spec_from_file_location(name, resolved)
-    if spec is None or spec.loader is None:
-        raise EntrypointError(f"cannot import {path}: not a Python source file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        return import_user_file(path, what="entrypoint file")
+    except EntrypointError:
+        raise
     except Exception as exc:
-        del sys.modules[name]
-        raise EntrypointError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
-    return module
+        raise _import_failed(str(path), exc) from exc
 
 
 def _import_module(name: str, base_dir: Path) -> ModuleType:
-    directory = str(base_dir.resolve())
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
     try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name and name.startswith(exc.name):
-            raise EntrypointError(
-                f"entrypoint {name!r} is neither a file nor an importable module ({exc})"
-            ) from exc
-        raise EntrypointError(f"importing {name} failed: {type(exc).__name__}: {exc}") from exc
+        return import_user_module(name, base_dir)
+    except EntrypointError as exc:
+        raise EntrypointError(f"entrypoint {exc}") from exc.__cause__
     except Exception as exc:
-        raise EntrypointError(f"importing {name} failed: {type(exc).__name__}: {exc}") from exc
+        raise _import_failed(name, exc) from exc
+
+
+def _is_beside(cls: type, directory: Path | None) -> bool:
+    """True when ``cls`` is defined in a file under ``directory`` (a helper of the rollout)."""
+    if directory is None:
+        return False
+    source = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    return source is not None and Path(source).resolve().is_relative_to(directory)
 
 
 def _defined_subclasses(module: ModuleType, base: type) -> list[type]:
-    return [
+    """Concrete ``base`` subclasses the module defines; failing that, the ones it imports
+    from helper modules beside it (never classes from installed libraries)."""
+    candidates = [
         obj
         for obj in vars(module).values()
         if isinstance(obj, type)
         and issubclass(obj, base)
         and obj is not base
-        and obj.__module__ == module.__name__
         and not inspect.isabstract(obj)
     ]
+    own = [obj for obj in candidates if obj.__module__ == module.__name__]
+    if own:
+        return own
+    source = getattr(module, "__file__", None)
+    directory = Path(source).resolve().parent if source else None
+    return list(dict.fromkeys(obj for obj in candidates if _is_beside(obj, directory)))
 
 
 def _instances(module: ModuleType, kind: type) -> dict[str, Any]:
@@ -220,7 +210,7 @@ def load_entrypoint(spec: str, *, base_dir: Path | None = None) -> LoadedRollout
         raise EntrypointError("empty entrypoint; pass path/to/main.py or package.module")
     base = base_dir or Path.cwd()
     target, attr = _split(spec)
-    if _looks_like_file(target, base):
+    if looks_like_file(target, base):
         path = Path(target) if Path(target).is_absolute() else base / target
         module = _import_file(path)
         loaded_path = str(path)
@@ -278,7 +268,7 @@ def load_entrypoint(spec: str, *, base_dir: Path | None = None) -> LoadedRollout
 
 def discover_entrypoints(workspace: Path) -> list[Path]:
     """The ``rollouts/*/main.py`` files of a workspace, sorted."""
-    return sorted(Path(workspace).glob("rollouts/*/main.py"))
+    return rollout_entrypoints(Path(workspace))
 
 
 __all__ = ["Found", "LoadedRollout", "discover_entrypoints", "load_entrypoint"]

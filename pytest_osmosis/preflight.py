@@ -1,20 +1,29 @@
 """Preflight checks, run first and reported as their own items.
 
-``osmosis-preflight::dataset[<file>]`` (the dataset contract, spec II.7; fewer than the
-platform's 4 rows is a warning locally), ``osmosis-preflight::entrypoint`` (the entrypoint
-imports and exposes one workflow and one grader, or a backend/app), and
-``osmosis-preflight::eval-config`` (the eval TOML validates, spec II.8.1).
-``--osmosis-preflight-only`` runs just these: the fast CI step before submission.
+``osmosis-preflight::dataset[<file>]``, ``osmosis-preflight::entrypoint`` and
+``osmosis-preflight::eval-config``: the checks of :mod:`osmosis_rollout.preflight` (the
+same ones ``osmosis-rollout validate`` runs), each a test item. A failed
+:class:`~osmosis_rollout.preflight.CheckResult` fails its item, its warnings become
+:class:`PreflightWarning`. ``--osmosis-preflight-only`` runs just these: the fast CI step
+before submission.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from osmosis_rollout.preflight import (
+    CheckResult,
+    check_dataset,
+    check_entrypoint,
+    check_eval_config,
+)
 
 PREFLIGHT = "osmosis-preflight"
 
@@ -47,7 +56,12 @@ class PreflightItem(pytest.Item):
         self.check = check
 
     def runtest(self) -> None:
-        self.check()
+        # The one place a check result becomes a pytest outcome.
+        result: CheckResult = self.check()
+        for warning in result.warnings:
+            warnings.warn(PreflightWarning(f"{self.name}: {warning}"), stacklevel=1)
+        if not result.ok:
+            raise PreflightFailure(result.detail)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
         if isinstance(excinfo.value, PreflightFailure):
@@ -58,65 +72,20 @@ class PreflightItem(pytest.Item):
         return self.path, None, self.name
 
 
-def check_dataset(path: Path) -> None:
-    """The dataset contract; errors fail, warnings warn."""
-    from osmosis_rollout.dataset import validate_dataset
-
-    report = validate_dataset(path)
-    if not report.ok:
-        raise PreflightFailure(report.format())
-    for warning in report.warnings:
-        warnings.warn(PreflightWarning(f"{path.name}: {warning}"), stacklevel=1)
-
-
-def check_entrypoint(entrypoint: str, base: Path) -> None:
-    """The entrypoint imports and exposes a rollout (workflow + grader, or a backend/app)."""
-    from osmosis_rollout.entrypoint import load_entrypoint
-    from osmosis_rollout.errors import EntrypointError
-
-    try:
-        loaded = load_entrypoint(entrypoint, base_dir=base)
-    except EntrypointError as exc:
-        raise PreflightFailure(str(exc)) from None
-    except Exception as exc:
-        raise PreflightFailure(
-            f"importing {entrypoint} raised {type(exc).__name__}: {exc}"
-        ) from None
-    if loaded.backend is None:
-        raise PreflightFailure(f"{entrypoint} exposes no workflow/grader, backend or app")
-    grader = getattr(loaded, "grader", None)
-    if loaded.found == "classes" and grader is None:
-        raise PreflightFailure(
-            f"{entrypoint} defines a workflow but no Grader subclass: rows could not be rewarded. "
-            "Define one Grader subclass in the entrypoint."
-        )
-
-
-def check_eval_config(path: Path) -> None:
-    """The eval TOML validates."""
-    from osmosis_rollout.errors import ConfigError
-    from osmosis_rollout.eval_config import load_eval_config
-
-    try:
-        load_eval_config(path)
-    except ConfigError as exc:
-        raise PreflightFailure(str(exc)) from None
-
-
-def preflight_checks(osmosis: Any) -> list[tuple[str, Any]]:
+def preflight_checks(osmosis: Any) -> list[tuple[str, Callable[[], CheckResult]]]:
     """The checks that apply to this session, in the order they run."""
     from pytest_osmosis.options import resolve_path
 
     config = osmosis.config
-    checks: list[tuple[str, Any]] = []
+    checks: list[tuple[str, Callable[[], CheckResult]]] = []
     for dataset in osmosis.settings.datasets:
         path = resolve_path(config, dataset)
-        checks.append((f"dataset[{path.name}]", lambda p=path: check_dataset(p)))
+        checks.append((f"dataset[{path.name}]", functools.partial(check_dataset, path)))
     if osmosis.entrypoint:
         base = Path(config.invocation_params.dir)
-        checks.append(("entrypoint", lambda e=osmosis.entrypoint, b=base: check_entrypoint(e, b)))
+        checks.append(("entrypoint", functools.partial(check_entrypoint, osmosis.entrypoint, base)))
     if osmosis.eval_config is not None:
-        checks.append(("eval-config", lambda p=osmosis.eval_config: check_eval_config(p)))
+        checks.append(("eval-config", functools.partial(check_eval_config, osmosis.eval_config)))
     return checks
 
 

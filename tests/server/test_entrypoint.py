@@ -147,10 +147,33 @@ def test_two_backends_are_refused_with_their_names(tmp_path: Path) -> None:
         load_entrypoint(str(path))
 
 
-def test_imported_workflow_classes_do_not_count(tmp_path: Path) -> None:
-    (tmp_path / "lib.py").write_text(textwrap.dedent(HEADER))
+def test_classes_imported_from_helper_modules_beside_main_are_found(tmp_path: Path) -> None:
+    helpers = tmp_path / "helpers"
+    helpers.mkdir()
+    (helpers / "__init__.py").write_text("")
+    (helpers / "flow.py").write_text(textwrap.dedent(HEADER))
+    (tmp_path / "grading.py").write_text(
+        "from osmosis_rollout import Grader\n\n"
+        "class Judge(Grader):\n"
+        "    async def grade(self, ctx):\n"
+        "        ctx.set_reward(1.0)\n"
+    )
     path = tmp_path / "main.py"
-    path.write_text("from lib import Echo\nx = 1\n")
+    path.write_text("from helpers.flow import Echo\nfrom .grading import Judge\n")
+    loaded = load_entrypoint(str(path))
+    assert loaded.found == "classes"
+    assert loaded.workflow is not None and loaded.workflow.__name__ == "Echo"
+    assert loaded.grader is not None and loaded.grader.__name__ == "Judge"
+
+
+def test_classes_imported_from_outside_the_rollout_folder_do_not_count(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "libflow.py").write_text(textwrap.dedent(HEADER))
+    sys.path.insert(0, str(site))
+    path = tmp_path / "rollout" / "main.py"
+    path.parent.mkdir()
+    path.write_text("from libflow import Echo\nx = 1\n")
     with pytest.raises(EntrypointError) as info:
         load_entrypoint(str(path))
     assert "found no FastAPI app, ExecutionBackend or AgentWorkflow subclass" in str(info.value)

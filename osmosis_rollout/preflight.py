@@ -1,0 +1,321 @@
+"""The preflight checks: dataset contract, eval/training configs, the rollout entrypoint.
+
+One implementation behind ``osmosis-rollout validate`` and the pytest plugin's
+``osmosis-preflight::*`` items; each caller only translates a :class:`CheckResult` into
+its own failure (an exit status, a failed item). The rules follow the official
+``osmosis eval submit`` / ``train submit`` preflight:
+
+- a config names ``rollouts/<rollout>/<entrypoint>``; a missing path is an error;
+- the entrypoint is imported; a ``ModuleNotFoundError`` raised inside it is a warning
+  (the dependency may be installed only where the rollout runs), as are requirements of
+  ``rollouts/<rollout>/pyproject.toml`` this environment does not satisfy (the import is
+  then skipped); any other import error fails the check;
+- beyond the official rules, the entrypoint must expose something this package can run: an
+  app, a backend, or an ``AgentWorkflow`` (a Grader is optional: ungraded rows report no
+  reward).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import requires as installed_requirements
+from importlib.metadata import version as installed_version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from osmosis_rollout.errors import ConfigError, EntrypointError
+from osmosis_rollout.workspace import (
+    EVAL_CONFIG_DIR,
+    ROLLOUTS_DIR,
+    TRAINING_CONFIG_DIR,
+    find_workspace,
+    workspace_of_config,
+)
+
+if TYPE_CHECKING:
+    from osmosis_rollout.entrypoint import LoadedRollout
+    from osmosis_rollout.eval_config import ExperimentConfig
+
+__all__ = [
+    "CheckResult",
+    "check_dataset",
+    "check_entrypoint",
+    "check_eval_config",
+    "check_training_config",
+    "config_entrypoint",
+    "unsatisfied_requirements",
+]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One preflight check: what was checked, whether it passed, and the readable detail."""
+
+    name: str
+    ok: bool
+    detail: str
+    warnings: tuple[str, ...] = ()
+
+    def format(self) -> str:
+        """``ok    name: detail`` or ``error name: detail`` (continuation lines indented)."""
+        label = "ok   " if self.ok else "error"
+        lines = [f"{label} {self.name}: {_indent(self.detail)}"]
+        lines += [f"      warning: {_indent(warning)}" for warning in self.warnings]
+        return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return text.strip().replace("\n", "\n      ")
+
+
+def _without_source(message: str, source: str) -> str:
+    prefix = f"{source}: "
+    return message[len(prefix) :] if message.startswith(prefix) else message
+
+
+# --------------------------------------------------------------------------- dataset
+
+
+def check_dataset(path: str | Path, *, name: str | None = None) -> CheckResult:
+    """The dataset contract (spec II.7); the platform's row minimum is a warning locally."""
+    from osmosis_rollout.dataset import validate_dataset
+
+    name = name or f"dataset[{path}]"
+    if not Path(path).is_file():
+        return CheckResult(name, False, f"file not found: {path}")
+    report = validate_dataset(path)
+    if not report.ok:  # the report lists each error with its fix, then the warnings
+        return CheckResult(name, False, _without_source(report.format(), report.path))
+    summary = f"valid {report.mode} dataset, {report.n_rows} row(s)" if report.mode else "ok"
+    return CheckResult(name, True, summary, tuple(report.warnings))
+
+
+# --------------------------------------------------------------------------- configs
+
+
+def _config_workspace(path: Path) -> Path | None:
+    """The workspace of ``<ws>/configs/{eval,training}/x.toml``, else the nearest ``rollouts/``."""
+    resolved = path.resolve()
+    if any(resolved.parent.match(d) for d in (EVAL_CONFIG_DIR, TRAINING_CONFIG_DIR)):
+        return workspace_of_config(resolved)
+    return find_workspace([resolved.parent])
+
+
+def config_entrypoint(config_path: str | Path, experiment: ExperimentConfig) -> Path | None:
+    """``<workspace>/rollouts/<rollout>/<entrypoint>`` of a config; ``None`` without a workspace."""
+    workspace = _config_workspace(Path(config_path))
+    if workspace is None:
+        return None
+    return workspace / ROLLOUTS_DIR / experiment.rollout / experiment.entrypoint
+
+
+def _rollout_path_problems(
+    path: Path, experiment: ExperimentConfig, *, submit: bool, kind: str
+) -> tuple[list[str], list[str]]:
+    """(errors, warnings) about the rollout path a config names."""
+    entrypoint = config_entrypoint(path, experiment)
+    if entrypoint is None:
+        message = (
+            f"no workspace around {path} (no rollouts/ folder, and the file is not under "
+            f"configs/{kind}/), so rollouts/{experiment.rollout}/{experiment.entrypoint} "
+            "was not checked"
+        )
+        if submit:
+            return [message + f"\nfix: keep the config at <workspace>/configs/{kind}/"], []
+        return [], [message]
+    if not entrypoint.is_file():
+        return [
+            f"rollout path rollouts/{experiment.rollout}/{experiment.entrypoint} does not exist "
+            f"({entrypoint})\nfix: set [experiment].rollout to a folder of "
+            f"{entrypoint.parent.parent} and entrypoint to its main file"
+        ], []
+    return [], []
+
+
+def check_eval_config(
+    path: str | Path, *, submit: bool = False, name: str | None = None
+) -> CheckResult:
+    """The eval TOML (spec II.8.1) and the rollout path it names.
+
+    With ``submit``, ``[secrets]`` is required and the config must sit in a workspace.
+    """
+    from osmosis_rollout.eval_config import load_eval_config
+
+    name = name or f"eval-config[{path}]"
+    try:
+        config = load_eval_config(path, require_secrets=submit)
+    except ConfigError as exc:
+        return CheckResult(name, False, _without_source(str(exc), str(path)))
+    experiment = config.experiment
+    errors, warnings = _rollout_path_problems(Path(path), experiment, submit=submit, kind="eval")
+    if errors:
+        return CheckResult(name, False, "\n".join(errors), tuple(config.warnings))
+    detail = (
+        f"rollout {experiment.rollout!r}, entrypoint {experiment.entrypoint!r}, "
+        f"model {experiment.model_path!r}, dataset {experiment.dataset!r}"
+    )
+    return CheckResult(name, True, detail, (*config.warnings, *warnings))
+
+
+def check_training_config(
+    path: str | Path, *, submit: bool = False, name: str | None = None
+) -> CheckResult:
+    """A training TOML (``[experiment]``, ``[training]``, ``[sampling]``, ``[checkpoints]`` ...)."""
+    from osmosis_rollout.training_config import load_training_config
+
+    name = name or f"training-config[{path}]"
+    try:
+        config = load_training_config(path)
+    except ConfigError as exc:
+        return CheckResult(name, False, _without_source(str(exc), str(path)))
+    experiment = config.experiment
+    errors, warnings = _rollout_path_problems(
+        Path(path), experiment, submit=submit, kind="training"
+    )
+    if errors:
+        return CheckResult(name, False, "\n".join(errors))
+    detail = (
+        f"rollout {experiment.rollout!r}, entrypoint {experiment.entrypoint!r}, "
+        f"model {experiment.model_path!r}, dataset {experiment.dataset!r}"
+    )
+    return CheckResult(name, True, detail, (*config.warnings, *warnings))
+
+
+# --------------------------------------------------------------------------- entrypoint
+
+
+def _requirement_problem(raw: str) -> tuple[str, list[str]] | None:
+    """(install target, problems) for one declared requirement this environment lacks."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        requirement = Requirement(raw)
+    except InvalidRequirement:
+        return None  # a malformed pyproject is the installer's error to report
+    if requirement.marker is not None and not requirement.marker.evaluate():
+        return None
+    extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
+    target = f"{requirement.name}{extras}{requirement.specifier}"
+    try:
+        have = installed_version(requirement.name)
+    except PackageNotFoundError:
+        return target, [f"{requirement.name} is not installed"]
+    if requirement.specifier and not requirement.specifier.contains(have, prereleases=True):
+        return target, [f"{requirement.name} {have} does not satisfy {requirement.specifier}"]
+    problems: list[str] = []
+    parent = canonicalize_name(requirement.name)
+    for declared in installed_requirements(requirement.name) or []:
+        try:
+            child = Requirement(declared)
+        except InvalidRequirement:
+            continue
+        if child.marker is None or not any(
+            child.marker.evaluate({"extra": extra}) for extra in requirement.extras
+        ):
+            continue
+        if canonicalize_name(child.name) == parent:
+            continue  # an extra that names other extras of the same package
+        nested = _requirement_problem(str(child).split(";")[0])
+        if nested is not None:
+            problems += [f"{requirement.name}[extras] needs: {p}" for p in nested[1]]
+    return (target, problems) if problems else None
+
+
+def unsatisfied_requirements(rollout_dir: Path) -> list[tuple[str, str]]:
+    """(install target, problem) for each ``rollouts/<name>/pyproject.toml`` dependency
+    this Python environment does not satisfy."""
+    pyproject = rollout_dir / "pyproject.toml"
+    if not pyproject.is_file():
+        return []
+    try:
+        with pyproject.open("rb") as handle:
+            declared: Any = tomllib.load(handle).get("project", {}).get("dependencies")
+    except (OSError, tomllib.TOMLDecodeError, AttributeError):
+        return []
+    if not isinstance(declared, list):
+        return []
+    found: list[tuple[str, str]] = []
+    for raw in declared:
+        if isinstance(raw, str) and (problem := _requirement_problem(raw)) is not None:
+            found += [(problem[0], text) for text in problem[1]]
+    return found
+
+
+def _missing_module(exc: BaseException) -> ModuleNotFoundError | None:
+    """The ``ModuleNotFoundError`` behind a failed import, if that is what it was."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ModuleNotFoundError):
+            return cause
+        cause = cause.__cause__
+    return None
+
+
+def check_entrypoint(
+    entrypoint: str, base_dir: Path | None = None, *, name: str | None = None
+) -> CheckResult:
+    """The entrypoint imports and exposes a rollout: an app, a backend, or a workflow."""
+    from osmosis_rollout.entrypoint import load_entrypoint
+
+    name = name or f"entrypoint[{entrypoint}]"
+    base = base_dir or Path.cwd()
+    file_part = Path(entrypoint.split(":", 1)[0])
+    file_path = file_part if file_part.is_absolute() else base / file_part
+    if file_path.suffix == ".py" and file_path.is_file():
+        unsatisfied = unsatisfied_requirements(file_path.parent)
+        if unsatisfied:
+            problems = "\n".join(f"  - {problem}" for _, problem in unsatisfied)
+            targets = " ".join(f'"{target}"' for target in dict.fromkeys(t for t, _ in unsatisfied))
+            return CheckResult(
+                name,
+                True,
+                "import skipped",
+                (
+                    f"{file_path.parent / 'pyproject.toml'} declares dependencies this Python "
+                    f"environment does not satisfy:\n{problems}\n"
+                    f"to check the entrypoint here: pip install {targets}",
+                ),
+            )
+    try:
+        loaded = load_entrypoint(entrypoint, base_dir=base)
+    except EntrypointError as exc:
+        missing = _missing_module(exc)
+        if missing is not None and "neither a file nor an importable module" not in str(exc):
+            return CheckResult(
+                name,
+                True,
+                "import skipped",
+                (
+                    f"{entrypoint} could not be imported: ModuleNotFoundError: {missing}\n"
+                    "to check the entrypoint here: install that module into this Python "
+                    "environment (the rollout's own pyproject.toml should declare it)",
+                ),
+            )
+        return CheckResult(name, False, str(exc))
+    except Exception as exc:  # an import-time failure of user code, whatever it is
+        return CheckResult(
+            name, False, f"importing {entrypoint} raised {type(exc).__name__}: {exc}"
+        )
+    if loaded.backend is None:
+        return CheckResult(name, False, "exposes no workflow, backend or app")
+    return CheckResult(name, True, _describe_loaded(loaded))
+
+
+def _describe_loaded(loaded: LoadedRollout) -> str:
+    backend = loaded.backend
+    workflow = loaded.workflow or getattr(backend, "workflow_cls", None)
+    grader = loaded.grader or getattr(backend, "grader_cls", None)
+    parts = []
+    if loaded.app is not None:
+        parts.append("app")
+    parts.append(type(backend).__name__)
+    if workflow is not None:
+        parts.append(f"workflow {workflow.__name__}")
+    if grader is not None:
+        parts.append(f"grader {grader.__name__}")
+    elif workflow is not None:
+        parts.append("no grader (rows run ungraded and report no reward)")
+    return ", ".join(parts)
