@@ -1,4 +1,4 @@
-"""The ``osmosis-rollout`` command line: ``serve``, ``init``, ``templates``, ``validate``, ``report``.
+"""The ``osmosis-rollout`` command line: ``serve``, ``template``, ``init``, ``validate``, ``report``.
 
 Each subcommand lives in its own module with ``add_parser(subparsers)`` and ``run(args)``;
 modules are imported only when listed here, and heavy imports happen inside ``run``.
@@ -14,8 +14,9 @@ from collections.abc import Sequence
 # subcommand name -> module under osmosis_rollout.cli
 SUBCOMMANDS: dict[str, str] = {
     "serve": "osmosis_rollout.cli.serve",
-    "init": "osmosis_rollout.cli.workspace",
+    "template": "osmosis_rollout.cli.workspace",
     "templates": "osmosis_rollout.cli.workspace",
+    "init": "osmosis_rollout.cli.workspace",
     "validate": "osmosis_rollout.cli.workspace",
     "report": "osmosis_rollout.cli.report",
 }

@@ -1,95 +1,137 @@
-"""Workspace commands: ``templates``, ``init`` and ``validate``.
+"""Workspace commands: ``template list|apply``, ``init`` and ``validate``.
 
-- ``osmosis-rollout templates`` lists the starter rollouts.
-- ``osmosis-rollout init NAME [--template T] [--dir WORKSPACE]`` writes
-  ``rollouts/NAME/main.py``, ``rollouts/NAME/policy.py``, ``configs/eval/NAME.toml`` and
-  ``data/NAME.jsonl`` from a template. Every target is checked first: when any exists,
-  nothing is written and the error lists them.
-- ``osmosis-rollout validate [--dataset PATH ...] [--config PATH] [ENTRYPOINT]`` runs the
-  plugin's preflight checks (dataset contract, eval config, entrypoint import) and prints
-  one line per check; the exit status is 1 when any check fails. With no argument it
-  validates the workspace in the current directory: every ``rollouts/*/main.py``, every
-  ``configs/eval/*.toml`` and every ``data/*.jsonl``.
+- ``osmosis-rollout template list`` lists the starter rollouts (official names first,
+  ours as aliases); ``templates`` is the same list.
+- ``osmosis-rollout template apply NAME [--dir WORKSPACE] [--force]`` writes template NAME
+  as the rollout NAME in the official workspace layout: ``rollouts/NAME/main.py``,
+  ``policy.py`` and ``pyproject.toml``, ``configs/eval/NAME.toml``,
+  ``configs/training/NAME.toml`` and the dataset ``data/<dataset>.jsonl`` the eval config
+  names. Every target is checked first: when any exists with other content, nothing is
+  written and the error lists them (``--force`` overwrites). A dataset that is already
+  there with the same content is kept.
+- ``osmosis-rollout init NAME [--template T]`` is the short form: the same files for a
+  rollout called NAME. ``init T`` where T is a template applies that template (it says so)
+  rather than naming a rollout after it.
+- ``osmosis-rollout validate [--dataset PATH ...] [--config PATH ...] [--training-config
+  PATH ...] [--submit] [ENTRYPOINT]`` runs the preflight checks of
+  :mod:`osmosis_rollout.preflight` and prints one line per check; the exit status is 1
+  when any check fails. With no argument it validates the workspace in the current
+  directory.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from osmosis_rollout.errors import ConfigError
+from osmosis_rollout.preflight import (
+    CheckResult,
+    check_dataset,
+    check_entrypoint,
+    check_eval_config,
+    check_training_config,
+    config_entrypoint,
+)
 from osmosis_rollout.templates import (
     TEMPLATES,
+    Template,
     get_template,
+    is_template_name,
     render_template,
-    template_targets,
+    run_command,
     validate_rollout_name,
 )
+from osmosis_rollout.workspace import workspace_files
 
 __all__ = [
+    "AppliedTemplate",
     "CheckResult",
     "add_parser",
+    "apply_template",
     "check_dataset",
     "check_entrypoint",
     "check_eval_config",
     "init_rollout",
+    "run_apply",
     "run_init",
     "run_templates",
     "run_validate",
 ]
 
-DEFAULT_TEMPLATE = "multiply-openai"
+DEFAULT_TEMPLATE = "multiply-local-openai"
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
+_TEMPLATE_CHOICES = [*TEMPLATES, *(alias for t in TEMPLATES.values() for alias in t.aliases)]
+
 
 def add_parser(subparsers: Any) -> None:
-    """Register the ``templates``, ``init`` and ``validate`` subcommands."""
-    listing = subparsers.add_parser(
-        "templates",
-        help="list the starter rollouts `init` can write",
-        description="List the starter rollouts `osmosis-rollout init --template` can write.",
+    """Register the ``template``, ``templates``, ``init`` and ``validate`` subcommands."""
+    template = subparsers.add_parser(
+        "template",
+        help="list the starter templates, or apply one to the workspace",
+        description="Starter rollouts, with the official SDK's template names.",
     )
+    actions = template.add_subparsers(dest="template_command", required=True)
+    listing = actions.add_parser("list", help="list the starter templates")
     listing.set_defaults(handler=run_templates)
+    apply = actions.add_parser(
+        "apply",
+        help="write a template into the workspace as the rollout of the same name",
+        description=(
+            "Write template NAME as rollouts/NAME/ (main.py, policy.py, pyproject.toml), "
+            "configs/eval/NAME.toml, configs/training/NAME.toml and its dataset under data/. "
+            "Existing files with other content are not overwritten unless --force is given."
+        ),
+    )
+    apply.add_argument("name", choices=_TEMPLATE_CHOICES, metavar="NAME", help="template name")
+    _workspace_options(apply)
+    apply.set_defaults(handler=run_apply)
+
+    old_listing = subparsers.add_parser(
+        "templates",
+        help="the same as `template list`",
+        description="List the starter templates (the same as `osmosis-rollout template list`).",
+    )
+    old_listing.set_defaults(handler=run_templates)
 
     init = subparsers.add_parser(
         "init",
         help="write a new rollout into a workspace from a template",
         description=(
-            "Write rollouts/NAME/main.py, rollouts/NAME/policy.py, configs/eval/NAME.toml "
-            "and data/NAME.jsonl into the workspace. Existing files are never overwritten: "
-            "if any target exists, nothing is written."
+            "Write rollouts/NAME/ (main.py, policy.py, pyproject.toml), configs/eval/NAME.toml, "
+            "configs/training/NAME.toml and the template's dataset under data/. Existing "
+            "files with other content are not overwritten unless --force is given. "
+            "`init TEMPLATE` (a template's name, no --template) applies that template."
         ),
     )
     init.add_argument("name", help="rollout name: lowercase letters, digits, '-' and '_'")
     init.add_argument(
         "--template",
         "-t",
-        default=DEFAULT_TEMPLATE,
-        choices=list(TEMPLATES),
-        help=f"starter to copy (default {DEFAULT_TEMPLATE}; see `osmosis-rollout templates`)",
+        default=None,
+        choices=_TEMPLATE_CHOICES,
+        help=f"starter to copy (default {DEFAULT_TEMPLATE}; see `osmosis-rollout template list`)",
     )
-    init.add_argument(
-        "--dir",
-        default=".",
-        metavar="WORKSPACE",
-        help="workspace root to write into (default: the current directory)",
-    )
+    _workspace_options(init)
     init.set_defaults(handler=run_init)
 
     validate = subparsers.add_parser(
         "validate",
-        help="run the preflight checks: dataset, eval config, entrypoint",
+        help="run the preflight checks: dataset, configs, entrypoint",
         description=(
             "Run the same checks as the pytest plugin's preflight items and print one line "
             "per check. Exit status 1 when any check fails. With no arguments, validate the "
             "workspace in the current directory (rollouts/*/main.py, configs/eval/*.toml, "
-            "data/*.jsonl)."
+            "configs/training/*.toml, data/*)."
         ),
     )
     validate.add_argument(
@@ -106,206 +148,222 @@ def add_parser(subparsers: Any) -> None:
         help="dataset file to check (.jsonl, .csv, .parquet); repeatable",
     )
     validate.add_argument(
-        "--config", action="append", default=[], metavar="PATH", help="eval TOML to check"
+        "--config",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="eval TOML to check (its rollout's entrypoint is imported too); repeatable",
+    )
+    validate.add_argument(
+        "--training-config",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="training TOML to check (official sections; its entrypoint is imported too)",
     )
     validate.add_argument(
         "--submit",
         action="store_true",
-        help="also apply the submit-only rules (an eval config must have [secrets])",
+        help="also apply the submit-only rules ([secrets] required, configs in a workspace)",
     )
     validate.set_defaults(handler=run_validate)
+
+
+def _workspace_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dir",
+        default=".",
+        metavar="WORKSPACE",
+        help="workspace root to write into (default: the current directory)",
+    )
+    parser.add_argument(
+        "--force",
+        "-f",
+        action="store_true",
+        help="overwrite existing files instead of refusing",
+    )
 
 
 # --------------------------------------------------------------------------- templates
 
 
 def run_templates(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Print one line per template: its name, what it shows, and the extra it needs."""
+    """One line per template: its name, what it shows, its aliases and the extra it needs."""
     out = out or sys.stdout
     width = max(len(name) for name in TEMPLATES)
     for template in TEMPLATES.values():
+        aliases = f"alias {', '.join(template.aliases)}; " if template.aliases else ""
         print(
             f"{template.name:<{width}}  {template.description} "
-            f'(pip install "pytest-osmosis[{template.extra}]")',
+            f'({aliases}pip install "pytest-osmosis[{template.extra}]")',
             file=out,
         )
     return EXIT_OK
 
 
-# --------------------------------------------------------------------------- init
+@dataclass
+class AppliedTemplate:
+    """What applying a template did: files written, and files already there unchanged."""
+
+    template: Template
+    rollout: str
+    root: Path
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
 
 
-def init_rollout(name: str, template: str, workspace: str | Path) -> list[Path]:
-    """Write the files of ``template`` for rollout ``name`` under ``workspace``.
+def apply_template(
+    template: str, rollout: str, workspace: str | Path, *, force: bool = False
+) -> AppliedTemplate:
+    """Write ``template`` as rollout ``rollout`` under ``workspace``.
 
-    Returns the paths written. Raises ``ValueError`` for a bad name or template and
-    ``FileExistsError`` (listing every existing target) when any target exists; in both
-    cases nothing is written.
+    Raises ``ValueError`` for a bad name or template and ``FileExistsError`` (listing every
+    conflicting target) when a target exists with other content and ``force`` is off; in
+    both cases nothing is written.
     """
-    validate_rollout_name(name)
+    validate_rollout_name(rollout)
     chosen = get_template(template)
     root = Path(workspace)
     if root.exists() and not root.is_dir():
         raise NotADirectoryError(f"workspace {root} is not a directory")
-    existing = [root / rel for rel in template_targets(name) if (root / rel).exists()]
-    if existing:
+    files = {root / rel: text for rel, text in render_template(chosen, rollout).items()}
+    same = [p for p, text in files.items() if p.is_file() and p.read_text("utf-8") == text]
+    existing = [p for p in files if p.exists() and p not in same]
+    if existing and not force:
         listed = "\n".join(f"  {path}" for path in existing)
         raise FileExistsError(
             f"refusing to overwrite {len(existing)} existing file(s):\n{listed}\n"
-            "  fix: choose another rollout name, or move these files away"
+            "  fix: choose another rollout name, move these files away, or pass --force"
         )
-    files = render_template(chosen, name)
-    written: list[Path] = []
-    for rel, text in files.items():
-        target = root / rel
+    applied = AppliedTemplate(chosen, rollout, root, unchanged=same)
+    for target, text in files.items():
+        if target in same:
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        # "x": never clobber a file that appeared since the check above.
-        with target.open("x", encoding="utf-8", newline="\n") as handle:
+        # "x": never clobber a file that appeared since the check above, unless forced.
+        with target.open("w" if force else "x", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
-        written.append(target)
-    return written
+        applied.written.append(target)
+    return applied
+
+
+def init_rollout(name: str, template: str, workspace: str | Path) -> list[Path]:
+    """Write the files of ``template`` for rollout ``name`` under ``workspace``; the paths written."""
+    return apply_template(template, name, workspace).written
+
+
+def _report(applied: AppliedTemplate, out: TextIO, note: str | None = None) -> None:
+    template, name, root = applied.template, applied.rollout, applied.root
+    print(f"created rollout {name!r} from template {template.name!r}:", file=out)
+    for path in applied.written:
+        print(f"  {path}", file=out)
+    for path in applied.unchanged:
+        print(f"  {path} (already there, unchanged)", file=out)
+    if note:
+        print(note, file=out)
+    cd = f"  cd {root}\n" if root.resolve() != Path.cwd().resolve() else ""
+    print(
+        "\nnext, offline (no API key):\n"
+        f'  pip install "pytest-osmosis[{template.extra}]"   # if not installed\n'
+        f"{cd}"
+        f"  osmosis-rollout validate --config configs/eval/{name}.toml\n"
+        f"  {run_command(name, template.dataset)}\n"
+        "\nthen, on the platform, with the official CLI (osmosis-ai):\n"
+        f"  osmosis eval submit configs/eval/{name}.toml\n"
+        f"  osmosis train submit configs/training/{name}.toml",
+        file=out,
+    )
+
+
+def _write(
+    template: str,
+    rollout: str,
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+    note: str | None,
+) -> int:
+    try:
+        applied = apply_template(template, rollout, args.dir, force=args.force)
+    except (ValueError, FileExistsError, NotADirectoryError) as exc:
+        print(f"osmosis-rollout {args.command}: error: {exc}", file=err)
+        return EXIT_USAGE
+    _report(applied, out, note)
+    return EXIT_OK
+
+
+def run_apply(
+    args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """``osmosis-rollout template apply NAME``: the rollout takes the template's name."""
+    out, err = out or sys.stdout, err or sys.stderr
+    return _write(args.name, get_template(args.name).name, args, out, err, None)
 
 
 def run_init(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """``osmosis-rollout init``: write the files and say how to run them."""
     out, err = out or sys.stdout, err or sys.stderr
-    try:
-        written = init_rollout(args.name, args.template, args.dir)
-    except (ValueError, FileExistsError, NotADirectoryError) as exc:
-        print(f"osmosis-rollout init: error: {exc}", file=err)
-        return EXIT_USAGE
-    root = Path(args.dir)
-    print(f"created rollout {args.name!r} from template {args.template!r}:", file=out)
-    for path in written:
-        print(f"  {path}", file=out)
-    extra = get_template(args.template).extra
-    print(
-        "\nnext:\n"
-        f'  pip install "pytest-osmosis[{extra}]"   # if not installed\n'
-        + (f"  cd {root}\n" if root.resolve() != Path.cwd().resolve() else "")
-        + f"  osmosis-rollout validate --dataset data/{args.name}.jsonl "
-        f"--config configs/eval/{args.name}.toml rollouts/{args.name}/main.py\n"
-        f"  pytest --osmosis-dataset data/{args.name}.jsonl "
-        f"--osmosis-rollout rollouts/{args.name}/main.py "
-        f"--osmosis-policy rollouts/{args.name}/policy.py:policy",
-        file=out,
-    )
-    return EXIT_OK
+    if args.template is None and is_template_name(args.name):
+        chosen = get_template(args.name)
+        note = (
+            f"({args.name!r} is a template, so `init {args.name}` applied it as rollout "
+            f"{chosen.name!r}, like `osmosis-rollout template apply {args.name}`; for a "
+            f"rollout of your own name: osmosis-rollout init NAME --template {chosen.name})"
+        )
+        return _write(chosen.name, chosen.name, args, out, err, note)
+    return _write(args.template or DEFAULT_TEMPLATE, args.name, args, out, err, None)
 
 
 # --------------------------------------------------------------------------- validate
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    """One preflight check: what was checked, whether it passed, and the readable detail."""
-
-    name: str
-    ok: bool
-    detail: str
-    warnings: tuple[str, ...] = ()
-
-    def format(self) -> str:
-        """``ok    name: detail`` or ``error name: detail`` (continuation lines indented)."""
-        label = "ok   " if self.ok else "error"
-        lines = [f"{label} {self.name}: {_indent(self.detail)}"]
-        lines += [f"      warning: {_indent(warning)}" for warning in self.warnings]
-        return "\n".join(lines)
+def _relative(path: Path, root: Path) -> str:
+    return str(path.relative_to(root))
 
 
-def _indent(text: str) -> str:
-    return text.strip().replace("\n", "\n      ")
+def _plan(args: argparse.Namespace) -> list[Callable[[], CheckResult]] | None:
+    """The checks to run, in order; ``None`` when there is nothing to validate."""
+    root = Path.cwd()
+    entrypoints = [args.entrypoint] if args.entrypoint else []
+    configs, datasets = list(args.config), list(args.dataset)
+    trainings: list[str] = list(getattr(args, "training_config", []))
+    if not (entrypoints or configs or datasets or trainings):
+        found_entrypoints, found_configs, found_trainings, found_datasets = workspace_files(root)
+        entrypoints = [_relative(p, root) for p in found_entrypoints]
+        configs = [_relative(p, root) for p in found_configs]
+        trainings = [_relative(p, root) for p in found_trainings]
+        datasets = [_relative(p, root) for p in found_datasets]
+        if not (entrypoints or configs or datasets or trainings):
+            return None
+    checks: list[Callable[[], CheckResult]] = [
+        *(functools.partial(check_dataset, path) for path in datasets),
+    ]
+    for path in configs:
+        checks.append(functools.partial(check_eval_config, path, submit=args.submit))
+    for path in trainings:
+        checks.append(functools.partial(check_training_config, path, submit=args.submit))
+    # A config's entrypoint is imported too (as the official submit preflight does), once.
+    seen = {(root / entry).resolve() for entry in entrypoints}
+    named: list[str] = []
+    for path in [*configs, *trainings]:
+        entry = _config_entrypoint(path)
+        if entry is not None and entry.is_file() and entry.resolve() not in seen:
+            seen.add(entry.resolve())
+            inside = entry.resolve().is_relative_to(root.resolve())
+            named.append(str(entry.resolve().relative_to(root.resolve())) if inside else str(entry))
+    checks += [functools.partial(check_entrypoint, entry) for entry in [*entrypoints, *named]]
+    return checks
 
 
-def check_dataset(path: str | Path) -> CheckResult:
-    """The dataset contract (spec II.7); the platform's row minimum is a warning locally."""
-    from osmosis_rollout.dataset import validate_dataset
+def _config_entrypoint(path: str) -> Path | None:
+    """The entrypoint a config names, when the config parses (errors are its own check's)."""
+    from osmosis_rollout.eval_config import read_experiment
 
-    name = f"dataset[{path}]"
-    if not Path(path).is_file():
-        return CheckResult(name, False, f"file not found: {path}")
-    report = validate_dataset(path)
-    if not report.ok:  # the report lists each error with its fix, then the warnings
-        return CheckResult(name, False, _without_source(report.format(), report.path))
-    summary = f"valid {report.mode} dataset, {report.n_rows} row(s)" if report.mode else "ok"
-    return CheckResult(name, True, summary, tuple(report.warnings))
-
-
-def check_eval_config(path: str | Path, *, submit: bool = False) -> CheckResult:
-    """The eval TOML (spec II.8.1); with ``submit``, ``[secrets]`` is required as well."""
-    from osmosis_rollout.errors import ConfigError
-    from osmosis_rollout.eval_config import load_eval_config
-
-    name = f"eval-config[{path}]"
     try:
-        config = load_eval_config(path, require_secrets=submit)
-    except ConfigError as exc:
-        return CheckResult(name, False, _without_source(str(exc), str(path)))
-    experiment = config.experiment
-    detail = (
-        f"rollout {experiment.rollout!r}, entrypoint {experiment.entrypoint!r}, "
-        f"model {experiment.model_path!r}, dataset {experiment.dataset!r}"
-    )
-    warnings = list(config.warnings)
-    workspace = Path(path).resolve().parent.parent.parent
-    entrypoint = config.entrypoint_path(workspace)
-    if (workspace / "rollouts").is_dir() and not entrypoint.is_file():
-        warnings.append(f"entrypoint {entrypoint} does not exist in this workspace")
-    return CheckResult(name, True, detail, tuple(warnings))
-
-
-def check_entrypoint(entrypoint: str, base_dir: Path | None = None) -> CheckResult:
-    """The entrypoint imports and exposes a rollout: workflow and grader, or a backend/app."""
-    from osmosis_rollout.entrypoint import load_entrypoint
-    from osmosis_rollout.errors import EntrypointError
-
-    name = f"entrypoint[{entrypoint}]"
-    try:
-        loaded = load_entrypoint(entrypoint, base_dir=base_dir or Path.cwd())
-    except EntrypointError as exc:
-        return CheckResult(name, False, str(exc))
-    except Exception as exc:  # an import-time failure of user code, whatever it is
-        return CheckResult(
-            name, False, f"importing {entrypoint} raised {type(exc).__name__}: {exc}"
-        )
-    if loaded.backend is None:
-        return CheckResult(name, False, "exposes no workflow/grader, backend or app")
-    if loaded.found == "classes" and loaded.grader is None:
-        return CheckResult(
-            name,
-            False,
-            "defines a workflow but no Grader subclass, so rows could not be rewarded\n"
-            "fix: define one Grader subclass in the entrypoint",
-        )
-    return CheckResult(name, True, _describe_loaded(loaded))
-
-
-def _describe_loaded(loaded: Any) -> str:
-    backend = loaded.backend
-    workflow = loaded.workflow or getattr(backend, "workflow_cls", None)
-    grader = loaded.grader or getattr(backend, "grader_cls", None)
-    parts = []
-    if loaded.app is not None:
-        parts.append("app")
-    parts.append(type(backend).__name__)
-    if workflow is not None:
-        parts.append(f"workflow {workflow.__name__}")
-    parts.append(f"grader {grader.__name__}" if grader is not None else "no grader")
-    return ", ".join(parts)
-
-
-def _without_source(message: str, source: str) -> str:
-    prefix = f"{source}: "
-    return message[len(prefix) :] if message.startswith(prefix) else message
-
-
-def _workspace_defaults(root: Path) -> tuple[list[str], list[str], list[str]]:
-    """Entrypoints, eval configs and datasets of the workspace at ``root``, relative to it."""
-
-    def found(pattern: str) -> list[str]:
-        return [str(path.relative_to(root)) for path in sorted(root.glob(pattern))]
-
-    return found("rollouts/*/main.py"), found("configs/eval/*.toml"), found("data/*.jsonl")
+        experiment = read_experiment(path)
+    except ConfigError:
+        return None
+    return config_entrypoint(path, experiment)
 
 
 def run_validate(
@@ -313,28 +371,22 @@ def run_validate(
 ) -> int:
     """``osmosis-rollout validate``: one line per check; 1 when any check fails."""
     out, err = out or sys.stdout, err or sys.stderr
-    entrypoints = [args.entrypoint] if args.entrypoint else []
-    configs, datasets = list(args.config), list(args.dataset)
-    if not (entrypoints or configs or datasets):
-        entrypoints, configs, datasets = _workspace_defaults(Path.cwd())
-        if not (entrypoints or configs or datasets):
-            print(
-                "osmosis-rollout validate: error: nothing to validate: pass --dataset, "
-                "--config or an ENTRYPOINT, or run it in a workspace with rollouts/*/main.py",
-                file=err,
-            )
-            return EXIT_USAGE
-    checks: list[Callable[[], CheckResult]] = [
-        *(lambda p=path: check_dataset(p) for path in datasets),
-        *(lambda p=path: check_eval_config(p, submit=args.submit) for path in configs),
-        *(lambda e=entry: check_entrypoint(e) for entry in entrypoints),
-    ]
+    checks = _plan(args)
+    if checks is None:
+        print(
+            "osmosis-rollout validate: error: nothing to validate: pass --dataset, "
+            "--config, --training-config or an ENTRYPOINT, or run it in a workspace with "
+            "rollouts/*/main.py",
+            file=err,
+        )
+        return EXIT_USAGE
     failed = 0
     for check in checks:
         result = check()
         failed += not result.ok
         print(result.format(), file=out, flush=True)
     total = len(checks)
+    # The one place check results become an exit status.
     if failed:
         print(f"{failed} of {total} check(s) failed", file=out)
         return EXIT_FAILED

@@ -12,16 +12,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from osmosis_rollout.templates import EXAMPLES as EXAMPLES_RENDERED
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "example_rollouts"
 
-#: Example workspace -> the ``init`` template it is rendered from.
-EXAMPLE_TEMPLATES = {
-    "multiply-openai": "multiply-openai",
-    "multiply-strands": "multiply-strands",
-    "plain-chat": "plain",
-    "judge": "judge",
-}
+#: Example workspace -> the template it is rendered from.
+EXAMPLE_TEMPLATES = {name: example.template for name, example in EXAMPLES_RENDERED.items()}
 
 #: Preflight items every example run adds before its rows: dataset, entrypoint, eval config.
 PREFLIGHT_ITEMS = 3

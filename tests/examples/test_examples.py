@@ -8,28 +8,30 @@ from pathlib import Path
 
 import pytest
 from examples.support import (
-    EXAMPLE_TEMPLATES,
     EXAMPLES,
     assert_all_rows_passed,
     copy_example,
     count_rows,
     read_report,
+    run_cli,
     run_pytest,
 )
 
 from osmosis_rollout.dataset import validate_dataset
 from osmosis_rollout.eval_config import load_eval_config
-from osmosis_rollout.templates import render_template
+from osmosis_rollout.templates.__main__ import differences, write
 
 pytestmark = pytest.mark.timeout(600)
 
 
-def test_every_example_has_the_workspace_layout(example: str) -> None:
+def test_every_example_has_the_official_workspace_layout(example: str) -> None:
     root = EXAMPLES / example
     for rel in (
         f"rollouts/{example}/main.py",
         f"rollouts/{example}/policy.py",
+        f"rollouts/{example}/pyproject.toml",
         f"configs/eval/{example}.toml",
+        f"configs/training/{example}.toml",
         "data/test.jsonl",
         "pyproject.toml",
         "README.md",
@@ -37,15 +39,31 @@ def test_every_example_has_the_workspace_layout(example: str) -> None:
         assert (root / rel).is_file(), f"{example} lacks {rel}"
 
 
-def test_every_example_is_its_template_rendered_with_its_name(example: str) -> None:
-    root = EXAMPLES / example
-    rendered = render_template(EXAMPLE_TEMPLATES[example], example)
-    for rel, text in rendered.items():
-        on_disk = root / ("data/test.jsonl" if rel.parts[0] == "data" else rel)
-        assert on_disk.read_text(encoding="utf-8") == text, (
-            f"{on_disk} differs from template {EXAMPLE_TEMPLATES[example]!r}'s {rel}: the "
-            f"example must be the template with {{{{name}}}} = {example!r}; edit both alike"
-        )
+def test_the_committed_examples_are_a_fresh_render_of_the_templates() -> None:
+    found = differences(EXAMPLES)
+    assert not found, (
+        "example_rollouts/ differs from its templates (edit osmosis_rollout/templates/, then "
+        "run `python -m osmosis_rollout.templates example_rollouts`):\n" + "\n".join(found)
+    )
+
+
+def test_the_check_reports_an_edited_example(tmp_path: Path) -> None:
+    copy = tmp_path / "examples"
+    write(copy)
+    assert differences(copy) == []
+    edited = copy / "judge" / "rollouts" / "judge" / "main.py"
+    edited.write_text(edited.read_text() + "# edited by hand\n")
+    (copy / "judge" / "notes.txt").write_text("mine")
+    assert differences(copy) == [
+        f"differs: {edited}",
+        f"not rendered: {copy / 'judge' / 'notes.txt'}",
+    ]
+
+
+def test_every_example_validates_as_a_workspace(example: str) -> None:
+    result = run_cli(EXAMPLES / example, "validate", "--submit")
+    assert result.returncode == 0, result.explain()
+    assert "error" not in result.stdout, result.explain()
 
 
 def test_every_example_dataset_and_eval_config_pass_the_submit_rules(example: str) -> None:
@@ -55,6 +73,7 @@ def test_every_example_dataset_and_eval_config_pass_the_submit_rules(example: st
     assert report.n_rows >= 6
     config = load_eval_config(root / "configs" / "eval" / f"{example}.toml", require_secrets=True)
     assert config.experiment.rollout == example
+    assert config.experiment.dataset == "test"  # data/test.jsonl, where the ini points
     assert config.entrypoint_path(root).is_file()
     assert config.evaluation.pass_threshold == 1.0
 

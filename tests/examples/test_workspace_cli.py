@@ -1,12 +1,14 @@
-"""``osmosis-rollout templates``, ``init`` and ``validate``: a new rollout from nothing to green."""
+"""``osmosis-rollout template list|apply``, ``init`` and ``validate``: a new rollout from nothing to green."""
 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
 from examples.support import (
+    Run,
     assert_all_rows_passed,
     count_rows,
     run_cli,
@@ -14,7 +16,7 @@ from examples.support import (
 )
 
 from osmosis_rollout.cli import main
-from osmosis_rollout.templates import TEMPLATES, template_targets
+from osmosis_rollout.templates import TEMPLATES, run_command, template_targets
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -31,42 +33,98 @@ def init(workspace: Path, name: str, template: str = "plain") -> int:
     return main(["init", "--template", template, "--dir", str(workspace), "--", name])
 
 
-def test_templates_lists_every_template_with_a_description(
-    capsys: pytest.CaptureFixture[str],
+def written_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("command", [["template", "list"], ["templates"]])
+def test_template_list_shows_the_official_names_first_and_ours_as_aliases(
+    command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["templates"]) == 0
+    assert main(command) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == [
-        "multiply-openai",
-        "multiply-strands",
+        "multiply-local-openai",
+        "multiply-local-strands",
         "plain",
         "judge",
     ]
+    assert "alias multiply-openai;" in lines[0] and "alias multiply-strands;" in lines[1]
     for line, template in zip(lines, TEMPLATES.values(), strict=True):
         assert template.description in line
         assert f'pip install "pytest-osmosis[{template.extra}]"' in line
 
 
+def test_template_apply_writes_the_official_layout_named_after_the_template(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["template", "apply", "multiply-local-openai"]) == 0
+    assert written_files(tmp_path) == [
+        "configs/eval/multiply-local-openai.toml",
+        "configs/training/multiply-local-openai.toml",
+        "data/multiply.jsonl",
+        "rollouts/multiply-local-openai/main.py",
+        "rollouts/multiply-local-openai/policy.py",
+        "rollouts/multiply-local-openai/pyproject.toml",
+    ]
+    eval_toml = (tmp_path / "configs/eval/multiply-local-openai.toml").read_text()
+    assert 'rollout = "multiply-local-openai"' in eval_toml and 'dataset = "multiply"' in eval_toml
+    rollout_pyproject = (tmp_path / "rollouts/multiply-local-openai/pyproject.toml").read_text()
+    assert 'dependencies = ["pytest-osmosis[openai-agents]"]' in rollout_pyproject
+    out = capsys.readouterr().out
+    assert "osmosis eval submit configs/eval/multiply-local-openai.toml" in out
+    assert "osmosis train submit configs/training/multiply-local-openai.toml" in out
+
+
+def test_an_alias_applies_the_official_template(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["template", "apply", "multiply-strands", "--dir", str(tmp_path)]) == 0
+    assert (tmp_path / "rollouts/multiply-local-strands/main.py").is_file()
+    assert (
+        "OsmosisStrandsAgent" in (tmp_path / "rollouts/multiply-local-strands/main.py").read_text()
+    )
+
+
+def test_init_with_a_template_name_applies_that_template_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", "multiply-local-strands", "--dir", str(tmp_path)]) == 0
+    main_py = (tmp_path / "rollouts/multiply-local-strands/main.py").read_text()
+    assert "OsmosisStrandsAgent" in main_py  # the template named, not the default template
+    out = capsys.readouterr().out
+    assert "'multiply-local-strands' is a template" in out
+    assert "osmosis-rollout init NAME --template multiply-local-strands" in out
+
+
 @pytest.mark.parametrize("template", sorted(TEMPLATES))
-def test_init_writes_the_rollout_its_policy_eval_config_and_a_dataset(
+def test_init_writes_the_rollout_its_policy_configs_and_the_dataset_its_config_names(
     template: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert init(tmp_path, "calc", template) == 0
-    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
-    assert written == sorted(str(rel) for rel in template_targets("calc"))
-    assert written == sorted(
+    dataset = TEMPLATES[template].dataset
+    assert written_files(tmp_path) == sorted(str(rel) for rel in template_targets("calc", template))
+    assert written_files(tmp_path) == sorted(
         [
             "rollouts/calc/main.py",
             "rollouts/calc/policy.py",
+            "rollouts/calc/pyproject.toml",
             "configs/eval/calc.toml",
-            "data/calc.jsonl",
+            "configs/training/calc.toml",
+            f"data/{dataset}.jsonl",
         ]
     )
-    assert count_rows(tmp_path / "data" / "calc.jsonl") >= 4
-    assert 'rollout = "calc"' in (tmp_path / "configs/eval/calc.toml").read_text()
-    assert "{{name}}" not in (tmp_path / "rollouts/calc/main.py").read_text()
+    assert count_rows(tmp_path / "data" / f"{dataset}.jsonl") >= 4
+    eval_toml = (tmp_path / "configs/eval/calc.toml").read_text()
+    assert 'rollout = "calc"' in eval_toml and f'dataset = "{dataset}"' in eval_toml
+    assert "{{" not in "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
     out = capsys.readouterr().out
-    assert "pytest --osmosis-dataset data/calc.jsonl" in out
+    assert f"  {run_command('calc', dataset)}\n" in out
+    # What main.py tells the user to run is what init printed.
+    assert (
+        f"    {run_command('calc', dataset)}\n" in (tmp_path / "rollouts/calc/main.py").read_text()
+    )
 
 
 def test_init_defaults_to_the_current_directory_and_keeps_other_rollouts(
@@ -75,24 +133,36 @@ def test_init_defaults_to_the_current_directory_and_keeps_other_rollouts(
     monkeypatch.chdir(tmp_path)
     assert main(["init", "first"]) == 0
     assert main(["init", "second", "--template", "judge"]) == 0
+    assert main(["init", "third", "--template", "multiply-openai"]) == 0
     assert (tmp_path / "rollouts/first/main.py").is_file()
     assert (tmp_path / "rollouts/second/main.py").is_file()
     assert "OsmosisAgent" in (tmp_path / "rollouts/first/main.py").read_text()
+    assert "OsmosisAgent" in (tmp_path / "rollouts/third/main.py").read_text()
 
 
 def test_init_refuses_to_overwrite_and_writes_nothing_when_any_target_exists(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    existing = tmp_path / "data" / "calc.jsonl"
+    existing = tmp_path / "data" / "multiply.jsonl"
     existing.parent.mkdir()
     existing.write_text("mine\n")
     assert init(tmp_path, "calc") == 2
     err = capsys.readouterr().err
     assert "refusing to overwrite 1 existing file(s)" in err
-    assert str(existing) in err
+    assert str(existing) in err and "or pass --force" in err
     assert existing.read_text() == "mine\n"
     assert not (tmp_path / "rollouts").exists()
     assert not (tmp_path / "configs").exists()
+
+
+def test_force_overwrites_and_an_identical_shared_dataset_is_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert init(tmp_path, "calc") == 0
+    (tmp_path / "rollouts/calc/main.py").write_text("edited\n")
+    assert main(["init", "calc", "-t", "plain", "--dir", str(tmp_path), "--force"]) == 0
+    assert "RolloutChatClient" in (tmp_path / "rollouts/calc/main.py").read_text()
+    assert "data/multiply.jsonl (already there, unchanged)" in capsys.readouterr().out
 
 
 def test_init_a_second_time_lists_every_existing_file(
@@ -103,8 +173,8 @@ def test_init_a_second_time_lists_every_existing_file(
     capsys.readouterr()
     assert init(tmp_path, "calc", "judge") == 2
     err = capsys.readouterr().err
-    assert "refusing to overwrite 4 existing file(s)" in err
-    for rel in template_targets("calc"):
+    assert "refusing to overwrite 5 existing file(s)" in err
+    for rel in template_targets("calc", "judge")[:-1]:  # judge's own dataset is new
         assert str(tmp_path / rel) in err
     assert {p: p.read_text() for p in tmp_path.rglob("*") if p.is_file()} == before
 
@@ -125,7 +195,7 @@ def test_init_rejects_an_unknown_template_with_the_choices(
         init(tmp_path, "calc", "langchain")
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "invalid choice: 'langchain'" in err and "multiply-strands" in err
+    assert "invalid choice: 'langchain'" in err and "multiply-local-strands" in err
 
 
 def test_validate_passes_a_fresh_rollout_and_prints_one_line_per_check(
@@ -137,7 +207,7 @@ def test_validate_passes_a_fresh_rollout_and_prints_one_line_per_check(
         [
             "validate",
             "--dataset",
-            str(tmp_path / "data/calc.jsonl"),
+            str(tmp_path / "data/multiply.jsonl"),
             "--config",
             str(tmp_path / "configs/eval/calc.toml"),
             str(tmp_path / "rollouts/calc/main.py"),
@@ -160,9 +230,11 @@ def test_validate_without_arguments_checks_the_workspace_in_the_current_director
     capsys.readouterr()
     assert main(["validate"]) == 0
     out = capsys.readouterr().out
-    assert "ok    dataset[data/calc.jsonl]" in out
+    assert "ok    dataset[data/multiply.jsonl]" in out
     assert "ok    eval-config[configs/eval/calc.toml]" in out
+    assert "ok    training-config[configs/training/calc.toml]" in out
     assert "ok    entrypoint[rollouts/calc/main.py]" in out
+    assert "all 4 check(s) passed" in out  # the configs' entrypoint is imported once
 
 
 def test_validate_with_nothing_to_check_is_a_usage_error(
@@ -219,19 +291,30 @@ def test_validate_submit_requires_the_secrets_section(
     assert "secrets: section is required to submit an eval" in capsys.readouterr().out
 
 
-def test_validate_reports_an_entrypoint_that_fails_to_import(
+def test_a_module_missing_from_this_environment_warns_and_passes_as_the_official_preflight(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     entry = tmp_path / "rollouts" / "broken" / "main.py"
     entry.parent.mkdir(parents=True)
     entry.write_text("import not_a_module_anywhere\n")
+    assert main(["validate", str(entry)]) == 0
+    out = capsys.readouterr().out
+    assert f"ok    entrypoint[{entry}]: import skipped" in out
+    assert "warning: " in out and "ModuleNotFoundError" in out and "not_a_module_anywhere" in out
+
+
+def test_an_entrypoint_that_raises_while_importing_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entry = tmp_path / "main.py"
+    entry.write_text("raise ValueError('MODEL_NAME is not set')\n")
     assert main(["validate", str(entry)]) == 1
     out = capsys.readouterr().out
     assert f"error entrypoint[{entry}]:" in out
-    assert "ModuleNotFoundError" in out and "not_a_module_anywhere" in out
+    assert "ValueError: MODEL_NAME is not set" in out
 
 
-def test_validate_reports_a_workflow_without_a_grader(
+def test_a_workflow_without_a_grader_passes_and_runs_ungraded(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     entry = tmp_path / "main.py"
@@ -241,10 +324,120 @@ def test_validate_reports_a_workflow_without_a_grader(
         "    async def run(self, ctx):\n"
         "        return None\n"
     )
-    assert main(["validate", str(entry)]) == 1
+    assert main(["validate", str(entry)]) == 0
     out = capsys.readouterr().out
-    assert "defines a workflow but no Grader subclass" in out
-    assert "fix: define one Grader subclass" in out
+    assert "workflow Only, no grader (rows run ungraded and report no reward)" in out
+
+
+def test_an_entrypoint_with_nothing_to_run_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entry = tmp_path / "main.py"
+    entry.write_text("x = 1\n")
+    assert main(["validate", str(entry)]) == 1
+    assert "found no FastAPI app, ExecutionBackend or AgentWorkflow subclass" in (
+        capsys.readouterr().out
+    )
+
+
+def test_validate_config_imports_the_entrypoint_the_config_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "configs" / "eval" / "calc.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(GOOD_TOML)
+    entry = tmp_path / "rollouts" / "calc" / "main.py"
+    entry.parent.mkdir(parents=True)
+    entry.write_text("raise RuntimeError('broken at import')\n")
+    assert main(["validate", "--config", str(config)]) == 1
+    out = capsys.readouterr().out
+    assert f"ok    eval-config[{config}]" in out
+    assert f"error entrypoint[{entry}]:" in out and "RuntimeError: broken at import" in out
+
+
+@pytest.mark.parametrize("submit", [False, True])
+def test_validate_config_fails_when_the_rollout_path_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], submit: bool
+) -> None:
+    config = tmp_path / "configs" / "eval" / "calc.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(GOOD_TOML + '\n[secrets]\nrequired = ["OPENAI_API_KEY"]\n')
+    (tmp_path / "rollouts").mkdir()
+    args = ["validate", *(["--submit"] if submit else []), "--config", str(config)]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert f"error eval-config[{config}]: rollout path rollouts/calc/main.py does not exist" in out
+    assert "fix: set [experiment].rollout to a folder of" in out
+
+
+def test_validate_submit_needs_the_config_inside_a_workspace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "calc.toml"
+    config.write_text(GOOD_TOML + '\n[secrets]\nrequired = ["OPENAI_API_KEY"]\n')
+    assert main(["validate", "--config", str(config)]) == 0
+    assert "warning: no workspace around" in capsys.readouterr().out
+    assert main(["validate", "--submit", "--config", str(config)]) == 1
+    assert "fix: keep the config at <workspace>/configs/eval/" in capsys.readouterr().out
+
+
+def test_unsatisfied_rollout_dependencies_skip_the_import_with_the_install_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entry = tmp_path / "rollouts" / "calc" / "main.py"
+    entry.parent.mkdir(parents=True)
+    entry.write_text("raise RuntimeError('must not be imported')\n")
+    (entry.parent / "pyproject.toml").write_text(
+        '[project]\nname = "calc"\nversion = "0.1.0"\n'
+        'dependencies = ["pytest>=8", "surely-not-installed-pkg>=1"]\n'
+    )
+    assert main(["validate", str(entry)]) == 0
+    out = capsys.readouterr().out
+    assert "import skipped" in out
+    assert "surely-not-installed-pkg is not installed" in out
+    assert 'pip install "surely-not-installed-pkg>=1"' in out
+
+
+TRAINING_TOML = (
+    GOOD_TOML
+    + """
+[training]
+lr = 1e-5
+total_epochs = 1
+
+[sampling]
+rollout_temperature = 1.0
+
+[checkpoints]
+checkpoint_save_freq = 20
+"""
+)
+
+
+def test_validate_checks_a_training_config_with_the_official_sections(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert init(tmp_path, "calc") == 0
+    config = tmp_path / "configs" / "training" / "calc.toml"
+    config.write_text(TRAINING_TOML)
+    capsys.readouterr()
+    assert main(["validate", "--training-config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert f"ok    training-config[{config}]: rollout 'calc'" in out
+    assert f"ok    entrypoint[{tmp_path / 'rollouts/calc/main.py'}]" in out
+
+
+def test_a_training_config_typo_is_named_with_the_nearest_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "train.toml"
+    config.write_text(
+        TRAINING_TOML.replace("total_epochs", "total_epoch") + "\n[sampler]\ntop_p = 1\n"
+    )
+    assert main(["validate", "--training-config", str(config)]) == 1
+    out = capsys.readouterr().out
+    assert "training.total_epoch: unknown key" in out and "did you mean 'total_epochs'?" in out
+    assert "sampler: unknown section" in out and "did you mean 'sampling'?" in out
 
 
 def test_validate_reports_a_missing_entrypoint_and_still_runs_the_other_checks(
@@ -253,7 +446,7 @@ def test_validate_reports_a_missing_entrypoint_and_still_runs_the_other_checks(
     assert init(tmp_path, "calc") == 0
     capsys.readouterr()
     missing = tmp_path / "rollouts/other/main.py"
-    code = main(["validate", "--dataset", str(tmp_path / "data/calc.jsonl"), str(missing)])
+    code = main(["validate", "--dataset", str(tmp_path / "data/multiply.jsonl"), str(missing)])
     out = capsys.readouterr().out
     assert code == 1
     assert "ok    dataset[" in out
@@ -261,22 +454,41 @@ def test_validate_reports_a_missing_entrypoint_and_still_runs_the_other_checks(
     assert "1 of 2 check(s) failed" in out
 
 
+def next_steps(printed: str) -> list[str]:
+    """The commands under ``next, offline`` in init's output (the pip line is conditional)."""
+    block = printed.split("next, offline (no API key):\n", 1)[1].split("\n\n", 1)[0]
+    return [line.strip() for line in block.splitlines() if not line.strip().startswith("pip ")]
+
+
+def run_step(workspace: Path, step: str) -> Run:
+    words = shlex.split(step)
+    if words[0] == "pytest":
+        return run_pytest(workspace, *words[1:])
+    assert words[0] == "osmosis-rollout", step
+    return run_cli(workspace, *words[1:])
+
+
 @pytest.mark.parametrize("template", sorted(TEMPLATES))
-def test_init_then_validate_then_pytest_passes_for_every_template(
+def test_init_then_the_commands_the_files_and_init_print_pass_for_every_template(
     template: str, tmp_path: Path
 ) -> None:
-    name = f"new-{template}"
-    created = run_cli(tmp_path, "init", name, "--template", template)
+    created = run_cli(tmp_path, "init", "demo", "--template", template)
     assert created.returncode == 0, created.explain()
-    validated = run_cli(tmp_path, "validate")
+    steps = next_steps(created.stdout)
+    assert [step.split()[0] for step in steps] == ["osmosis-rollout", "pytest"]
+    told = (tmp_path / "rollouts/demo/main.py").read_text(encoding="utf-8")
+    assert f"    {steps[1]}\n" in told, "main.py and init must name the same command"
+    validated = run_step(tmp_path, steps[0])
     assert validated.returncode == 0, validated.explain()
-    lines = validated.stdout.splitlines()
-    assert [line.split()[0] for line in lines] == ["ok", "ok", "ok", "all"], validated.explain()
-    ran = run_pytest(
-        tmp_path,
-        "--osmosis-dataset",
-        f"data/{name}.jsonl",
-        "--osmosis-policy",
-        f"rollouts/{name}/policy.py:policy",
-    )
-    assert_all_rows_passed(ran, count_rows(tmp_path / "data" / f"{name}.jsonl"))
+    ran = run_step(tmp_path, steps[1])
+    dataset = TEMPLATES[template].dataset
+    assert_all_rows_passed(ran, count_rows(tmp_path / "data" / f"{dataset}.jsonl"))
+
+
+def test_template_apply_in_an_empty_folder_then_its_next_steps_pass_offline(tmp_path: Path) -> None:
+    applied = run_cli(tmp_path, "template", "apply", "multiply-local-openai")
+    assert applied.returncode == 0, applied.explain()
+    validated, ran = (run_step(tmp_path, step) for step in next_steps(applied.stdout))
+    assert validated.returncode == 0, validated.explain()
+    assert "all 2 check(s) passed" in validated.stdout, validated.explain()
+    assert_all_rows_passed(ran, count_rows(tmp_path / "data" / "multiply.jsonl"))

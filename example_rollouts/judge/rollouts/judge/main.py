@@ -9,9 +9,10 @@ clamped to [0, 1]); the score is the reward and the verdict is kept on the sampl
 Which judge: set ``JUDGE_MODEL`` to a LiteLLM model id (``openai/gpt-5-mini``; its key from
 the environment) for a real LLM judge. Unset, the judge is :func:`reference_verdict`, the
 rubric applied mechanically: deterministic, offline, no API key, and still sent through the
-same verdict parsing as a real judge's reply. Offline, with the reference policy:
+same verdict parsing as a real judge's reply. Offline, with the reference policy, from the
+workspace root:
 
-    pytest --osmosis-dataset data/test.jsonl --osmosis-policy rollouts/judge/policy.py:policy
+    pytest --osmosis-config configs/eval/judge.toml --osmosis-dataset data/test.jsonl --osmosis-policy rollouts/judge/policy.py:policy
 
 Served to the Osmosis controller: ``python rollouts/judge/main.py`` or
 ``osmosis-rollout serve rollouts/judge/main.py``.

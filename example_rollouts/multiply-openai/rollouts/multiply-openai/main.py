@@ -2,9 +2,10 @@
 
 The workflow runs the agent on the row's prompt; the session it writes is the rollout's
 sample. The grader gives 1.0 when the last number of the final answer is the row's
-ground truth. Offline, answered by the deterministic reference policy (no API key):
+ground truth. Offline, answered by the deterministic reference policy (no API key), from
+the workspace root:
 
-    pytest --osmosis-dataset data/test.jsonl --osmosis-policy rollouts/multiply-openai/policy.py:policy
+    pytest --osmosis-config configs/eval/multiply-openai.toml --osmosis-dataset data/test.jsonl --osmosis-policy rollouts/multiply-openai/policy.py:policy
 
 Served to the Osmosis controller: ``python rollouts/multiply-openai/main.py`` or
 ``osmosis-rollout serve rollouts/multiply-openai/main.py``.

@@ -3,9 +3,9 @@
 The workflow runs the agent on the row's prompt; the agent's messages are the rollout's
 sample. The grader is a reward function (``@osmosis_reward``) turned into a Grader: 1.0
 when the last number of the final answer is the row's ground truth. Offline, answered by
-the deterministic reference policy (no API key):
+the deterministic reference policy (no API key), from the workspace root:
 
-    pytest --osmosis-dataset data/test.jsonl --osmosis-policy rollouts/multiply-strands/policy.py:policy
+    pytest --osmosis-config configs/eval/multiply-strands.toml --osmosis-dataset data/test.jsonl --osmosis-policy rollouts/multiply-strands/policy.py:policy
 
 Served to the Osmosis controller: ``python rollouts/multiply-strands/main.py`` or
 ``osmosis-rollout serve rollouts/multiply-strands/main.py``.

@@ -4,9 +4,10 @@
 rollout's chat-completions endpoint and records it as the rollout's sample. The workflow
 runs the tools the model asks for until it answers in text. The grader gives 1.0 when the
 model used the multiply tool and the last number of its answer is the row's ground truth.
-Offline, answered by the deterministic reference policy (no API key):
+Offline, answered by the deterministic reference policy (no API key), from the workspace
+root:
 
-    pytest --osmosis-dataset data/test.jsonl --osmosis-policy rollouts/plain-chat/policy.py:policy
+    pytest --osmosis-config configs/eval/plain-chat.toml --osmosis-dataset data/test.jsonl --osmosis-policy rollouts/plain-chat/policy.py:policy
 
 Served to the Osmosis controller: ``python rollouts/plain-chat/main.py`` or
 ``osmosis-rollout serve rollouts/plain-chat/main.py``.
