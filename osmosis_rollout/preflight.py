@@ -26,13 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_rollout.errors import ConfigError, EntrypointError
-from osmosis_rollout.workspace import (
-    EVAL_CONFIG_DIR,
-    ROLLOUTS_DIR,
-    TRAINING_CONFIG_DIR,
-    find_workspace,
-    workspace_of_config,
-)
+from osmosis_rollout.workspace import ROLLOUTS_DIR, config_workspace
 
 if TYPE_CHECKING:
     from osmosis_rollout.entrypoint import LoadedRollout
@@ -95,17 +89,9 @@ def check_dataset(path: str | Path, *, name: str | None = None) -> CheckResult:
 # --------------------------------------------------------------------------- configs
 
 
-def _config_workspace(path: Path) -> Path | None:
-    """The workspace of ``<ws>/configs/{eval,training}/x.toml``, else the nearest ``rollouts/``."""
-    resolved = path.resolve()
-    if any(resolved.parent.match(d) for d in (EVAL_CONFIG_DIR, TRAINING_CONFIG_DIR)):
-        return workspace_of_config(resolved)
-    return find_workspace([resolved.parent])
-
-
 def config_entrypoint(config_path: str | Path, experiment: ExperimentConfig) -> Path | None:
     """``<workspace>/rollouts/<rollout>/<entrypoint>`` of a config; ``None`` without a workspace."""
-    workspace = _config_workspace(Path(config_path))
+    workspace = config_workspace(Path(config_path))
     if workspace is None:
         return None
     return workspace / ROLLOUTS_DIR / experiment.rollout / experiment.entrypoint

@@ -25,6 +25,7 @@ __all__ = [
     "EVAL_CONFIG_DIR",
     "ROLLOUTS_DIR",
     "TRAINING_CONFIG_DIR",
+    "config_workspace",
     "dataset_candidates",
     "eval_config_for",
     "find_local_dataset",
@@ -82,6 +83,15 @@ def eval_config_for(workspace: Path | None, entrypoint: str | Path) -> Path | No
 def workspace_of_config(config: Path) -> Path:
     """The workspace a ``configs/<kind>/<name>.toml`` belongs to (three levels up)."""
     return config.resolve().parent.parent.parent
+
+
+def config_workspace(config: Path) -> Path | None:
+    """The workspace of a config file: ``<ws>/configs/{eval,training}/x.toml`` gives ``<ws>``;
+    a config elsewhere belongs to the nearest folder above it holding ``rollouts/``."""
+    resolved = config.resolve()
+    if any(resolved.parent.match(d) for d in (EVAL_CONFIG_DIR, TRAINING_CONFIG_DIR)):
+        return workspace_of_config(resolved)
+    return find_workspace([resolved.parent])
 
 
 def workspace_files(workspace: Path) -> tuple[list[Path], list[Path], list[Path], list[Path]]:

@@ -289,7 +289,8 @@ def resolve_settings(
         value = raw_value(config, stem)
         return toml.get(stem) if value is None else value
 
-    datasets = tuple(str(p) for p in (raw_value(config, "dataset") or []))
+    # The eval config's own dataset counts when no --osmosis-dataset is given.
+    datasets = tuple(str(p) for p in (raw_value(config, "dataset") or toml.get("dataset") or []))
     threshold = pick("pass_threshold")
     concurrency = pick("concurrency")
     limit = pick("limit")

@@ -40,7 +40,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
-    if raw_value(config, "dataset"):
+    # An eval config without a dataset names one of its own ([experiment].dataset).
+    if raw_value(config, "dataset") or raw_value(config, "config"):
         from pytest_osmosis.startup import configure_session
 
         configure_session(config)

@@ -15,7 +15,12 @@ import pytest
 from pytest_osmosis.keys import DATASETS_KEY
 from pytest_osmosis.options import raw_value, resolve_path, resolve_settings
 from pytest_osmosis.session import OsmosisSession, ensure_session
-from pytest_osmosis.workspace import default_eval_config, discover_entrypoint, find_workspace
+from pytest_osmosis.workspace import (
+    dataset_from_eval_config,
+    default_eval_config,
+    discover_entrypoint,
+    find_workspace,
+)
 
 
 def _toml_defaults(config: pytest.Config, path: Path) -> dict[str, Any]:
@@ -52,6 +57,8 @@ def _toml_defaults(config: pytest.Config, path: Path) -> dict[str, Any]:
 def configure_session(config: pytest.Config) -> None:
     """Resolve settings and register the session; when datasets are given, collect them."""
     datasets = [str(p) for p in (raw_value(config, "dataset") or [])]
+    from_eval_config = [] if datasets else dataset_from_eval_config(config)
+    datasets = datasets or from_eval_config
     if not datasets:
         ensure_session(config)
         return
@@ -75,6 +82,8 @@ def configure_session(config: pytest.Config) -> None:
     if eval_config is None and entrypoint is not None:
         eval_config = default_eval_config(workspace, entrypoint)
     toml = _toml_defaults(config, eval_config) if eval_config is not None else {}
+    if from_eval_config:
+        toml["dataset"] = from_eval_config
     settings = resolve_settings(config, toml)
     if settings.rollout and not rollout_flag:
         entrypoint = settings.rollout

@@ -13,11 +13,24 @@ from typing import Any
 
 import pytest
 
-from osmosis_rollout.errors import EntrypointError
+from osmosis_rollout.errors import ConfigError, EntrypointError
 from osmosis_rollout.user_code import load_object
-from osmosis_rollout.workspace import eval_config_for, find_workspace, rollout_entrypoints
+from osmosis_rollout.workspace import (
+    config_workspace,
+    dataset_candidates,
+    eval_config_for,
+    find_local_dataset,
+    find_workspace,
+    rollout_entrypoints,
+)
 
-__all__ = ["default_eval_config", "discover_entrypoint", "find_workspace", "load_callable"]
+__all__ = [
+    "dataset_from_eval_config",
+    "default_eval_config",
+    "discover_entrypoint",
+    "find_workspace",
+    "load_callable",
+]
 
 
 def discover_entrypoint(workspace: Path | None) -> str:
@@ -57,3 +70,46 @@ def load_callable(reference: str, *, base: Path, what: str) -> Callable[..., Any
         raise pytest.UsageError(
             f"{what}: cannot import {target!r}: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def dataset_from_eval_config(config: pytest.Config) -> list[str]:
+    """With ``--osmosis-config`` and no ``--osmosis-dataset``: the local file its
+    ``[experiment].dataset`` names, as a one-element list.
+
+    That value names a platform dataset; its local copy is looked for as
+    ``data/<dataset>.jsonl|.csv|.parquet`` in the config's workspace (or as a path). When
+    there is none, a ``UsageError`` says what was looked for and how to pass a file, unless
+    the user named test paths of their own (then the session simply has no dataset).
+    """
+    from osmosis_rollout.eval_config import read_experiment
+    from pytest_osmosis.options import raw_value, resolve_path
+
+    value = raw_value(config, "config")
+    if not value:
+        return []
+    path = resolve_path(config, str(value))
+    if not path.is_file():
+        raise pytest.UsageError(f"--osmosis-config: file not found: {path}")
+    try:
+        dataset = read_experiment(path).dataset
+    except ConfigError as exc:
+        raise pytest.UsageError(f"pytest-osmosis: {exc}") from exc
+    invocation = Path(config.invocation_params.dir)
+    workspace = config_workspace(path) or invocation
+    found = find_local_dataset(dataset, workspace=workspace, base=invocation)
+    if found is not None:
+        return [str(found)]
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        return []
+    looked = ", ".join(
+        str(c.relative_to(workspace)) if c.is_relative_to(workspace) else str(c)
+        for c in dataset_candidates(dataset, workspace=workspace, base=invocation)
+    )
+    raise pytest.UsageError(
+        f"pytest-osmosis: --osmosis-config {value}: [experiment].dataset = {dataset!r} has no "
+        f"local file (looked for {looked} in {workspace}).\n"
+        "A platform dataset is fetched by the official CLI when it submits "
+        f"(`osmosis eval submit {value}`); this plugin runs local files.\n"
+        "Fix: pass the rows with --osmosis-dataset path/to/rows.jsonl, or save them as "
+        f"data/{dataset}.jsonl in the workspace."
+    )

@@ -492,3 +492,37 @@ def test_template_apply_in_an_empty_folder_then_its_next_steps_pass_offline(tmp_
     assert validated.returncode == 0, validated.explain()
     assert "all 2 check(s) passed" in validated.stdout, validated.explain()
     assert_all_rows_passed(ran, count_rows(tmp_path / "data" / "multiply.jsonl"))
+
+
+def test_the_eval_configs_own_dataset_runs_when_no_dataset_is_given(tmp_path: Path) -> None:
+    assert run_cli(tmp_path, "template", "apply", "plain").returncode == 0
+    ran = run_pytest(
+        tmp_path,
+        "--osmosis-config",
+        "configs/eval/plain.toml",
+        "--osmosis-policy",
+        "rollouts/plain/policy.py:policy",
+    )
+    assert_all_rows_passed(ran, count_rows(tmp_path / "data" / "multiply.jsonl"))
+
+
+def test_a_platform_dataset_without_a_local_file_is_named_with_the_fix(tmp_path: Path) -> None:
+    assert run_cli(tmp_path, "template", "apply", "plain").returncode == 0
+    config = tmp_path / "configs" / "eval" / "plain.toml"
+    config.write_text(config.read_text().replace('"multiply"', '"gsm8k-platform"'))
+    ran = run_pytest(
+        tmp_path,
+        "--osmosis-config",
+        "configs/eval/plain.toml",
+        "--osmosis-policy",
+        "rollouts/plain/policy.py:policy",
+    )
+    assert ran.returncode == 4, ran.explain()  # a usage error, not "no tests ran" (5)
+    for text in (
+        "[experiment].dataset = 'gsm8k-platform' has no local file",
+        "looked for data/gsm8k-platform.jsonl, data/gsm8k-platform.csv, data/gsm8k-platform.parquet",
+        "fetched by the official CLI",
+        "osmosis eval submit configs/eval/plain.toml",
+        "--osmosis-dataset path/to/rows.jsonl",
+    ):
+        assert text in ran.stderr, ran.explain()
