@@ -276,3 +276,67 @@ def test_a_missing_config_file_is_a_config_error(tmp_path: Path) -> None:
 
 def test_a_section_that_is_not_a_table_is_rejected(write_toml: WriteToml) -> None:
     assert "env: must be a table" in _error(write_toml, 'env = "x"\n' + EXPERIMENT)
+
+
+def test_the_sections_are_pydantic_models_that_forbid_extra_keys() -> None:
+    from pydantic import BaseModel
+
+    from osmosis_rollout.eval_config import EvalConfig, EvaluationConfig, ExperimentConfig
+
+    for model in (EvalConfig, EvaluationConfig, ExperimentConfig):
+        assert issubclass(model, BaseModel)
+        assert model.model_config.get("extra") == "forbid"
+
+
+def test_read_experiment_reads_only_that_table(write_toml: WriteToml) -> None:
+    from osmosis_rollout.eval_config import read_experiment
+
+    path = write_toml(EXPERIMENT + "[training]\nlr = 1e-5\n")
+    assert read_experiment(path).dataset == "calc-test"
+    with pytest.raises(ConfigError, match="experiment: section is required"):
+        read_experiment(write_toml("[training]\nlr = 1\n"))
+
+
+TRAINING = (
+    EXPERIMENT
+    + """
+[training]
+lr = 1e-5
+total_epochs = 2
+[sampling]
+rollout_temperature = 1.0
+[checkpoints]
+eval_interval = 10
+[env]
+LOG_LEVEL = "INFO"
+"""
+)
+
+
+def test_a_training_config_with_the_official_sections_is_read(tmp_path: Path) -> None:
+    from osmosis_rollout.training_config import load_training_config
+
+    path = tmp_path / "train.toml"
+    path.write_text(TRAINING)
+    config = load_training_config(path)
+    assert config.training.lr == 1e-5 and config.training.total_epochs == 2
+    assert config.sampling.rollout_temperature == 1.0
+    assert config.checkpoints.eval_interval == 10
+    assert config.env == {"LOG_LEVEL": "INFO"} and config.secrets == ()
+
+
+def test_a_training_config_reports_every_problem_with_its_fix(tmp_path: Path) -> None:
+    from osmosis_rollout.training_config import load_training_config
+
+    path = tmp_path / "train.toml"
+    path.write_text(
+        TRAINING.replace("lr = 1e-5", "learning_rat = 1e-5")
+        + "[evaluation]\nn = 1\n[secrets]\nrequired = ['lower']\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_training_config(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: 3 problems in this training config:")
+    assert "training.learning_rat: unknown key" in message
+    assert "evaluation: unknown section" in message
+    assert "'lower' is not a valid secret name" in message
