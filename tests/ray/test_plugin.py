@@ -96,3 +96,23 @@ def test_a_wildcard_policy_host_is_a_usage_error(
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--osmosis-policy-host: '0.0.0.0' is not an address*"])
+
+
+def test_cassettes_recorded_through_ray_land_here_and_replay_in_process(
+    pytester: pytest.Pytester, workspace: Path, ray_cluster: RayCluster
+) -> None:
+    recorded = pytester.runpytest_subprocess(
+        "--osmosis-dataset=data/test.jsonl",
+        "--osmosis-policy=policy.py:policy",
+        "--osmosis-record-mode=once",
+        "--osmosis-limit=3",
+        f"--osmosis-ray={ray_cluster.address}",
+        timeout=300,
+    )
+    assert recorded.ret == pytest.ExitCode.OK, recorded.stdout.str()[-2000:]
+    assert len(sorted((workspace / "data" / "cassettes").rglob("*.json"))) == 3
+    (workspace / "policy.py").unlink()
+    replayed = pytester.runpytest_subprocess(
+        "--osmosis-dataset=data/test.jsonl", "--osmosis-limit=3", timeout=300
+    )
+    assert replayed.parseoutcomes() == recorded.parseoutcomes()
