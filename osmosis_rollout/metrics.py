@@ -181,27 +181,33 @@ def aggregate(rows: Iterable[Mapping[str, Any]], pass_threshold: float = 1.0) ->
 
 def row_stats(
     rewards: Sequence[float | None],
-    passes: Sequence[bool],
+    passes: Sequence[bool | None],
     ks: Iterable[int] | None = None,
 ) -> dict[str, Any]:
-    """Statistics over one row's repeated attempts.
+    """Statistics over one row's repeated attempts (the report's per-row stats).
 
-    ``passes[i]`` says whether attempt ``i`` passed; ``rewards[i]`` is its reward or
-    ``None``. ``ks`` defaults to 1, 2, 4, ... up to the attempt count; k values above the
-    attempt count are left out. Returns ``n``, ``passes``, ``pass_rate``, ``pass_at_k``
-    and ``pass_hat_k`` (``{"1": x, ...}``) and ``reward`` (:func:`reward_stats`, or ``None``).
+    ``passes[i]`` says whether attempt ``i`` passed, or is ``None`` when it was skipped (the
+    grader removed its sample: it leaves the denominator); ``rewards[i]`` is its reward or
+    ``None``. Keys: ``attempts`` (all), ``scored_attempts`` (not skipped),
+    ``passed_attempts``, ``flaky`` (some but not all scored attempts passed); ``reward``
+    (:func:`reward_stats`) when any attempt has a numeric reward; ``pass_at_k`` and
+    ``pass_hat_k`` (``{"1": x, "2": y, ...}``) when two or more attempts were scored, for
+    ``ks`` (default 1, 2, 4, ... up to the scored count; larger k values are left out).
     """
     if len(rewards) != len(passes):
         raise ValueError(f"got {len(rewards)} rewards but {len(passes)} pass flags")
-    n = len(passes)
-    c = sum(1 for passed in passes if passed)
-    wanted = powers_of_two(n) if ks is None else sorted({k for k in ks if 1 <= k <= n})
-    at_k, hat_k = _curves([(n, c)] if n else [], wanted)
-    return {
-        "n": n,
-        "passes": c,
-        "pass_rate": c / n if n else 0.0,
-        "pass_at_k": at_k,
-        "pass_hat_k": hat_k,
-        "reward": reward_stats(rewards),
+    scored = [passed for passed in passes if passed is not None]
+    n, c = len(scored), sum(1 for passed in scored if passed)
+    stats: dict[str, Any] = {
+        "attempts": len(passes),
+        "passed_attempts": c,
+        "scored_attempts": n,
+        "flaky": 0 < c < n,
     }
+    reward = reward_stats(rewards)
+    if reward is not None:
+        stats["reward"] = reward
+    if n >= 2:
+        wanted = powers_of_two(n) if ks is None else sorted({k for k in ks if 1 <= k <= n})
+        stats["pass_at_k"], stats["pass_hat_k"] = _curves([(n, c)], wanted)
+    return stats

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from osmosis_rollout._atomic import write_json_atomic
 from osmosis_rollout.redaction import Redactor
 
 __all__ = [
@@ -179,21 +180,6 @@ def _verdict_of(attempt: Mapping[str, Any]) -> str:
     if attempt.get("status") == "skipped":
         return "skipped"
     return "passed" if attempt.get("passed") else "failed"
-
-
-def write_json_atomic(path: Path, document: Any) -> None:
-    """Write ``document`` as indented JSON to ``path`` through a temporary file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            # Streamed to the file: a 10,000-row report never exists as one string.
-            json.dump(document, fh, indent=2, default=str)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def write_run_file(

@@ -16,7 +16,8 @@ rollout sample can hold:
 
 Every helper takes a :class:`~osmosis_rollout.types.RolloutSample`, anything with a ``messages``
 attribute, a list of messages, or a single message. Messages may be dicts or pydantic models.
-Text parts of one message are joined with a newline; refusals and reasoning are not text.
+Text parts of one message are joined with a newline; which parts are text is said once, in
+:mod:`osmosis_rollout.message_parts` (refusals and reasoning are not).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
+from osmosis_rollout.message_parts import part_text
+
 __all__ = [
     "ToolCallInfo",
     "assistant_texts",
@@ -32,9 +35,6 @@ __all__ = [
     "last_assistant_text",
     "tool_calls",
 ]
-
-#: Content-part types whose ``text`` is the message's text (Strands parts have no type).
-_TEXT_PART_TYPES = frozenset({None, "text", "output_text", "input_text"})
 
 
 class ToolCallInfo(TypedDict):
@@ -147,12 +147,8 @@ def _text_of(message: Mapping[str, Any], role: str) -> str | None:
         return None
     parts: list[str] = []
     for part in content:
-        if isinstance(part, str):
-            parts.append(part)
-            continue
-        part = _as_mapping(part)
-        text = part.get("text")
-        if isinstance(text, str) and part.get("type") in _TEXT_PART_TYPES:
+        text = part_text(part if isinstance(part, str) else _as_mapping(part))
+        if text is not None:
             parts.append(text)
     joined = "\n".join(parts)
     return joined if joined.strip() else None

@@ -17,7 +17,6 @@ import pytest
 
 from pytest_osmosis.keys import RECORD_KEY, ROW_KEY, RowRef
 from pytest_osmosis.session import OsmosisSession, ensure_session
-from pytest_osmosis.stats import row_stats
 from pytest_osmosis.verdict import RowVerdict, failure_message
 
 if TYPE_CHECKING:
@@ -108,7 +107,7 @@ class RowItem(pytest.Item):
             "row_key": self.row.key,
             "verdict": verdict.outcome,
             "attempts": attempts,
-            "stats": row_stats(verdict),
+            "stats": verdict.stats(),
         }
         self.stash[RECORD_KEY] = record
         # Flat properties, for JUnit XML readers.

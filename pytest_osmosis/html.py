@@ -524,10 +524,6 @@ def render(document: dict[str, Any]) -> str:
 
 def write_html(path: Path, document: dict[str, Any]) -> None:
     """Write the report to ``path`` atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(render(document), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    from osmosis_rollout._atomic import write_text_atomic
+
+    write_text_atomic(path, render(document))

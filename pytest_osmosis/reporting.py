@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -110,19 +108,12 @@ class RunReport:
             "config": self.settings,
             **extra,
         }
+        from osmosis_rollout._atomic import copy_atomic, write_json_atomic
+
         first, *others = paths
-        first.parent.mkdir(parents=True, exist_ok=True)
-        tmp = first.with_name(f".{first.name}.{os.getpid()}.tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            # Streamed to the file: a 10,000-row report never exists as one string.
-            json.dump(document, fh, indent=2, default=str)
-            fh.write("\n")
-        os.replace(tmp, first)
+        write_json_atomic(first, document)
         for path in others:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            copy = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            shutil.copyfile(first, copy)
-            os.replace(copy, path)
+            copy_atomic(first, path)
         return document
 
 

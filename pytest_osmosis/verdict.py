@@ -83,6 +83,15 @@ class RowVerdict:
     passed_attempts: int = 0
     scored_attempts: int = 0
 
+    def stats(self) -> dict[str, Any]:
+        """The row's statistics for the report (:func:`osmosis_rollout.metrics.row_stats`)."""
+        from osmosis_rollout.metrics import row_stats
+
+        return row_stats(
+            [a.reward for a in self.attempts],
+            [None if a.status == STATUS_SKIPPED else a.passed for a in self.attempts],
+        )
+
 
 def row_verdict(attempts: list[AttemptResult], threshold: float, rule: RowPassRule) -> RowVerdict:
     """Apply the threshold to each attempt and ``rule`` to the row (skipped attempts do not count)."""

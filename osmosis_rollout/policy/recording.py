@@ -26,13 +26,13 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
+from osmosis_rollout._atomic import write_text_atomic
 from osmosis_rollout.errors import CassetteMissError, PolicyError
 from osmosis_rollout.policy.types import ChatReply, ChatRequest, Policy, coerce_reply
 
@@ -245,17 +245,7 @@ class RecordingPolicy:
             "interactions": cassette.interactions,
         }
         text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        cassette.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{cassette.path.name}.", suffix=".tmp", dir=cassette.path.parent
-        )
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, cassette.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(cassette.path, text)
 
     def _secrets(self) -> tuple[str, ...]:
         values = _env_secrets() | self._extra_secrets

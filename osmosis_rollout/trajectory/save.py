@@ -17,14 +17,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import secrets
 from collections.abc import Coroutine, Mapping
-from contextlib import suppress
 from pathlib import Path
 from typing import Any, overload
 
 from osmosis_rollout import _json_safe
+from osmosis_rollout._atomic import write_text_atomic
 from osmosis_rollout._ids import is_single_path_segment
 from osmosis_rollout.artifacts import default_artifact_root
 from osmosis_rollout.redaction import Redactor
@@ -266,14 +264,4 @@ def _diagnostics_text(payload: Mapping[str, Any]) -> str:
 def _write_atomic(dest: Path, text: str) -> None:
     # backslashreplace turns a lone surrogate into its \\uXXXX JSON escape, keeping the
     # file valid UTF-8 JSON.
-    data = text.encode("utf-8", errors="backslashreplace")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, dest)
-    except BaseException:
-        with suppress(OSError):
-            tmp.unlink()
-        raise
+    write_text_atomic(dest, text, errors="backslashreplace")

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeGuard
 
+from osmosis_rollout.message_parts import part_text
+
 __all__ = ["messages_to_steps"]
 
 Source = Literal["system", "user", "agent"]
@@ -51,8 +53,6 @@ _ROLE_TO_SOURCE: dict[str, Source] = {
     "user": "user",
 }
 _TOOL_RESULT_ROLES = frozenset({"tool", "function"})
-# Content-part types that carry plain text: chat/LiteLLM ("text") and Responses items.
-_TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text", "summary_text"})
 _TIMESTAMP_KEYS = ("created_at", "timestamp", "completed_at")
 _USAGE_DETAIL_KEYS = (
     "prompt_tokens_details",
@@ -413,13 +413,8 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
 
 
 def _is_text_part(part: Any) -> bool:
-    if isinstance(part, str):
-        return True
-    if not isinstance(part, Mapping) or not isinstance(part.get("text"), str):
-        return False
-    kind = part.get("type")
-    # Strands blocks are {"text": ...} with no type.
-    return kind in _TEXT_PART_TYPES or (kind is None and len(part) == 1)
+    # A trajectory keeps reasoning summaries as text too.
+    return part_text(part, reasoning=True) is not None
 
 
 def flatten_content(content: Any) -> str:

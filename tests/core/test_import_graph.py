@@ -150,7 +150,6 @@ PLUGIN_LAYERS: dict[str, int] = {
     "pytest_osmosis.newhooks": 0,
     # 1: verdicts, statistics, report writers, gates
     "pytest_osmosis.verdict": 1,
-    "pytest_osmosis.stats": 1,
     "pytest_osmosis.reporting": 1,
     "pytest_osmosis.html": 1,
     "pytest_osmosis.gates": 1,

@@ -185,7 +185,8 @@ def test_powers_of_two_stop_at_the_limit() -> None:
 
 def test_row_stats_summarise_one_rows_repeats() -> None:
     stats = row_stats([1.0, None, 0.0, 1.0], [True, False, False, True])
-    assert (stats["n"], stats["passes"], stats["pass_rate"]) == (4, 2, 0.5)
+    assert (stats["attempts"], stats["scored_attempts"], stats["passed_attempts"]) == (4, 4, 2)
+    assert stats["flaky"] is True
     assert stats["pass_at_k"] == {
         "1": pytest.approx(0.5),
         "2": pytest.approx(5 / 6),
@@ -205,15 +206,29 @@ def test_row_stats_summarise_one_rows_repeats() -> None:
     }
 
 
+def test_row_stats_leave_skipped_attempts_out_of_the_denominator() -> None:
+    stats = row_stats([1.0, None, 1.0], [True, None, True])
+    assert (stats["attempts"], stats["scored_attempts"], stats["passed_attempts"]) == (3, 2, 2)
+    assert stats["flaky"] is False
+    assert stats["pass_at_k"] == {"1": 1.0, "2": 1.0}
+
+
 def test_row_stats_leave_out_k_beyond_the_attempts() -> None:
     stats = row_stats([1.0, 1.0, 0.0], [True, True, False], ks=[1, 3, 5])
     assert set(stats["pass_at_k"]) == {"1", "3"}
 
 
-def test_row_stats_without_rewards_or_attempts() -> None:
-    assert row_stats([None], [False])["reward"] is None
+def test_row_stats_of_one_attempt_have_no_curves_and_no_reward_without_one() -> None:
+    stats = row_stats([None], [False])
+    assert stats == {
+        "attempts": 1,
+        "passed_attempts": 0,
+        "scored_attempts": 1,
+        "flaky": False,
+    }
     empty = row_stats([], [])
-    assert (empty["n"], empty["pass_rate"], empty["pass_at_k"]) == (0, 0.0, {})
+    assert (empty["attempts"], empty["scored_attempts"]) == (0, 0)
+    assert "pass_at_k" not in empty and "reward" not in empty
 
 
 def test_row_stats_reject_mismatched_lengths() -> None:

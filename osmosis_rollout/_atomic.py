@@ -1,0 +1,72 @@
+"""Atomic file writes: a reader sees the old file or the whole new one, never half of it.
+
+Every writer of a finished document (report, HTML, run file, trajectory, cassette) goes
+through :func:`atomic_file`: the content goes to a uniquely named temporary file beside the
+target, which then replaces the target with ``os.replace``; on any failure the temporary
+file is removed. Names are unique per process and call, so concurrent writers of one target
+never share a temporary file, and the file keeps the permissions a plain ``open`` gives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+@contextmanager
+def atomic_file(path: Path, *, errors: str = "strict") -> Iterator[IO[str]]:
+    """Open a text file that becomes ``path`` (UTF-8) when the ``with`` block ends cleanly.
+
+    The parent directory is created. ``errors`` is the encoder's error handler.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary(path)
+    try:
+        with tmp.open("x", encoding="utf-8", errors=errors) as handle:
+            yield handle
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str, *, errors: str = "strict") -> None:
+    """Write ``text`` to ``path`` atomically (UTF-8; ``errors`` as in :func:`atomic_file`)."""
+    with atomic_file(path, errors=errors) as handle:
+        handle.write(text)
+
+
+def write_json_atomic(path: Path, document: Any) -> None:
+    """Write ``document`` as indented JSON to ``path`` atomically.
+
+    Streamed to the file, so a 10,000-row report never exists as one string; objects JSON
+    cannot encode are written as their ``str``.
+    """
+    with atomic_file(path) as handle:
+        json.dump(document, handle, indent=2, default=str)
+        handle.write("\n")
+
+
+def copy_atomic(source: Path, path: Path) -> None:
+    """Copy ``source`` to ``path`` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary(path)
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+__all__ = ["atomic_file", "copy_atomic", "write_json_atomic", "write_text_atomic"]

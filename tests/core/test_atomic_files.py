@@ -1,0 +1,72 @@
+"""The one atomic-write helper: all or nothing, no temporary file left behind."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from osmosis_rollout._atomic import (
+    atomic_file,
+    copy_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
+
+
+def test_a_write_replaces_the_file_and_leaves_nothing_else(tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "report.json"
+    write_json_atomic(target, {"a": 1})
+    write_json_atomic(target, {"a": 2, "path": tmp_path})
+    assert json.loads(target.read_text()) == {"a": 2, "path": str(tmp_path)}
+    assert [p.name for p in target.parent.iterdir()] == ["report.json"]
+
+
+def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "report.html"
+    write_text_atomic(target, "old")
+    with pytest.raises(RuntimeError), atomic_file(target) as handle:
+        handle.write("half")
+        raise RuntimeError("the renderer failed")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+def test_an_unencodable_character_fails_cleanly_unless_asked_to_escape(tmp_path: Path) -> None:
+    target = tmp_path / "trajectory.json"
+    with pytest.raises(UnicodeEncodeError):
+        write_text_atomic(target, "lone \ud800")
+    assert list(tmp_path.iterdir()) == []
+    write_text_atomic(target, "lone \ud800", errors="backslashreplace")
+    assert target.read_text() == "lone \\ud800"
+
+
+def test_concurrent_writers_of_one_file_never_share_a_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "run.json"
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            for _ in range(20):
+                write_json_atomic(target, {"writer": i, "filler": "x" * 10_000})
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors
+    assert json.loads(target.read_text())["writer"] in range(4)
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+
+
+def test_a_copy_is_atomic_too(tmp_path: Path) -> None:
+    source = tmp_path / "a.json"
+    write_text_atomic(source, "{}\n")
+    copy_atomic(source, tmp_path / "out" / "b.json")
+    assert (tmp_path / "out" / "b.json").read_text() == "{}\n"
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["b.json"]
