@@ -298,3 +298,30 @@ def test_an_entrypoint_that_cannot_import_on_the_actor_names_the_error(
     with pytest.raises(EntrypointError, match="cannot import on purpose"):
         broken.start()
     assert backend.health()["status"] == "ok"  # the shared connection survived
+
+
+async def test_max_queue_depth_turns_capacity_off_once_that_many_wait_for_an_actor(
+    backend: RayBackend, policy: SwitchablePolicy, policy_server: PolicyServer
+) -> None:
+    gate = GatedPolicy()
+    policy.gate = gate
+    backend.max_queue_depth = 1
+    try:
+        busy = [
+            asyncio.create_task(run(backend, policy_server, f"q{i}", **row(i))) for i in range(8)
+        ]
+        await asyncio.to_thread(gate.wait_for, 8)
+        assert backend.has_capacity()
+        waiting = asyncio.create_task(run(backend, policy_server, "q-wait", **row(9)))
+        while backend.health()["concurrency"]["queued"] < 1:
+            await asyncio.sleep(0.02)
+        assert not backend.has_capacity()
+        assert backend.health()["max_queue_depth"] == 1
+        gate.release()
+        outcomes = await asyncio.gather(*busy, waiting)
+    finally:
+        gate.release()
+        policy.gate = None
+        backend.max_queue_depth = None
+    assert all(o.result.status is RolloutStatus.SUCCESS for o in outcomes)
+    assert backend.has_capacity()
