@@ -244,6 +244,8 @@ class OsmosisSettings:
     policy: str | None = None
     model: str | None = None
     pass_threshold: float = 1.0
+    #: The user (flag, ini or eval config) set the threshold: ungraded rows then fail.
+    pass_threshold_set: bool = False
     concurrency: int | None = None
     rows: str | None = None
     limit: int | None = None
@@ -328,6 +330,7 @@ def resolve_settings(
         policy=raw_value(config, "policy"),
         model=raw_value(config, "model"),
         pass_threshold=1.0 if threshold is None else _number("pass_threshold", threshold),
+        pass_threshold_set=threshold is not None,
         concurrency=None
         if concurrency is None
         else int(_number("concurrency", concurrency, minimum=1, integer=True)),

@@ -260,7 +260,13 @@ class OsmosisSession:
                 scheduler.forget(future_key)
         self._consumed.add(key)
         self._top_up()
-        return row_verdict(attempts, self.settings.pass_threshold, self.settings.row_pass)
+        settings = self.settings
+        return row_verdict(
+            attempts,
+            settings.pass_threshold,
+            settings.row_pass,
+            ungraded_passes=not settings.pass_threshold_set,
+        )
 
     def close(self) -> None:
         """Cancel what still runs and stop every server and thread this session started."""

@@ -56,16 +56,27 @@ def classify(
     err_category: str | None,
     err_message: str | None,
 ) -> tuple[str, float | None, str | None]:
-    """Map a wire result onto ``(status, reward, error_type)`` like the official eval."""
+    """Map a wire result onto ``(status, reward, error_type)`` like the official eval.
+
+    A failure with neither category nor message is the backend's "the grader did not run"
+    (no Grader, or a row with neither label nor metadata): the rollout ran, and is an
+    ungraded success with no reward.
+    """
     if status != "success":
+        if err_category is None and err_message is None:
+            return STATUS_SUCCESS, None, None
         return STATUS_FAILED, None, err_category or err_message or "rollout_failed"
     if remove_sample:
         return STATUS_SKIPPED, None, None
     return STATUS_SUCCESS, reward, None
 
 
-def attempt_passes(result: AttemptResult, threshold: float) -> bool:
-    """Reward >= threshold on a non-skipped attempt."""
+def attempt_passes(
+    result: AttemptResult, threshold: float, *, ungraded_passes: bool = False
+) -> bool:
+    """Reward >= threshold on a non-skipped attempt; an ungraded one passes iff ``ungraded_passes``."""
+    if result.status == STATUS_SUCCESS and result.reward is None:
+        return ungraded_passes
     return (
         result.status != STATUS_SKIPPED
         and result.reward is not None
@@ -93,10 +104,19 @@ class RowVerdict:
         )
 
 
-def row_verdict(attempts: list[AttemptResult], threshold: float, rule: RowPassRule) -> RowVerdict:
-    """Apply the threshold to each attempt and ``rule`` to the row (skipped attempts do not count)."""
+def row_verdict(
+    attempts: list[AttemptResult],
+    threshold: float,
+    rule: RowPassRule,
+    *,
+    ungraded_passes: bool = False,
+) -> RowVerdict:
+    """Apply the threshold to each attempt and ``rule`` to the row (skipped attempts do not count).
+
+    ``ungraded_passes``: an attempt no grader scored passes (the user set no threshold).
+    """
     for attempt in attempts:
-        attempt.passed = attempt_passes(attempt, threshold)
+        attempt.passed = attempt_passes(attempt, threshold, ungraded_passes=ungraded_passes)
     scored = [a for a in attempts if a.status != STATUS_SKIPPED]
     passed = sum(1 for a in scored if a.passed)
     if not scored:
@@ -173,6 +193,11 @@ def _what_failed(attempt: AttemptResult, *, short: bool = False) -> str:
 
 def _hint(verdict: RowVerdict) -> str:
     errors = {a.error_type for a in verdict.attempts if a.status == STATUS_FAILED}
+    if any(a.status == STATUS_SUCCESS and a.reward is None for a in verdict.attempts):
+        return (
+            "  fix: no grader ran (the rollout has no Grader, or the row no ground_truth/metadata): "
+            "add a Grader, or set no pass threshold to let ungraded rows pass"
+        )
     if "timeout" in errors:
         return "  fix: raise --osmosis-agent-timeout / --osmosis-grader-timeout, or make the workflow faster"
     if "cassette_miss" in errors:

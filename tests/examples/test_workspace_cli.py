@@ -526,3 +526,58 @@ def test_a_platform_dataset_without_a_local_file_is_named_with_the_fix(tmp_path:
         "--osmosis-dataset path/to/rows.jsonl",
     ):
         assert text in ran.stderr, ran.explain()
+
+
+WORKFLOW_ONLY = """\
+from osmosis_rollout import AgentWorkflow
+from osmosis_rollout.chat_client import RolloutChatClient
+
+
+class Chat(AgentWorkflow):
+    async def run(self, ctx):
+        await RolloutChatClient(ctx.prompt).complete()
+"""
+
+
+def ungraded_workspace(root: Path) -> Path:
+    (root / "rollouts" / "chat").mkdir(parents=True)
+    (root / "rollouts" / "chat" / "main.py").write_text(WORKFLOW_ONLY)
+    (root / "data").mkdir()
+    (root / "data" / "rows.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"r{i}", "user_prompt": f"say {i}", "ground_truth": str(i)}) + "\n"
+            for i in range(4)
+        )
+    )
+    (root / "policy.py").write_text("def policy(request):\n    return 'hello'\n")
+    return root
+
+
+def test_a_workflow_without_a_grader_runs_its_rows_ungraded_and_they_pass(tmp_path: Path) -> None:
+    root = ungraded_workspace(tmp_path)
+    ran = run_pytest(
+        root, "--osmosis-dataset", "data/rows.jsonl", "--osmosis-policy", "policy.py:policy"
+    )
+    assert ran.returncode == 0, ran.explain()
+    assert "rows: 4  passed: 4  failed: 0" in ran.stdout, ran.explain()
+    assert "6 passed" in ran.stdout, ran.explain()  # 4 rows + dataset and entrypoint preflight
+    (report,) = (root / ".osmosis" / "runs").glob("*/report.json")
+    rows = json.loads(report.read_text())["rows"]
+    assert [row["reward"] for row in rows] == [None] * 4
+    assert {row["status"] for row in rows} == {"success"}
+
+
+def test_ungraded_rows_fail_once_the_user_sets_a_threshold(tmp_path: Path) -> None:
+    root = ungraded_workspace(tmp_path)
+    ran = run_pytest(
+        root,
+        "--osmosis-dataset",
+        "data/rows.jsonl",
+        "--osmosis-policy",
+        "policy.py:policy",
+        "--osmosis-pass-threshold",
+        "0.5",
+    )
+    assert ran.returncode == 1, ran.explain()
+    assert "r0 (rows.jsonl line 1): reward none < threshold 0.5" in ran.stdout, ran.explain()
+    assert "no grader ran" in ran.stdout, ran.explain()

@@ -95,7 +95,8 @@ def test_classify_maps_wire_results_like_the_official_eval() -> None:
     assert classify("success", 0.5, True, None, None) == ("skipped", None, None)
     assert classify("failure", None, False, "timeout", "slow") == ("failed", None, "timeout")
     assert classify("failure", None, False, None, "boom") == ("failed", None, "boom")
-    assert classify("failure", None, False, None, None) == ("failed", None, "rollout_failed")
+    # No category and no message: the grader did not run (no Grader, or no label).
+    assert classify("failure", None, False, None, None) == ("success", None, None)
 
 
 @pytest.mark.parametrize(
