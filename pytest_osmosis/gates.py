@@ -68,11 +68,14 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
 
 @dataclass
 class GateResult:
-    """What the gates decided: report extras, summary lines, and the exit status to force."""
+    """What the gates decided: report extras, summary lines, verdicts and the exit status to force."""
 
     extra: dict[str, Any] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
+    """The baseline comparison, printed with the summary."""
     exit_override: int | None = None
+    verdicts: list[tuple[str, bool]] = field(default_factory=list)
+    """``(line, passed)`` per gate, printed last, just before pytest's own summary."""
 
 
 def apply_gates(
@@ -92,6 +95,7 @@ def apply_gates(
     rows = summary["rows"]
     extra: dict[str, Any] = {}
     lines: list[str] = []
+    verdicts: list[tuple[str, bool]] = []
     override: int | None = None
     failed_rows = rows["failed"]
     if settings.min_pass_rate is not None:
@@ -99,16 +103,21 @@ def apply_gates(
         ok = rows["passed"] + rows["failed"] > 0 and rate >= settings.min_pass_rate
         extra["gate"] = {"min_pass_rate": settings.min_pass_rate, "pass_rate": rate, "passed": ok}
         if ok:
-            lines.append(
-                f"gate: PASSED  pass rate {rate:.1%} >= {settings.min_pass_rate:.1%}"
-                + (f" ({failed_rows} row(s) missed, see above)" if failed_rows else "")
+            verdicts.append(
+                (
+                    f"gate: pass rate {rate:.1%} >= {settings.min_pass_rate:.1%}: passed"
+                    + (f" ({failed_rows} row(s) missed, see above)" if failed_rows else ""),
+                    True,
+                )
             )
             # Only row misses may be forgiven: any other failure keeps the run red.
             other_failures = testsfailed - failed_rows
             if exitstatus == pytest.ExitCode.TESTS_FAILED and other_failures <= 0:
                 override = pytest.ExitCode.OK
         else:
-            lines.append(f"gate: FAILED  pass rate {rate:.1%} < {settings.min_pass_rate:.1%}")
+            verdicts.append(
+                (f"gate: pass rate {rate:.1%} < {settings.min_pass_rate:.1%}: failed", False)
+            )
             override = pytest.ExitCode.TESTS_FAILED
     if baseline is not None:
         current = {
@@ -132,7 +141,15 @@ def apply_gates(
             )
         for key in diff["improved"]:
             lines.append(f"  improved  {key}")
-        if diff["regressed"] and settings.fail_on_regression:
-            lines.append("baseline gate: FAILED (--osmosis-fail-on-regression)")
-            override = pytest.ExitCode.TESTS_FAILED
-    return GateResult(extra, lines, override)
+        if settings.fail_on_regression:
+            regressed = len(diff["regressed"])
+            verdicts.append(
+                (
+                    f"baseline gate: {regressed} regressed: "
+                    + ("failed (--osmosis-fail-on-regression)" if regressed else "passed"),
+                    not regressed,
+                )
+            )
+            if regressed:
+                override = pytest.ExitCode.TESTS_FAILED
+    return GateResult(extra, lines, override, verdicts)

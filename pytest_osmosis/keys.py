@@ -39,3 +39,6 @@ RECORD_KEY = pytest.StashKey[dict[str, Any]]()
 REPORT_ATTR = "osmosis"
 """The attribute carrying a row's record on its call report (pytest-xdist ships it to the
 controller with the report; JUnit XML does not see it)."""
+
+WORD_ATTR = "osmosis_word"
+"""The attribute carrying what ``-v`` shows beside a row's outcome (``reward=1.0``)."""

@@ -65,9 +65,9 @@ def pytest_collection_modifyitems(
 ) -> None:
     if DATASETS_KEY not in config.stash:
         return
-    from pytest_osmosis.preflight import add_preflight_items
+    from pytest_osmosis.preflight import order_preflight_items
 
-    add_preflight_items(session, items)
+    order_preflight_items(session, items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -89,30 +89,65 @@ def preflight_checks(osmosis: Any) -> list[tuple[str, Callable[[], CheckResult]]
     return checks
 
 
-def add_preflight_items(session: pytest.Session, items: list[pytest.Item]) -> None:
-    """Put the preflight items first; with ``--osmosis-preflight-only`` deselect the rows."""
-    from pytest_osmosis.collection import DatasetFile
+class PreflightPlugin:
+    """Collects the preflight checks beside one dataset file, the ``anchor``.
+
+    A second ``pytest_collect_file`` result beside that file's dataset collector, so the
+    checks are part of collection: ``collected N items``, ``-k``, ``--lf``, ``--co`` and xdist
+    count and select them like any item. Nothing is collected when the anchor is not (``pytest
+    tests/unit`` with a dataset in the ini runs no checks).
+    """
+
+    def __init__(self, osmosis: Any, anchor: Path) -> None:
+        self.osmosis = osmosis
+        self.anchor = anchor.resolve()
+
+    def pytest_collect_file(
+        self, file_path: Path, parent: pytest.Collector
+    ) -> pytest.Collector | None:
+        if file_path.resolve() != self.anchor:
+            return None
+        # Addressed as osmosis-preflight::<check>; shown beside the dataset in progress lines.
+        return PreflightCollector.from_parent(
+            parent,
+            name=PREFLIGHT,
+            nodeid=PREFLIGHT,
+            path=file_path,
+            checks=preflight_checks(self.osmosis),
+        )
+
+
+def preflight_anchor(config: pytest.Config, datasets: list[Path]) -> Path | None:
+    """The dataset the checks are collected with: the first one the command line collects whole."""
+    invocation = Path(config.invocation_params.dir)
+    resolved = [d.resolve() for d in datasets]
+    for arg in config.args:
+        if "::" in arg:
+            continue  # a node id selects its own items only
+        path = (invocation / arg).resolve()
+        if path in resolved:
+            return path
+        if path.is_dir():
+            inside = [d for d in resolved if d.is_relative_to(path)]
+            if inside:
+                return inside[0]
+    return None
+
+
+def order_preflight_items(session: pytest.Session, items: list[pytest.Item]) -> None:
+    """Run the preflight items first; with ``--osmosis-preflight-only`` deselect the rows."""
+    from pytest_osmosis.keys import ROW_KEY
     from pytest_osmosis.session import get_session
 
     osmosis = get_session(session.config)
     if osmosis is None or not osmosis.settings.active:
         return
-    # Only when a dataset was collected: `pytest tests/unit` with an ini dataset runs no checks.
-    if not any(isinstance(item.parent, DatasetFile) for item in items):
-        return
-    from pytest_osmosis.options import resolve_path
-
-    # Shown beside the first dataset in pytest's progress lines; addressed as osmosis-preflight::<check>.
-    anchor = resolve_path(session.config, osmosis.settings.datasets[0])
-    collector = PreflightCollector.from_parent(
-        session, name=PREFLIGHT, nodeid=PREFLIGHT, path=anchor, checks=preflight_checks(osmosis)
-    )
-    preflight = list(collector.collect())
+    preflight = [item for item in items if isinstance(item, PreflightItem)]
     if osmosis.settings.preflight_only:
-        from pytest_osmosis.collection import RowItem
-
-        rows = [item for item in items if isinstance(item, RowItem)]
+        rows = [item for item in items if ROW_KEY in item.stash]
         if rows:
             session.config.hook.pytest_deselected(items=rows)
-        items[:] = [item for item in items if not isinstance(item, RowItem)]
-    items[:0] = preflight
+        items[:] = [item for item in items if ROW_KEY not in item.stash]
+    if preflight:
+        rest = [item for item in items if not isinstance(item, PreflightItem)]
+        items[:] = [*preflight, *rest]

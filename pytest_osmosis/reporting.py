@@ -74,6 +74,8 @@ class RunReport:
             "total": len(self.rows),
             "passed": verdicts["passed"],
             "failed": verdicts["failed"],
+            # The failed rows whose rollouts errored (no reward), not merely scored low.
+            "errored": sum(1 for r in self.rows if row_errored(r.verdict, r.attempts)),
             "skipped": verdicts["skipped"],
             "pass_rate": (verdicts["passed"] / scored_rows) if scored_rows else 0,
         }
@@ -123,23 +125,114 @@ def _fmt(value: float | None) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.1f}"
 
 
+def reward_word(record: dict[str, Any], threshold: float) -> str:
+    """What ``-v`` shows beside a row's outcome: ``reward=1.0``, ``reward=0.0 < 1.0``, ``error=timeout``.
+
+    Over several attempts: the passing count and each attempt's reward (``-`` when it errored).
+    """
+    attempts = record.get("attempts") or []
+    if len(attempts) == 1:
+        only = attempts[0]
+        if only.get("status") == "failed":
+            return f"error={only.get('error_type')}"
+        reward = only.get("reward")
+        if reward is None:
+            return "no reward"
+        below = f" < {_fmt(threshold)}" if not only.get("passed") else ""
+        return f"reward={_fmt(reward)}{below}"
+    rewards = ",".join("-" if a.get("reward") is None else _fmt(a["reward"]) for a in attempts)
+    passed = sum(1 for a in attempts if a.get("passed"))
+    return f"{passed}/{len(attempts)} reached {_fmt(threshold)} rewards={rewards}"
+
+
 def _attempt_label(attempt: dict[str, Any]) -> str:
     run = attempt.get("run_index") or 0
     return f"{attempt['row_key']}#{run}" if run else str(attempt["row_key"])
 
 
-def summary_lines(report: RunReport, summary: dict[str, Any], *, slowest: int = 5) -> list[str]:
-    """The human summary printed at the end of the session."""
+def row_errored(verdict: str, attempts: list[dict[str, Any]]) -> bool:
+    """A failed row whose rollouts errored (at least one attempt has no reward because it failed)."""
+    return verdict == "failed" and any(a.get("status") == "failed" for a in attempts)
+
+
+Segment = tuple[str, dict[str, bool]]
+"""A piece of a summary line and its pytest markup (``{"red": True}``, ...)."""
+
+
+def _counts(
+    total: int, passed: int, failed: int, errored: int, skipped: int, rate: float
+) -> list[Segment]:
+    """``N  passed: P  failed: F (E errored)  skipped: S  pass rate: R``, coloured as pytest does."""
+    segments: list[Segment] = [
+        (f"{total}  ", {}),
+        (f"passed: {passed}", {"green": True} if passed else {}),
+        ("  ", {}),
+        (f"failed: {failed}", {"red": True} if failed else {}),
+    ]
+    if errored:
+        segments.append((f" ({errored} errored)", {"red": True}))
+    segments.append((f"  skipped: {skipped}", {"yellow": True} if skipped else {}))
+    segments.append((f"  pass rate: {rate:.1%}", {}))
+    return segments
+
+
+def summary_segments(
+    report: RunReport, summary: dict[str, Any], *, slowest: int = 5
+) -> list[list[Segment]]:
+    """The human summary printed at the end of the session, as lines of marked-up pieces.
+
+    Counts add up: ``passed + failed + skipped`` is the total, for rows and for attempts;
+    ``errored`` is the part of ``failed`` whose rollouts errored rather than scored low.
+    """
     rows = summary["rows"]
-    lines = [
-        f"rows: {rows['total']}  passed: {rows['passed']}  failed: {rows['failed']}  skipped: {rows['skipped']}"
-        f"  pass rate: {rows['pass_rate']:.1%}  (threshold: reward >= {_fmt(report.pass_threshold)})",
+    segments: list[list[Segment]] = [
+        [
+            ("rows: ", {}),
+            *_counts(
+                rows["total"],
+                rows["passed"],
+                rows["failed"],
+                rows.get("errored", 0),
+                rows["skipped"],
+                rows["pass_rate"],
+            ),
+            (f"  (threshold: reward >= {_fmt(report.pass_threshold)})", {}),
+        ]
     ]
     if summary["total_samples"] != rows["total"]:
-        lines.append(
-            f"attempts: {summary['total_samples']}  passed: {summary['passed']}  failed: {summary['failed']}"
-            f"  skipped: {summary['skipped']}  pass rate: {float(summary['pass_rate']):.1%}"
+        total, skipped = summary["total_samples"], summary["skipped"]
+        # The official "failed" counts attempts that errored; below-threshold ones are the rest.
+        errored, passed = summary["failed"], summary["passed"]
+        segments.append(
+            [
+                ("attempts: ", {}),
+                *_counts(
+                    total,
+                    passed,
+                    total - passed - skipped,
+                    errored,
+                    skipped,
+                    float(summary["pass_rate"]),
+                ),
+            ]
         )
+    segments.extend(
+        [(line, {"red": True} if line.startswith("errors: ") else {})]
+        for line in _detail_lines(report, summary, slowest)
+    )
+    return segments
+
+
+def summary_lines(report: RunReport, summary: dict[str, Any], *, slowest: int = 5) -> list[str]:
+    """The human summary printed at the end of the session, as plain text."""
+    return [
+        "".join(text for text, _ in line)
+        for line in summary_segments(report, summary, slowest=slowest)
+    ]
+
+
+def _detail_lines(report: RunReport, summary: dict[str, Any], slowest: int) -> list[str]:
+    lines: list[str] = []
     stats = summary.get("reward_stats")
     if stats:
         lines.append(

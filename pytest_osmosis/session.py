@@ -27,9 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_osmosis.keys import RECORD_KEY, REPORT_ATTR, ROW_KEY, SESSION_PLUGIN, RowRef
+from pytest_osmosis.keys import (
+    RECORD_KEY,
+    REPORT_ATTR,
+    ROW_KEY,
+    SESSION_PLUGIN,
+    WORD_ATTR,
+    RowRef,
+)
 from pytest_osmosis.options import OsmosisSettings, resolve_path, resolve_settings
-from pytest_osmosis.reporting import RowRecord, RunReport, summary_lines
+from pytest_osmosis.reporting import RowRecord, RunReport, reward_word, summary_segments
 from pytest_osmosis.runners import RunPaths
 from pytest_osmosis.scheduler import RolloutLoopStopped
 from pytest_osmosis.verdict import AttemptResult, RowVerdict, row_verdict
@@ -111,6 +118,7 @@ class OsmosisSession:
         """What ``pytest_sessionfinish`` computed for the terminal summary."""
         self._ahead: collections.deque[Callable[[], None]] = collections.deque()
         self._consumed: set[str] = set()
+        self._summary_started = False
 
     def register(self) -> None:
         """Register this session as the ``osmosis-session`` plugin."""
@@ -327,9 +335,24 @@ class OsmosisSession:
         """Move a finished row's record from the item onto its call report."""
         report = yield
         if report.when == "call" and RECORD_KEY in item.stash:
-            setattr(report, REPORT_ATTR, item.stash[RECORD_KEY])
+            record = item.stash[RECORD_KEY]
+            setattr(report, REPORT_ATTR, record)
+            setattr(report, WORD_ATTR, reward_word(record, self.settings.pass_threshold))
             del item.stash[RECORD_KEY]
         return report
+
+    def pytest_report_teststatus(
+        self, report: pytest.TestReport
+    ) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
+        """``-v`` shows a row's reward beside its outcome: ``PASSED reward=1.0``."""
+        word = getattr(report, WORD_ATTR, None)
+        if report.when != "call" or not isinstance(word, str) or report.outcome == "skipped":
+            return None
+        if self._summary_started:
+            return None  # pytest's short summary keeps its own "FAILED nodeid - message" lines
+        if report.passed:
+            return "passed", ".", (f"PASSED {word}", {"green": True})
+        return "failed", "F", (f"FAILED {word}", {"red": True})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep each row's record from its report (controller only; workers' reports arrive here)."""
@@ -383,22 +406,29 @@ class OsmosisSession:
         self.result = {
             "summary": document["summary"],
             "gate_lines": gates.lines,
+            "verdicts": gates.verdicts,
             "paths": [str(p) for p in paths] + ([str(html_path)] if html_path else []),
         }
         if gates.exit_override is not None:
             session.exitstatus = gates.exit_override
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self._summary_started = True
         result = self.result
         if result is None:
             return
         terminalreporter.section("osmosis summary")
-        for line in summary_lines(self.report, result["summary"]):
-            terminalreporter.write_line(line)
+        for segments in summary_segments(self.report, result["summary"]):
+            for text, markup in segments:
+                terminalreporter.write(text, **markup)
+            terminalreporter.line("")
         for line in result["gate_lines"]:
-            terminalreporter.write_line(line)
+            terminalreporter.write_line(line, red=line.lstrip().startswith("REGRESSED"))
         for path in result["paths"]:
             terminalreporter.write_line(f"report: {path}")
+        # The verdicts come last: the line a reader looks for, just before pytest's own.
+        for line, passed in result["verdicts"]:
+            terminalreporter.write_line(line, green=passed, red=not passed, bold=True)
 
     def pytest_report_header(self) -> list[str] | None:
         if not self.settings.active:

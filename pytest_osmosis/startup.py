@@ -14,7 +14,8 @@ import pytest
 
 from pytest_osmosis.keys import DATASETS_KEY
 from pytest_osmosis.options import raw_value, resolve_path, resolve_settings
-from pytest_osmosis.session import OsmosisSession, ensure_session
+from pytest_osmosis.preflight import PreflightPlugin, preflight_anchor
+from pytest_osmosis.session import OsmosisSession, ensure_session, get_session
 from pytest_osmosis.workspace import (
     dataset_from_eval_config,
     default_eval_config,
@@ -99,6 +100,10 @@ def configure_session(config: pytest.Config) -> None:
 
         load_baseline(resolve_path(config, settings.baseline))
     _point_collection_at_datasets(config, dataset_paths)
+    anchor = preflight_anchor(config, dataset_paths)
+    session = get_session(config)
+    if anchor is not None and session is not None:
+        config.pluginmanager.register(PreflightPlugin(session, anchor), "osmosis-preflight")
 
 
 def _point_collection_at_datasets(config: pytest.Config, dataset_paths: list[Path]) -> None:

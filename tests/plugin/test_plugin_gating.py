@@ -125,12 +125,12 @@ def test_the_suite_gate_passes_at_the_rate_and_fails_below_it(
     )
     at_rate.assert_outcomes(passed=3 + PREFLIGHT, failed=1)
     assert at_rate.ret == pytest.ExitCode.OK
-    at_rate.stdout.fnmatch_lines(["*gate: PASSED  pass rate 75.0% >= 75.0% (1 row(s) missed*"])
+    at_rate.stdout.fnmatch_lines(["*gate: pass rate 75.0% >= 75.0%: passed (1 row(s) missed*"])
     below = pytester.runpytest(
         "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-min-pass-rate=0.8"
     )
     assert below.ret == pytest.ExitCode.TESTS_FAILED
-    below.stdout.fnmatch_lines(["*gate: FAILED  pass rate 75.0% < 80.0%*"])
+    below.stdout.fnmatch_lines(["*gate: pass rate 75.0% < 80.0%: failed*"])
     without = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
     assert without.ret == pytest.ExitCode.TESTS_FAILED
 

@@ -297,7 +297,9 @@ def test_the_pass_rate_gate_forgives_row_misses_above_it(tmp_path: Path) -> None
     )
     assert gates.exit_override == pytest.ExitCode.OK
     assert gates.extra["gate"] == {"min_pass_rate": 0.75, "pass_rate": 0.75, "passed": True}
-    assert gates.lines == ["gate: PASSED  pass rate 75.0% >= 75.0% (1 row(s) missed, see above)"]
+    assert gates.verdicts == [
+        ("gate: pass rate 75.0% >= 75.0%: passed (1 row(s) missed, see above)", True)
+    ]
 
 
 def test_the_gate_never_forgives_a_failure_that_is_not_a_row(tmp_path: Path) -> None:
@@ -322,7 +324,7 @@ def test_below_the_gate_the_run_fails(tmp_path: Path) -> None:
         exitstatus=pytest.ExitCode.TESTS_FAILED,
     )
     assert gates.exit_override == pytest.ExitCode.TESTS_FAILED
-    assert gates.lines == ["gate: FAILED  pass rate 50.0% < 90.0%"]
+    assert gates.verdicts == [("gate: pass rate 50.0% < 90.0%: failed", False)]
 
 
 def test_a_regression_fails_the_run_only_with_fail_on_regression(tmp_path: Path) -> None:
@@ -345,5 +347,10 @@ def test_a_regression_fails_the_run_only_with_fail_on_regression(tmp_path: Path)
             exitstatus=pytest.ExitCode.TESTS_FAILED,
         )
         assert gates.exit_override == override
+        assert gates.verdicts == (
+            [("baseline gate: 1 regressed: failed (--osmosis-fail-on-regression)", False)]
+            if strict
+            else []
+        )
         assert gates.extra["baseline"]["regressed"] == ["data.jsonl::row-1"]
         assert "  REGRESSED data.jsonl::row-1  reward -1" in gates.lines
