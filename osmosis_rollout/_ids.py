@@ -29,12 +29,17 @@ def ensure_single_path_segment(value: str, *, label: str = "id") -> str:
 
 
 MAX_ROLLOUT_ID_CHARS = 256
-"""Longest ``rollout_id`` the server admits."""
+"""Longest ``rollout_id`` the server admits, in characters."""
+
+MAX_ROLLOUT_ID_BYTES = 255
+"""Longest ``rollout_id`` in UTF-8 bytes: it names the rollout's artifact directory, and a
+file name longer than this (``NAME_MAX``) cannot be created, so its trajectory would be lost."""
 
 ROLLOUT_ID_RULE = (
     f"rollout_id must be printable (no control characters or line breaks), have no "
-    f"whitespace at either end, be at most {MAX_ROLLOUT_ID_CHARS} characters, and be a single "
-    "path segment (no '/', '\\\\' or NUL, and not '.' or '..')"
+    f"whitespace at either end, be at most {MAX_ROLLOUT_ID_CHARS} characters and "
+    f"{MAX_ROLLOUT_ID_BYTES} bytes of UTF-8 (it names a directory), and be a single path "
+    "segment (no '/', '\\\\' or NUL, and not '.' or '..')"
 )
 """The rule :func:`ensure_rollout_id` enforces, quoted in its error."""
 
@@ -43,10 +48,12 @@ def is_valid_rollout_id(value: str) -> bool:
     """True when ``value`` is a rollout id the server admits (see :data:`ROLLOUT_ID_RULE`).
 
     Stricter than the official server, which admits ``" "``, ids with line breaks and ids
-    too long for a file name: each of those breaks a directory name or a log line.
+    too long for a file name: each of those breaks a directory name or a log line, and the
+    last loses the rollout's trajectory.
     """
     return (
         0 < len(value) <= MAX_ROLLOUT_ID_CHARS
+        and len(value.encode("utf-8", "surrogatepass")) <= MAX_ROLLOUT_ID_BYTES
         and value.isprintable()
         and value == value.strip()
         and is_single_path_segment(value)

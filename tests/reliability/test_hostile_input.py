@@ -3,9 +3,9 @@
 The official 0.3.8 server admits any single path segment: ``" "`` (a directory named by
 one space), ``"a\\nb"`` (a log line split in two), a 10,240-character id (``File name too
 long`` on every save) and a 50 MB body. Ours refuses ids that are not printable, that start
-or end with whitespace, or that are longer than 256 characters (422 naming the rule), and
-bodies over the configured limit (413); every id the official server can archive is still
-admitted.
+or end with whitespace, or that are longer than 256 characters or 255 bytes of UTF-8 (a file
+name's limit: the id names the rollout's directory) with a 422 naming the rule, and bodies
+over the configured limit (413); every id the official server can archive is still admitted.
 """
 
 from __future__ import annotations
@@ -33,10 +33,19 @@ REFUSED_IDS = [
     "carriage\rreturn",
     "\u2028",
     "del\x7f",
+    "x" * 256,  # 256 characters, but one byte more than a file name may hold
+    "é" * 128,  # 128 characters, 256 bytes of UTF-8
     "x" * 257,
     "x" * 10_240,
 ]
-ACCEPTED_IDS = ["run-1.row-7.attempt-0", "été", "with inner space", "x" * 256, "a:b@c+d=e"]
+ACCEPTED_IDS = [
+    "run-1.row-7.attempt-0",
+    "été",
+    "with inner space",
+    "x" * 255,
+    "é" * 127,
+    "a:b@c+d=e",
+]
 
 
 def body(rollout_id: str, **extra: Any) -> dict[str, Any]:
