@@ -144,8 +144,40 @@ def add_options(parser: pytest.Parser) -> None:
             )
 
 
+PATH_STEMS = frozenset(
+    {"dataset", "config", "output", "report", "cassette_dir", "baseline", "html"}
+)
+"""Options naming a file or directory: from the ini file, relative to the ini file's directory."""
+REF_STEMS = frozenset({"policy", "rollout"})
+"""Options naming ``FILE.py[:ATTR]`` or a module: a file from the ini file is relative to it."""
+
+
+def _from_ini(config: pytest.Config, stem: str, value: Any) -> Any:
+    """Anchor an ini value's relative paths at the ini file, as pytest does for its own paths."""
+    if config.inipath is None or stem not in PATH_STEMS | REF_STEMS:
+        return value
+    base = config.inipath.parent
+
+    def anchored(text: str) -> str:
+        if stem in REF_STEMS:
+            target, sep, attr = text.partition(":")
+            if not target.endswith(".py") or Path(target).is_absolute():
+                return text  # a module name, or already absolute
+            return str(base / target) + sep + attr
+        path = Path(text).expanduser()
+        return text if path.is_absolute() else str(base / path)
+
+    if isinstance(value, list):
+        return [anchored(str(v)) for v in value]
+    return anchored(str(value)) if isinstance(value, str) else value
+
+
 def raw_value(config: pytest.Config, stem: str) -> Any:
-    """The command-line value, else the ini value, else ``None`` (never a default)."""
+    """The command-line value, else the ini value, else ``None`` (never a default).
+
+    Relative paths on the command line are relative to where pytest runs; in the ini file,
+    relative to the ini file (``cd data && pytest`` finds the same dataset).
+    """
     dest = "osmosis_" + stem
     value = config.getoption(dest, default=None)
     if value not in (None, [], ""):
@@ -153,7 +185,7 @@ def raw_value(config: pytest.Config, stem: str) -> Any:
     ini = config.getini(dest)
     if ini in (None, [], ""):
         return None
-    return ini
+    return _from_ini(config, stem, ini)
 
 
 @dataclass(frozen=True)

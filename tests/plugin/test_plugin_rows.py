@@ -373,3 +373,18 @@ def test_a_node_id_runs_just_that_row_even_with_the_dataset_in_the_ini(
     unit_only.assert_outcomes(passed=1)
     both = pytester.runpytest("test_unit.py", "--osmosis-dataset=data/test.jsonl")
     both.assert_outcomes(passed=1 + 4 + PREFLIGHT)
+
+
+def test_ini_paths_are_relative_to_the_ini_file_from_any_directory(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = workspace(multiply_rows(3))
+    pytester.makeini(
+        "[pytest]\nosmosis_dataset = data/test.jsonl\nosmosis_policy = policy.py:policy\n"
+        "osmosis_report = out/r.json\n"
+    )
+    monkeypatch.chdir(root / "data")
+    result = pytester.runpytest("--osmosis-html=here.html")
+    result.assert_outcomes(passed=3 + PREFLIGHT)
+    assert (root / "out" / "r.json").is_file()  # the ini's path: beside the ini file
+    assert (root / "data" / "here.html").is_file()  # the command line's: where pytest ran
