@@ -3,7 +3,8 @@
 Sections: ``[experiment]`` (required: ``rollout``, ``entrypoint``, ``model_path``,
 ``dataset``; optional ``branch`` xor ``commit_sha``), ``[evaluation]`` (optional ``limit``,
 ``n``, ``batch_size``, ``pass_threshold``, ``agent_workflow_timeout_s``,
-``grader_timeout_s``), ``[advanced]`` (passed through, unused locally: a warning),
+``grader_timeout_s``), ``[advanced]`` (passed through; unused locally, a warning, except
+``price_in``/``price_out``, which price the tokens),
 ``[env]`` (string values) and ``[secrets]`` (``required = [names]``; needed to submit an
 eval, optional for local runs).
 
@@ -460,13 +461,17 @@ class _EvalFile(BaseModel):
     secrets: dict[str, Any] = Field(default_factory=dict)
 
 
+LOCAL_ADVANCED_KEYS = ("price_in", "price_out")
+"""``[advanced]`` keys local runs use: prices in US dollars per million prompt/completion tokens
+(``[advanced]`` is where the official CLI keeps keys it records without using)."""
+
+
 def advanced_warnings(advanced: Mapping[str, Any]) -> tuple[str, ...]:
-    """The note that ``[advanced]`` keys are kept but not used locally."""
-    if not advanced:
+    """The note that ``[advanced]`` keys are kept but not used locally (prices excepted)."""
+    unused = sorted(k for k in advanced if k not in LOCAL_ADVANCED_KEYS)
+    if not unused:
         return ()
-    return (
-        f"[advanced] keys are recorded but not used by local runs: {', '.join(sorted(advanced))}",
-    )
+    return (f"[advanced] keys are recorded but not used by local runs: {', '.join(unused)}",)
 
 
 def validate_document(

@@ -226,6 +226,10 @@ def start_engine(
             except Exception:
                 pass
         raise
+    if s.price_in is not None and s.price_out is not None:
+        from osmosis_rollout.policy import TokenPrices
+
+        runner.prices = TokenPrices(s.price_in, s.price_out)
     return Engine(
         scheduler=scheduler,
         runner=runner,

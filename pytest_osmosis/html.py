@@ -18,6 +18,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from pytest_osmosis.reporting import format_cost, row_errored
+
 MAX_MESSAGE_CHARS = 4000
 """A conversation message longer than this is cut in the report (the trajectory has it all)."""
 
@@ -106,16 +108,12 @@ def _g(value: float | None, digits: int = 3) -> str:
 
 
 def _cost_text(value: float | None) -> str:
-    if value is None:
-        return ""
-    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+    return "" if value is None else format_cost(value)
 
 
 def row_outcome(verdict: str, attempts: list[dict[str, Any]]) -> str:
     """``passed``, ``skipped``, ``errored`` (failed because a rollout errored) or ``failed``."""
-    if verdict == "failed" and any(a.get("status") == "failed" for a in attempts):
-        return "errored"
-    return verdict
+    return "errored" if row_errored(verdict, attempts) else verdict
 
 
 def _histogram(

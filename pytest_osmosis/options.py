@@ -104,6 +104,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
         kind="flag",
     ),
     OptionSpec("html", "write a self-contained HTML report here", "PATH"),
+    OptionSpec("price_in", "cost: US dollars per million prompt tokens", "USD"),
+    OptionSpec("price_out", "cost: US dollars per million completion tokens", "USD"),
 )
 
 
@@ -299,6 +301,8 @@ class OsmosisSettings:
     preflight_only: bool = False
     html: str | None = None
     toml_model: str | None = None
+    price_in: float | None = None
+    price_out: float | None = None
 
     @property
     def active(self) -> bool:
@@ -390,7 +394,23 @@ def resolve_settings(
         preflight_only=_flag(config, "preflight_only"),
         html=raw_value(config, "html"),
         toml_model=toml.get("model"),
+        **_prices(pick("price_in"), pick("price_out")),
     )
+
+
+def _prices(price_in: Any, price_out: Any) -> dict[str, float | None]:
+    """Both prices or neither: a cost from half a price list would be wrong."""
+    if (price_in is None) != (price_out is None):
+        raise pytest.UsageError(
+            "--osmosis-price-in and --osmosis-price-out go together: give both, in US dollars "
+            "per million prompt and completion tokens (e.g. 0.25 and 2.0)"
+        )
+    if price_in is None:
+        return {"price_in": None, "price_out": None}
+    return {
+        "price_in": _number("price_in", price_in, minimum=0),
+        "price_out": _number("price_out", price_out, minimum=0),
+    }
 
 
 def _checked_rate(value: Any) -> float:

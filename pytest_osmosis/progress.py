@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pytest_osmosis.reporting import format_cost
+
 PROGRESS_MODES = ("off", "auto", "line", "bar")
 DEFAULT_INTERVAL_SEC = 30.0
 """Seconds between two plain lines (``--osmosis-progress-interval``)."""
@@ -133,15 +135,6 @@ def format_duration(seconds: float | None) -> str:
         return f"{minutes}m{secs:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m"
-
-
-def format_cost(cost: float) -> str:
-    """Dollars with enough digits to see small amounts: ``$0.0042``, ``$1.23``."""
-    if cost >= 1:
-        return f"${cost:,.2f}"
-    if cost >= 0.01:
-        return f"${cost:.3f}"
-    return f"${cost:.4f}"
 
 
 def progress_segments(state: ProgressState) -> list[Segment]:

@@ -82,6 +82,10 @@ class RunReport:
         errors = Counter(a["error_type"] for a in self.attempts if a.get("status") == "failed")
         summary["errors_by_type"] = dict(errors.most_common())
         summary["tokens_estimated"] = any(a.get("tokens_estimated") for a in self.attempts)
+        costs = [a["cost_usd"] for a in self.attempts if a.get("cost_usd") is not None]
+        # None when nothing was priced (a scripted policy and no --osmosis-price-in/-out).
+        summary["cost_usd"] = round(sum(costs), 10) if costs else None
+        summary["cost_estimated"] = any(a.get("cost_estimated") for a in self.attempts)
         timed = [a for a in self.attempts if a.get("started_at")]
         if timed:
             first = min(a["started_at"] for a in timed)
@@ -117,6 +121,15 @@ class RunReport:
         for path in others:
             copy_atomic(first, path)
         return document
+
+
+def format_cost(cost: float) -> str:
+    """US dollars with enough digits to see small amounts: ``$0.0042``, ``$1.23``."""
+    if cost >= 1:
+        return f"${cost:,.2f}"
+    if cost >= 0.01:
+        return f"${cost:.3f}"
+    return f"${cost:.4f}"
 
 
 def _fmt(value: float | None) -> str:
@@ -252,6 +265,16 @@ def _detail_lines(report: RunReport, summary: dict[str, Any], slowest: int) -> l
     if tokens:
         lines.append(
             f"tokens: {tokens}" + (" (estimated)" if summary.get("tokens_estimated") else "")
+        )
+    cost = summary.get("cost_usd")
+    if cost is not None:
+        rows_total, attempts_total = summary["rows"]["total"], summary["total_samples"]
+        per = f"  per row {format_cost(cost / rows_total)}" if rows_total else ""
+        if attempts_total != rows_total and attempts_total:
+            per += f"  per attempt {format_cost(cost / attempts_total)}"
+        lines.append(
+            f"cost: {format_cost(cost)}{per}"
+            + (" (estimated)" if summary.get("cost_estimated") else "")
         )
     attempts = report.attempts
     if attempts:

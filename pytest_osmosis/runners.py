@@ -24,6 +24,7 @@ from pytest_osmosis.verdict import AttemptResult, classify
 if TYPE_CHECKING:
     from osmosis_rollout.controller import PolicyServer, RolloutClient
     from osmosis_rollout.dataset import DatasetRow
+    from osmosis_rollout.policy import TokenPrices
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -87,6 +88,9 @@ def _wire(rollout_id: str, result: ExecutionResult) -> dict[str, Any]:
 class _AttemptBuilder:
     """Shared tail of both runners: classify the wire result and attach the call log."""
 
+    prices: TokenPrices | None = None
+    """Configured token prices; without them, the cost the provider reported (if any)."""
+
     def __init__(self, policy_server: PolicyServer, paths: RunPaths) -> None:
         self.policy_server = policy_server
         self.paths = paths
@@ -124,6 +128,7 @@ class _AttemptBuilder:
             # the cause worth showing, not the framework's wrapper exception.
             error_type, err_message = miss
             phase = None
+        cost = log.cost(self.prices)
         return AttemptResult(
             row_key=row.key,
             row_index=row.index,
@@ -136,6 +141,8 @@ class _AttemptBuilder:
             err_message=_clip(err_message, MAX_ERROR_CHARS),
             tokens=getattr(log, "total_tokens", None),
             tokens_estimated=bool(getattr(log, "tokens_estimated", False)),
+            cost_usd=None if cost is None else cost.usd,
+            cost_estimated=cost is not None and cost.estimated,
             duration_ms=round(duration * 1000.0, 3),
             started_at=round(time.time() - duration, 6),
             trajectory_path=str(trajectory) if trajectory else None,

@@ -45,6 +45,10 @@ def _toml_defaults(config: pytest.Config, path: Path) -> dict[str, Any]:
     ):
         if value is not None:
             defaults[stem] = value
+    advanced = getattr(cfg, "advanced", None) or {}
+    for stem in ("price_in", "price_out"):
+        if advanced.get(stem) is not None:
+            defaults[stem] = advanced[stem]
     if defaults.get("limit") is not None and int(defaults["limit"]) <= 0:
         defaults.pop("limit")
     experiment = cfg.experiment

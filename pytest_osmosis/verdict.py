@@ -30,6 +30,8 @@ class AttemptResult:
     err_message: str | None = None
     tokens: int | None = None
     tokens_estimated: bool = False
+    cost_usd: float | None = None
+    cost_estimated: bool = False
     duration_ms: float = 0.0
     started_at: float = 0.0
     trajectory_path: str | None = None
@@ -98,10 +100,14 @@ class RowVerdict:
         """The row's statistics for the report (:func:`osmosis_rollout.metrics.row_stats`)."""
         from osmosis_rollout.metrics import row_stats
 
-        return row_stats(
+        stats = row_stats(
             [a.reward for a in self.attempts],
             [None if a.status == STATUS_SKIPPED else a.passed for a in self.attempts],
         )
+        costs = [a.cost_usd for a in self.attempts if a.cost_usd is not None]
+        if costs:
+            stats["cost_usd"] = sum(costs)
+        return stats
 
 
 def row_verdict(

@@ -146,11 +146,11 @@ PLUGIN_LAYERS: dict[str, int] = {
     "pytest_osmosis.keys": 0,
     "pytest_osmosis.options": 0,
     "pytest_osmosis.workspace": 0,
-    "pytest_osmosis.progress": 0,
     "pytest_osmosis.newhooks": 0,
     # 1: verdicts, statistics, report writers, gates
     "pytest_osmosis.verdict": 1,
     "pytest_osmosis.reporting": 1,
+    "pytest_osmosis.progress": 1,
     "pytest_osmosis.html": 1,
     "pytest_osmosis.gates": 1,
     # 2: running rollouts: scheduler, runners, and the engine that wires them

@@ -69,3 +69,75 @@ def test_the_summary_uses_pytests_colours(
     assert f"{red}failed: 1" in out
     assert f"{red}\x1b[1mgate: pass rate 75.0% < 90.0%: failed" in out
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_prices_give_a_cost_per_attempt_row_and_run_in_every_output(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    import json
+
+    root = workspace(multiply_rows(3))
+    result = pytester.runpytest(
+        *ARGS,
+        "--osmosis-n=2",
+        "--osmosis-price-in=1000",
+        "--osmosis-price-out=2000",
+        "--osmosis-output=out",
+        "--osmosis-html=report.html",
+    )
+    report = json.loads((root / "out" / "report.json").read_text(encoding="utf-8"))
+    attempts = report["rows"]
+    # The scripted policy reports no usage: tokens are estimated, and so is their cost.
+    for attempt in attempts:
+        assert attempt["tokens_estimated"] and attempt["cost_estimated"]
+    total = sum(a["cost_usd"] for a in attempts)
+    assert total > 0
+    assert report["summary"]["cost_usd"] == pytest.approx(total)
+    assert report["summary"]["cost_estimated"] is True
+    per_row = {v["row_key"]: v["cost_usd"] for v in report["row_verdicts"]}
+    assert sum(per_row.values()) == pytest.approx(total)
+    streamed = [
+        json.loads(line)
+        for line in (root / "out" / "rows.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    assert [a["cost_usd"] for a in streamed] == [a["cost_usd"] for a in attempts]
+    result.stdout.fnmatch_lines(["cost: $* per row $* per attempt $* (estimated)"])
+    assert ">cost</th>" in (root / "report.html").read_text(encoding="utf-8")
+
+
+def test_without_prices_or_a_provider_cost_no_cost_is_claimed(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    import json
+
+    root = workspace(multiply_rows(2))
+    result = pytester.runpytest(*ARGS, "--osmosis-output=out")
+    report = json.loads((root / "out" / "report.json").read_text(encoding="utf-8"))
+    assert report["summary"]["cost_usd"] is None
+    assert all(a["cost_usd"] is None for a in report["rows"])
+    assert "cost:" not in result.stdout.str()
+
+
+def test_prices_come_from_the_eval_toml_and_must_come_in_pairs(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    import json
+
+    root = workspace(multiply_rows(2))
+    (root / "configs" / "eval").mkdir(parents=True)
+    (root / "configs" / "eval" / "demo.toml").write_text(
+        '[experiment]\nrollout = "demo"\nentrypoint = "main.py"\nmodel_path = "openai/gpt-5-mini"\n'
+        'dataset = "demo"\n[advanced]\nprice_in = 3.0\nprice_out = 15.0\n',
+        encoding="utf-8",
+    )
+    pytester.runpytest(*ARGS, "--osmosis-output=out").assert_outcomes(passed=5)
+    report = json.loads((root / "out" / "report.json").read_text(encoding="utf-8"))
+    assert report["summary"]["cost_usd"] > 0
+    # The command line overrides one price and keeps the TOML's other.
+    pytester.runpytest(*ARGS, "--osmosis-price-in=0", "--osmosis-output=out2")
+    cheaper = json.loads((root / "out2" / "report.json").read_text(encoding="utf-8"))
+    assert 0 < cheaper["summary"]["cost_usd"] < report["summary"]["cost_usd"]
+    (root / "configs" / "eval" / "demo.toml").unlink()
+    alone = pytester.runpytest(*ARGS, "--osmosis-price-out=1")
+    assert alone.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--osmosis-price-in and --osmosis-price-out go together" in alone.stderr.str()

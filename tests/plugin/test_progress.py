@@ -9,11 +9,11 @@ from pytest_osmosis.progress import (
     ProgressState,
     Terminal,
     fit,
-    format_cost,
     format_duration,
     progress_line,
     progress_segments,
 )
+from pytest_osmosis.reporting import format_cost
 
 
 class Clock:
