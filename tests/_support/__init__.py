@@ -1,5 +1,7 @@
 """Helpers shared by the project's own tests (``tests`` is on ``sys.path``: ``import _support``).
 
+- :mod:`_support.net`: a free loopback port, and waiting until a server answers ``/health``;
+- :mod:`_support.servers`: an ASGI app served by uvicorn on loopback in a thread;
 - :mod:`_support.repo`: the repository's files and a fresh copy of them, as a clone has them;
 - :mod:`_support.venvs`: throwaway virtualenvs installed from the package index, skipped with a
   reason where the index cannot be reached.

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 import respx
-import uvicorn
+from _support.servers import uvicorn_thread
 
 from osmosis_rollout.controller import RolloutClient
 
@@ -124,39 +121,4 @@ def serve() -> Callable[[Any], contextlib.AbstractContextManager[str]]:
 
     The server is stopped (and its lifespan drained) when the ``with`` block exits.
     """
-
-    @contextlib.contextmanager
-    def run(app: Any) -> Iterator[str]:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                host="127.0.0.1",
-                port=port,
-                log_level="warning",
-                lifespan="on",
-                timeout_keep_alive=75,
-                timeout_graceful_shutdown=5,
-            )
-        )
-        thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                server.should_exit = True
-                raise RuntimeError("uvicorn did not start on loopback")
-            time.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-            thread.join(timeout=30)
-            if thread.is_alive():
-                server.force_exit = True
-                thread.join(timeout=10)
-            assert not thread.is_alive(), "uvicorn did not stop"
-
-    return run
+    return uvicorn_thread

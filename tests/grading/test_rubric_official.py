@@ -12,11 +12,11 @@ the official call shape runs unchanged; provider faults are injected by that end
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _support.net import free_port
 
 import osmosis_rollout
 from osmosis_rollout import (
@@ -166,9 +166,7 @@ async def test_a_rejected_key_is_a_provider_error(endpoint: Any) -> None:
 
 
 async def test_an_unreachable_provider_is_a_provider_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    with socket.socket() as probe:  # a loopback port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # a loopback port nothing listens on
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")
     with pytest.raises(ProviderRequestError):
         await evaluate_rubric(

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -30,14 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+from _support.net import ServerNotHealthy, free_port, wait_until_healthy
+from _support.venvs import PYTHON312_ENV, find_python312
 
 OFFICIAL_VERSION = "0.3.8"
 OFFICIAL_REQUIREMENT = f"osmosis-ai[server]=={OFFICIAL_VERSION}"
 VENV_NAME = f"interop-venv-{OFFICIAL_VERSION}"
 SCRIPTS = Path(__file__).parent / "scripts"
 
-PYTHON_ENV = "PYTEST_OSMOSIS_INTEROP_PYTHON"
+PYTHON_ENV = PYTHON312_ENV
 """Set to a Python >= 3.12 interpreter to build the official venv with (else it is searched)."""
 
 VENV_CREATE_TIMEOUT_SEC = 120
@@ -70,42 +70,6 @@ def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/pytest-osmosis`` or ``~/.cache/pytest-osmosis``."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "pytest-osmosis"
-
-
-def _python_version(python: str) -> tuple[int, int] | None:
-    try:
-        out = subprocess.run(
-            [python, "-c", "import sys; print(sys.version_info[0], sys.version_info[1])"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.split()
-        return int(out[0]), int(out[1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return None
-
-
-def find_python312() -> str | None:
-    """A Python >= 3.12 interpreter: ``$PYTEST_OSMOSIS_INTEROP_PYTHON``, pyenv, or ``PATH``."""
-    candidates: list[str] = []
-    if os.environ.get(PYTHON_ENV):
-        candidates.append(os.environ[PYTHON_ENV])
-    candidates.append("/root/.pyenv/versions/3.12.1/bin/python")
-    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    candidates += [str(p) for p in sorted(pyenv_root.glob("versions/3.1[2-9]*/bin/python"))]
-    for name in ("python3.12", "python3.13", "python3.14"):
-        found = shutil.which(name)
-        if found:
-            candidates.append(found)
-    if sys.version_info >= (3, 12):
-        candidates.append(sys.executable)
-    for candidate in candidates:
-        if Path(candidate).is_file():
-            version = _python_version(candidate)
-            if version is not None and version >= (3, 12):
-                return candidate
-    return None
 
 
 def _venv_python(venv: Path) -> Path:
@@ -240,13 +204,6 @@ def ensure_official_venv() -> Path:
 # Processes
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class ServerProcess:
     """A rollout server subprocess on loopback."""
@@ -280,24 +237,19 @@ def start_server(name: str, command: list[str], *, cwd: Path, env: dict[str, str
     with open(log, "wb") as out:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
     server = ServerProcess(name, f"http://127.0.0.1:{port}", process, log)
-    deadline = time.monotonic() + SERVER_START_TIMEOUT_SEC
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"{name} server exited with {process.returncode} before serving:\n"
-                f"{server.log_tail()}"
-            )
-        try:
-            # Any answer means it listens (a keyed server answers 401 without the key).
-            if httpx.get(server.url + "/health", timeout=1).status_code in (200, 401):
-                return server
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    server.stop()
-    raise RuntimeError(
-        f"{name} server not healthy within {SERVER_START_TIMEOUT_SEC}s:\n{server.log_tail()}"
-    )
+    try:
+        # Any answer means it listens (a keyed server answers 401 without the key).
+        wait_until_healthy(
+            server.url,
+            process=process,
+            accept=(200, 401),
+            timeout=SERVER_START_TIMEOUT_SEC,
+            describe=lambda: f"{name} server log:\n{server.log_tail()}",
+        )
+    except ServerNotHealthy:
+        server.stop()
+        raise
+    return server
 
 
 def migrate_imports(source: str) -> str:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+from _support.net import free_port, wait_until_healthy
 from workspaces import multiply_rows, write_rows
 
 POLICY = "--osmosis-policy=policy.py:policy"
@@ -229,16 +227,10 @@ def test_the_html_report_is_written_with_rows_and_conversations(
     assert "http://" not in page and "https://" not in page
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def running_server(workspace: Callable[..., Path], pytester: pytest.Pytester) -> Iterator[str]:
     root = workspace(multiply_rows(4, wrong={3}))
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -258,13 +250,7 @@ def running_server(workspace: Callable[..., Path], pytester: pytest.Pytester) ->
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_until_healthy(url, process=proc)
         yield url
     finally:
         proc.terminate()
@@ -305,7 +291,7 @@ def test_an_unreachable_server_stops_the_run_before_any_row(
     workspace: Callable[..., Path], pytester: pytest.Pytester
 ) -> None:
     workspace(multiply_rows(4))
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     result = pytester.runpytest(
         "--osmosis-dataset=data/test.jsonl", POLICY, f"--osmosis-server={url}"
     )

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import uvicorn
+from _support.servers import uvicorn_thread
 from fastapi import FastAPI, Request, Response
 
 from osmosis_rollout.controller.policy_server import PolicyServer
@@ -106,33 +103,6 @@ class StubProvider:
         )
 
 
-class _Uvicorn:
-    """Serve an ASGI app on a free loopback port in a thread (independent of PolicyServer)."""
-
-    def __init__(self, app: Any) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        config = uvicorn.Config(app, log_config=None, log_level="warning", lifespan="off")
-        config.timeout_graceful_shutdown = 1
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), daemon=True
-        )
-
-    def __enter__(self) -> _Uvicorn:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "stub provider did not start"
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(5)
-
-
 @pytest.fixture
 def stub_provider() -> Iterator[StubProvider]:
     """An OpenAI-compatible provider on loopback at ``stub.base_url`` (``.../v1``)."""
@@ -146,8 +116,8 @@ def stub_provider() -> Iterator[StubProvider]:
         stub.headers.append(dict(request.headers))
         return stub.answer(body)
 
-    with _Uvicorn(app) as running:
-        stub.base_url = f"http://127.0.0.1:{running.port}/v1"
+    with uvicorn_thread(app, lifespan="off", log_config=None, timeout_graceful_shutdown=1) as url:
+        stub.base_url = f"{url}/v1"
         yield stub
 
 

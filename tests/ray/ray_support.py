@@ -6,7 +6,6 @@ import asyncio
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,15 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _support.net import free_port as free_port
+
 CLUSTER_START_TIMEOUT_SEC = 60
 CLUSTER_STOP_TIMEOUT_SEC = 30
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

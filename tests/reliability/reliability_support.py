@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
-import threading
-import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
-import uvicorn
+from _support.net import free_port as free_port
+from _support.servers import uvicorn_thread as uvicorn_thread
 
 from osmosis_rollout import (
     AgentWorkflow,
@@ -24,50 +20,6 @@ from osmosis_rollout import (
 )
 
 TERMINAL = frozenset({"success", "failure", "cancelled"})
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextmanager
-def uvicorn_thread(app: Any, *, stop_timeout: float = 30.0) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on loopback in a daemon thread; yield its base URL."""
-    port = free_port()
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="on",
-        # Well past the client's keep-alive expiry (4 s): the server never closes a pooled
-        # connection a client is about to reuse (issue 13, defect 6).
-        timeout_keep_alive=75,
-        timeout_graceful_shutdown=5,
-        backlog=2048,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="reliability-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            server.should_exit = True
-            raise RuntimeError("uvicorn did not start within 10 s")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=stop_timeout)
-        if thread.is_alive():
-            server.force_exit = True
-            thread.join(timeout=10)
-        assert not thread.is_alive(), "uvicorn did not stop"
 
 
 class FlakyPollTransport(httpx.AsyncBaseTransport):

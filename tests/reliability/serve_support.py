@@ -7,12 +7,11 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
+from _support.net import wait_until_healthy
 from reliability_support import free_port
 
 SERVED_MAIN = """
@@ -83,14 +82,4 @@ def served(
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
     """Poll ``/health`` until 200 (60 s bound: the machine may be saturated)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"server exited early:\n{log_path.read_text()}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"server did not become healthy:\n{log_path.read_text()}")
+    wait_until_healthy(url, process=process, timeout=60, describe=log_path.read_text)

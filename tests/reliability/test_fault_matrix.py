@@ -39,6 +39,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _support.net import wait_until_healthy
 from reliability_support import free_port, uvicorn_thread
 
 from osmosis_rollout import (
@@ -391,16 +392,7 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
 
 
 async def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    async with httpx.AsyncClient(timeout=1.0) as http:
-        async with asyncio.timeout(30):
-            while True:
-                assert proc.poll() is None, "rollout server exited during start-up"
-                try:
-                    if (await http.get(url + "/health")).status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.1)
+    await asyncio.to_thread(wait_until_healthy, url, process=proc, timeout=30)
 
 
 async def _until(predicate: Callable[[], bool], timeout: float) -> None:

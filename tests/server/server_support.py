@@ -4,15 +4,13 @@ folder on ``sys.path``): plain workflows, an in-process client, loopback uvicorn
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-import uvicorn
+from _support.net import free_port as free_port
+from _support.servers import uvicorn_thread as uvicorn_thread
 from fastapi import FastAPI
 
 from osmosis_rollout import (
@@ -136,48 +134,6 @@ def make_app(
         workflow=workflow, grader=grader, **backend_kwargs
     )
     return create_rollout_server(backend=backend, **{**FAST, **kwargs})
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextmanager
-def uvicorn_thread(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on loopback in a thread; yield its base URL; stop on exit."""
-    port = free_port()
-    # Keep-alive well past the client's (4 s) so the server never closes a connection a
-    # client is about to reuse; a bounded graceful stop so the thread always ends.
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="on",
-        timeout_keep_alive=75,
-        timeout_graceful_shutdown=5,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        if thread.is_alive():
-            server.force_exit = True
-            thread.join(timeout=10)
-        assert not thread.is_alive(), "uvicorn did not stop"
 
 
 Predicate = Callable[[], bool]

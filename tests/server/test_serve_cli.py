@@ -9,12 +9,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from _support.net import wait_until_healthy
 from server_support import free_port, init_body, serving
 
 from osmosis_rollout.cli import serve
@@ -72,19 +72,11 @@ def start_server(
 def wait_healthy(
     url: str, process: subprocess.Popen[str], headers: dict[str, str] | None = None
 ) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(
-                f"server exited early: {process.stdout.read() if process.stdout else ''}"
-            )
-        try:
-            if httpx.get(f"{url}/health", timeout=1, headers=headers).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("server did not become healthy")
+    def output() -> str:  # only once it exited: reading a live process's pipe would block
+        exited = process.poll() is not None and process.stdout is not None
+        return process.stdout.read() if exited and process.stdout else ""
+
+    wait_until_healthy(url, process=process, headers=headers, describe=output)
 
 
 @pytest.fixture
