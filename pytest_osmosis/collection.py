@@ -81,7 +81,10 @@ class RowItem(pytest.Item):
             raise OsmosisUsageFailure(
                 f"could not start the rollouts: {type(exc).__name__}: {exc}"
             ) from exc
+        builtin = verdict.outcome
         self._record(session, verdict)
+        if verdict.outcome != builtin:
+            self._decided_by_hook(builtin, verdict.outcome, verdict)
         if verdict.outcome == "skipped":
             raise pytest.skip.Exception(
                 "the grader removed the sample (remove_sample=True)", _use_item_location=True
@@ -101,14 +104,15 @@ class RowItem(pytest.Item):
 
     def _record(self, session: OsmosisSession, verdict: RowVerdict) -> None:
         attempts = [a.index_row(self.nodeid, self.dataset) for a in verdict.attempts]
-        record = {
-            "nodeid": self.nodeid,
-            "dataset": self.dataset,
-            "row_key": self.row.key,
-            "verdict": verdict.outcome,
-            "attempts": attempts,
-            "stats": verdict.stats(),
-        }
+        stats = verdict.stats()
+        identity = {"nodeid": self.nodeid, "dataset": self.dataset, "row_key": self.row.key}
+        decided = self.config.hook.pytest_osmosis_row_verdict(
+            row=dict(identity),
+            result={"verdict": verdict.outcome, "attempts": attempts, "stats": stats},
+        )
+        if decided is not None:
+            verdict.outcome = _hook_outcome(decided)
+        record = {**identity, "verdict": verdict.outcome, "attempts": attempts, "stats": stats}
         self.stash[RECORD_KEY] = record
         # Flat properties, for JUnit XML readers.
         last = verdict.attempts[-1]
@@ -123,6 +127,23 @@ class RowItem(pytest.Item):
             if value is not None:
                 self.user_properties.append((name, value))
 
+    def _decided_by_hook(self, builtin: str, outcome: str, verdict: RowVerdict) -> None:
+        """A ``pytest_osmosis_row_verdict`` hook overrode the threshold's verdict: say so."""
+        if outcome == "skipped":
+            raise pytest.skip.Exception(
+                "skipped by a pytest_osmosis_row_verdict hook", _use_item_location=True
+            )
+        if outcome != "failed":
+            return
+        rewards = ", ".join(
+            "-" if a.reward is None else format(a.reward, "g") for a in verdict.attempts
+        )
+        pytest.fail(
+            f"{self.describe()}: failed by a pytest_osmosis_row_verdict hook "
+            f"(the threshold alone said {builtin}; rewards: {rewards})",
+            pytrace=False,
+        )
+
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
     ) -> str | TerminalRepr:
@@ -135,3 +156,17 @@ class RowItem(pytest.Item):
         line = getattr(self.row, "line", None)
         # The row's line in the dataset (0-based, as pytest counts), so skips point at it.
         return self.path, (line - 1 if line else 0), self.name
+
+
+def _hook_outcome(decided: Any) -> str:
+    """``True``/``"passed"``, ``False``/``"failed"`` or ``"skipped"``; anything else is a mistake."""
+    if decided is True or decided == "passed":
+        return "passed"
+    if decided is False or decided == "failed":
+        return "failed"
+    if decided == "skipped":
+        return "skipped"
+    raise OsmosisUsageFailure(
+        f"pytest_osmosis_row_verdict returned {decided!r}; return True/'passed', "
+        "False/'failed', 'skipped', or None to keep the built-in verdict"
+    )

@@ -361,18 +361,22 @@ class OsmosisSession:
         value = getattr(report, REPORT_ATTR, None)
         if report.when != "call" or not isinstance(value, dict):
             return
-        self.report.add(
-            RowRecord(
-                nodeid=value["nodeid"],
-                dataset=value["dataset"],
-                row_key=value["row_key"],
-                verdict=value["verdict"],
-                attempts=value["attempts"],
-                stats=value.get("stats", {}),
-            )
+        record = RowRecord(
+            nodeid=value["nodeid"],
+            dataset=value["dataset"],
+            row_key=value["row_key"],
+            verdict=value["verdict"],
+            attempts=value["attempts"],
+            stats=value.get("stats", {}),
         )
+        self.report.add(record)
         # pytest keeps every report for the session: do not keep the record twice.
         delattr(report, REPORT_ATTR)
+        self.config.hook.pytest_osmosis_row_finished(
+            row={"nodeid": record.nodeid, "dataset": record.dataset, "row_key": record.row_key},
+            result={"verdict": record.verdict, "attempts": record.attempts, "stats": record.stats},
+            report=report,
+        )
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -411,6 +415,9 @@ class OsmosisSession:
         }
         if gates.exit_override is not None:
             session.exitstatus = gates.exit_override
+        config.hook.pytest_osmosis_run_finished(
+            summary=document["summary"], report_path=str(paths[0])
+        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         self._summary_started = True
