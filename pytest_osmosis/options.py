@@ -104,6 +104,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         kind="flag",
     ),
     OptionSpec("html", "write a self-contained HTML report here", "PATH"),
+    OptionSpec(
+        "progress",
+        "live progress while rows run: off|auto|line|bar (default auto: bar on a terminal, "
+        "else a plain line per interval)",
+        "MODE",
+    ),
+    OptionSpec("progress_interval", "seconds between plain progress lines (default 30)", "S"),
     OptionSpec("price_in", "cost: US dollars per million prompt tokens", "USD"),
     OptionSpec("price_out", "cost: US dollars per million completion tokens", "USD"),
 )
@@ -303,6 +310,8 @@ class OsmosisSettings:
     toml_model: str | None = None
     price_in: float | None = None
     price_out: float | None = None
+    progress: str = "auto"
+    progress_interval: float = 30.0
 
     @property
     def active(self) -> bool:
@@ -395,7 +404,28 @@ def resolve_settings(
         html=raw_value(config, "html"),
         toml_model=toml.get("model"),
         **_prices(pick("price_in"), pick("price_out")),
+        progress=_progress_mode(raw_value(config, "progress")),
+        progress_interval=30.0
+        if raw_value(config, "progress_interval") is None
+        else _number(
+            "progress_interval",
+            raw_value(config, "progress_interval"),
+            minimum=0,
+            allow_equal=False,
+        ),
     )
+
+
+PROGRESS_MODES = ("off", "auto", "line", "bar")
+
+
+def _progress_mode(value: Any) -> str:
+    mode = "auto" if value is None else str(value).strip().lower()
+    if mode not in PROGRESS_MODES:
+        raise pytest.UsageError(
+            f"--osmosis-progress: invalid mode {value!r}; choose one of {', '.join(PROGRESS_MODES)}"
+        )
+    return mode
 
 
 def _prices(price_in: Any, price_out: Any) -> dict[str, float | None]:

@@ -26,7 +26,6 @@ from typing import Literal
 
 from pytest_osmosis.reporting import format_cost
 
-PROGRESS_MODES = ("off", "auto", "line", "bar")
 DEFAULT_INTERVAL_SEC = 30.0
 """Seconds between two plain lines (``--osmosis-progress-interval``)."""
 BAR_REFRESH_SEC = 0.25
@@ -40,27 +39,76 @@ _UP = "\x1b[1A"
 
 
 @dataclass
+class _Row:
+    category: str
+    tokens: int
+    tokens_estimated: bool
+    cost: float | None
+    cost_estimated: bool
+
+
+@dataclass
 class ProgressState:
-    """Counts of one run so far; every figure derived from them reads the injected clock."""
+    """Counts of one run so far; every figure derived from them reads the injected clock.
+
+    ``running`` is how many rollouts are in flight, or None where it is not known (the
+    pytest-xdist controller sees rows finish, not rollouts start).
+    """
 
     total: int
     clock: Callable[[], float] = time.monotonic
     started_at: float | None = None
-    running: int = 0
-    passed: int = 0
-    failed: int = 0
-    errored: int = 0
-    skipped: int = 0
-    tokens: int = 0
-    tokens_estimated: bool = False
-    cost: float | None = None
-    cost_estimated: bool = False
-    _finished: set[str] = field(default_factory=set, repr=False)
+    running: int | None = 0
+    _rows: dict[str, _Row] = field(default_factory=dict, repr=False)
+
+    def _count(self, category: str) -> int:
+        return sum(1 for row in self._rows.values() if row.category == category)
+
+    @property
+    def passed(self) -> int:
+        """Rows that passed."""
+        return self._count("passed")
+
+    @property
+    def failed(self) -> int:
+        """Rows that scored below the threshold."""
+        return self._count("failed")
+
+    @property
+    def errored(self) -> int:
+        """Rows whose rollouts errored."""
+        return self._count("errored")
+
+    @property
+    def skipped(self) -> int:
+        """Rows the grader removed."""
+        return self._count("skipped")
 
     @property
     def done(self) -> int:
         """Rows with a verdict."""
-        return self.passed + self.failed + self.errored + self.skipped
+        return len(self._rows)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens used by the finished rows."""
+        return sum(row.tokens for row in self._rows.values())
+
+    @property
+    def tokens_estimated(self) -> bool:
+        """True when some of those tokens were estimated."""
+        return any(row.tokens_estimated for row in self._rows.values() if row.tokens)
+
+    @property
+    def cost(self) -> float | None:
+        """The finished rows' cost in US dollars, or None when none was priced."""
+        costs = [row.cost for row in self._rows.values() if row.cost is not None]
+        return sum(costs) if costs else None
+
+    @property
+    def cost_estimated(self) -> bool:
+        """True when some of that cost came from estimated tokens."""
+        return any(row.cost_estimated for row in self._rows.values() if row.cost is not None)
 
     def start(self) -> None:
         """Mark the moment rows start running (the rate is measured from here)."""
@@ -78,28 +126,16 @@ class ProgressState:
         cost: float | None = None,
         cost_estimated: bool = False,
     ) -> None:
-        """Count one finished row once (a second report for the same ``key`` is ignored).
+        """Count one finished row; a later call for the same ``key`` replaces the earlier one.
 
         ``verdict`` is ``passed``, ``failed`` or ``skipped``; a failed row whose rollouts
-        errored (rather than scoring below the threshold) is counted as ``errored``.
+        errored (rather than scoring below the threshold) is counted as ``errored``. The
+        plugin counts a row when its rollouts finish and again, authoritatively, when pytest
+        reports it.
         """
-        if key in self._finished:
-            return
-        self._finished.add(key)
         self.start()
-        if verdict == "passed":
-            self.passed += 1
-        elif verdict == "skipped":
-            self.skipped += 1
-        elif errored:
-            self.errored += 1
-        else:
-            self.failed += 1
-        self.tokens += tokens
-        self.tokens_estimated = self.tokens_estimated or (tokens > 0 and tokens_estimated)
-        if cost is not None:
-            self.cost = (self.cost or 0.0) + cost
-            self.cost_estimated = self.cost_estimated or cost_estimated
+        category = "errored" if verdict == "failed" and errored else verdict
+        self._rows[key] = _Row(category, tokens, tokens_estimated, cost, cost_estimated)
 
     def elapsed(self) -> float:
         """Seconds since :meth:`start` (0 before it)."""
@@ -139,9 +175,10 @@ def format_duration(seconds: float | None) -> str:
 
 def progress_segments(state: ProgressState) -> list[Segment]:
     """The status line, as pieces with pytest markup."""
-    segments: list[Segment] = [
-        (f"osmosis {state.done}/{state.total} rows", {"bold": True}),
-        (f"  running {state.running}", {}),
+    segments: list[Segment] = [(f"osmosis {state.done}/{state.total} rows", {"bold": True})]
+    if state.running is not None:
+        segments.append((f"  running {state.running}", {}))
+    segments += [
         (f"  passed {state.passed}", {"green": True} if state.passed else {}),
         (f"  failed {state.failed}", {"red": True} if state.failed else {}),
         (f"  errored {state.errored}", {"red": True} if state.errored else {}),
@@ -219,12 +256,16 @@ class ProgressDisplay:
         self._last_draw: float | None = None
         self.lines_written = 0
 
-    def update(self) -> bool:
-        """Draw when it is time to (a few times a second, or once per interval); True if drawn."""
+    def update(self, *, force: bool = False) -> bool:
+        """Draw when it is time to (a few times a second, or once per interval); True if drawn.
+
+        ``force`` redraws the in-place line now (the last row is in); plain lines still keep
+        to one per interval.
+        """
         now = self.state.clock()
         self.state.start()
         if self.mode == "bar":
-            if self._last_draw is not None and now - self._last_draw < self.refresh:
+            if not force and self._last_draw is not None and now - self._last_draw < self.refresh:
                 return False
             self._draw_bar()
         else:

@@ -54,6 +54,8 @@ class RolloutScheduler:
         self._semaphore: asyncio.Semaphore | None = None
         self._ready = threading.Event()
         self._stopped: RolloutLoopStopped | None = None
+        self.running = 0
+        """How many rollouts hold a slot right now (changed on the loop's thread only)."""
         self._thread.start()
         self._ready.wait()
 
@@ -126,7 +128,11 @@ class RolloutScheduler:
             return await factory()
         assert self._semaphore is not None
         async with self._semaphore:
-            return await factory()
+            self.running += 1
+            try:
+                return await factory()
+            finally:
+                self.running -= 1
 
     def future(self, key: str) -> concurrent.futures.Future[Any] | None:
         """The future submitted under ``key``, if any."""

@@ -20,10 +20,11 @@ import concurrent.futures
 import datetime as dt
 import functools
 import os
+import threading
 import time
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from pytest_osmosis.engine import Engine
 
 ITEM_GRACE_SEC = 60.0
+WAIT_TICK_SEC = 0.1
+"""How often a waiting item lets the live progress redraw."""
 UNBOUNDED_ITEM_DEADLINE_SEC = 3600.0
 
 
@@ -88,6 +91,19 @@ def _row_ref(item: pytest.Item) -> RowRef | None:
     return RowRef(row) if row is not None else None
 
 
+class RowWatcher(Protocol):
+    """What the session tells the live progress display (:mod:`pytest_osmosis.live`)."""
+
+    def row_done(self, key: str, verdict: RowVerdict) -> None:
+        """A row's rollouts all finished (called on the rollouts' thread)."""
+
+    def waiting(self) -> None:
+        """The main thread is waiting for a row: a moment to redraw."""
+
+    def done_waiting(self) -> None:
+        """The wait is over: pytest may write again."""
+
+
 class OsmosisSession:
     """Everything pytest-osmosis knows during one pytest session, and the hooks that use it."""
 
@@ -119,6 +135,9 @@ class OsmosisSession:
         self._ahead: collections.deque[Callable[[], None]] = collections.deque()
         self._consumed: set[str] = set()
         self._summary_started = False
+        self._watched: set[str] = set()
+        self.watcher: RowWatcher | None = None
+        """Told when a row's rollouts finish and while an item waits (the live progress)."""
 
     def register(self) -> None:
         """Register this session as the ``osmosis-session`` plugin."""
@@ -216,13 +235,40 @@ class OsmosisSession:
         if key in self._consumed:
             return
         runner = engine.runner
-        for attempt in range(self.settings.n):
+        futures = [
             engine.scheduler.submit(
                 f"{key}#{attempt}",
                 functools.partial(
                     runner.run_attempt, row, attempt, cassette_key=cassette_key or row.key
                 ),
             )
+            for attempt in range(self.settings.n)
+        ]
+        if self.watcher is not None:
+            self._watch(key, futures)
+
+    def _watch(self, key: str, futures: list[concurrent.futures.Future[Any]]) -> None:
+        """Tell the watcher the row's verdict as soon as its last attempt finishes."""
+        watcher = self.watcher
+        assert watcher is not None
+        if key in self._watched:
+            return  # submitted again by the item that waits for it: already watched
+        self._watched.add(key)
+        left = [len(futures)]
+        lock = threading.Lock()
+
+        def done(_: concurrent.futures.Future[Any]) -> None:
+            with lock:
+                left[0] -= 1
+                if left[0]:
+                    return
+            results = [f.result() for f in futures if not f.cancelled() and f.exception() is None]
+            if len(results) == len(futures):
+                verdict = row_verdict(results, self.settings.pass_threshold, self.settings.row_pass)
+                watcher.row_done(key, verdict)
+
+        for future in futures:
+            future.add_done_callback(done)
 
     def _submit_item(self, item: pytest.Item) -> None:
         ref = _row_ref(item)
@@ -245,7 +291,7 @@ class OsmosisSession:
             # Counted from submission, so rows that hang together expire together.
             remaining = max(0.0, scheduler.submitted_at(future_key) + deadline - time.monotonic())
             try:
-                attempts.append(future.result(timeout=remaining))
+                attempts.append(self._result(future, remaining))
             except concurrent.futures.TimeoutError:
                 future.cancel()
                 attempts.append(
@@ -276,6 +322,24 @@ class OsmosisSession:
             ungraded_passes=not settings.pass_threshold_set,
         )
 
+    def _result(self, future: concurrent.futures.Future[AttemptResult], timeout: float) -> Any:
+        """``future.result(timeout)``, letting the watcher draw while the main thread waits."""
+        watcher = self.watcher
+        if watcher is None:
+            return future.result(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    return future.result(timeout=max(0.0, min(left, WAIT_TICK_SEC)))
+                except concurrent.futures.TimeoutError:
+                    if left <= WAIT_TICK_SEC:
+                        raise
+                    watcher.waiting()
+        finally:
+            watcher.done_waiting()
+
     def close(self) -> None:
         """Cancel what still runs and stop every server and thread this session started."""
         engine, self.engine = self.engine, None
@@ -283,6 +347,20 @@ class OsmosisSession:
             engine.stop()
 
     # -- hooks -----------------------------------------------------------------------------
+
+    def pytest_sessionstart(self) -> None:
+        """Show live progress while rows run (controller only; the terminal exists by now)."""
+        if is_worker(self.config) or not self.settings.active:
+            return
+        from pytest_osmosis.live import start_live_progress
+
+        def running() -> int:
+            engine = self.engine
+            return engine.scheduler.running if engine is not None else 0
+
+        self.watcher = start_live_progress(
+            self.config, self.settings.progress, self.settings.progress_interval, running
+        )
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:

@@ -98,5 +98,6 @@ def test_verbose_shows_each_rows_reward_beside_its_outcome(
             "*data/test.jsonl::row-0 PASSED reward=1.0 *",
             "*data/test.jsonl::row-1 FAILED reward=0.0 < 1.0 *",
             "*data/test.jsonl::row-2 PASSED reward=1.0 *",
+            "FAILED data/test.jsonl::row-1 - Failed: row-1*",  # pytest's own short summary
         ]
     )

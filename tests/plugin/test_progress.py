@@ -213,3 +213,26 @@ def test_a_plain_line_starts_on_a_fresh_line() -> None:
 def test_an_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="'bar' or 'line'"):
         ProgressDisplay(ProgressState(total=1), Screen().terminal(), mode="fancy")  # type: ignore[arg-type]
+
+
+def test_a_later_report_of_a_row_replaces_its_early_count() -> None:
+    state = ProgressState(total=2, clock=Clock())
+    state.row_finished("a", "passed", tokens=10)  # when its rollouts finished
+    state.row_finished("a", "failed", tokens=10)  # when pytest reported it (a verdict hook said so)
+    assert (state.done, state.passed, state.failed, state.tokens) == (1, 0, 1, 10)
+
+
+def test_running_is_left_out_where_it_is_not_known() -> None:
+    state = ProgressState(total=2, clock=Clock(), running=None)
+    assert "running" not in progress_line(state)
+
+
+def test_a_forced_redraw_ignores_the_refresh_but_not_the_line_interval() -> None:
+    clock = Clock()
+    bar = ProgressDisplay(ProgressState(total=1, clock=clock), Screen().terminal(), mode="bar")
+    assert bar.update()
+    assert bar.update(force=True)
+    line = ProgressDisplay(
+        ProgressState(total=1, clock=clock), Screen().terminal(), mode="line", interval=30
+    )
+    assert not line.update(force=True)

@@ -1,0 +1,228 @@
+"""The live progress display wired into a pytest session (controller only).
+
+:class:`LiveProgress` is a named plugin (``osmosis-progress``). It counts rows twice: as soon
+as their rollouts finish (told by the session, on the rollouts' thread, so one slow early
+row does not hold the count back) and authoritatively from each row's report (the only way
+under pytest-xdist, where the controller sees workers' reports). It draws only at moments
+when pytest is not writing: in-process, while the main thread waits for a row (with
+pytest's output capturing suspended, as live logging does); under xdist, after pytest has
+written an item's result. Before any hook through which pytest writes, it erases its line.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pytest
+
+from pytest_osmosis.keys import DATASETS_KEY, REPORT_ATTR, ROW_KEY
+from pytest_osmosis.progress import ProgressDisplay, ProgressState, Terminal
+from pytest_osmosis.reporting import row_errored
+
+if TYPE_CHECKING:
+    from pytest_osmosis.verdict import RowVerdict
+
+
+def display_mode(config: pytest.Config, mode: str) -> Literal["bar", "line"] | None:
+    """``bar`` or ``line`` for ``mode`` on this terminal; None when nothing is shown."""
+    if mode == "off" or config.option.collectonly:
+        return None
+    if mode in ("bar", "line"):
+        return mode  # type: ignore[return-value]
+    tw = config.get_terminal_writer()
+    stream = getattr(tw, "_file", None)
+    isatty = getattr(stream, "isatty", None)
+    on_terminal = bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+    return "bar" if on_terminal else "line"
+
+
+def _row_record_tally(record: dict[str, Any]) -> dict[str, Any]:
+    attempts = record.get("attempts") or []
+    costs = [a["cost_usd"] for a in attempts if a.get("cost_usd") is not None]
+    return {
+        "errored": row_errored(record.get("verdict", ""), attempts),
+        "tokens": sum(int(a.get("tokens") or 0) for a in attempts),
+        "tokens_estimated": any(a.get("tokens_estimated") for a in attempts),
+        "cost": sum(costs) if costs else None,
+        "cost_estimated": any(a.get("cost_estimated") for a in attempts),
+    }
+
+
+class LiveProgress:
+    """Counts rows and draws the progress line at the moments pytest leaves free."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        mode: Literal["bar", "line"],
+        *,
+        interval: float,
+        running: Callable[[], int],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.running = running
+        self.mode = mode
+        self.state = ProgressState(total=0, clock=clock)
+        self.xdist = False
+        tw = config.get_terminal_writer()
+        self._tw = tw
+        self._capman = config.pluginmanager.get_plugin("capturemanager")
+        self.display = ProgressDisplay(
+            self.state,
+            Terminal(
+                write=self._write_raw if mode == "bar" else self._write_tracked,
+                column=lambda: tw.width_of_current_line,
+                width=lambda: tw.fullwidth,
+                flush=tw.flush,
+            ),
+            mode=mode,
+            interval=interval,
+        )
+        self._finished: collections.deque[tuple[str, RowVerdict]] = collections.deque()
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _write_raw(self, text: str, markup: dict[str, bool]) -> None:
+        # Straight to the stream: pytest's writer must not count our line as its own.
+        stream = getattr(self._tw, "_file", None)
+        if stream is not None:
+            stream.write(self._tw.markup(text, **markup) if markup else text)
+
+    def _write_tracked(self, text: str, markup: dict[str, bool]) -> None:
+        self._tw.write(text, **markup)
+
+    def _uncaptured(self, action: Callable[[], Any]) -> None:
+        if self._capman is None:
+            action()
+            return
+        with self._capman.global_and_fixture_disabled():
+            action()
+
+    # -- what the session tells us -------------------------------------------------------
+
+    def row_done(self, key: str, verdict: RowVerdict) -> None:
+        """A row's rollouts finished (on the rollouts' thread): count it at the next draw."""
+        self._finished.append((key, verdict))
+
+    def waiting(self) -> None:
+        """The main thread waits for a row: count what finished and maybe redraw."""
+        self._drain()
+        self.state.running = self.running()
+        self._uncaptured(self.display.update)
+
+    def done_waiting(self) -> None:
+        """Pytest is about to write: erase the line."""
+        if self.display.shown:
+            self._uncaptured(self.display.clear)
+
+    def _drain(self) -> None:
+        while self._finished:
+            key, verdict = self._finished.popleft()
+            attempts = verdict.attempts
+            costs = [a.cost_usd for a in attempts if a.cost_usd is not None]
+            self.state.row_finished(
+                key,
+                verdict.outcome,
+                errored=verdict.outcome == "failed" and any(a.status == "failed" for a in attempts),
+                tokens=sum(a.tokens or 0 for a in attempts),
+                tokens_estimated=any(a.tokens_estimated for a in attempts),
+                cost=sum(costs) if costs else None,
+                cost_estimated=any(a.cost_estimated for a in attempts),
+            )
+
+    # -- totals --------------------------------------------------------------------------
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.state.total = sum(1 for item in session.items if ROW_KEY in item.stash)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # Every worker collects the same items: the first one's count is the total.
+        self.xdist = True
+        self.state.running = None
+        if self.state.total:
+            return
+        datasets = self.config.stash.get(DATASETS_KEY, set())
+        root = Path(self.config.rootpath)
+        self.state.total = sum(
+            1 for nodeid in ids if (root / nodeid.split("::", 1)[0]).resolve() in datasets
+        )
+
+    # -- erase before pytest writes, count reports, draw after (xdist) ---------------------
+
+    def _clear(self) -> None:
+        if self.display.shown:
+            self.display.clear()
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        self._clear()
+        record = getattr(report, REPORT_ATTR, None)
+        if report.when == "call" and isinstance(record, dict):
+            self.state.row_finished(
+                str(record.get("nodeid", report.nodeid)),
+                str(record.get("verdict")),
+                **_row_record_tally(record),
+            )
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logfinish(self) -> Generator[None, None, None]:
+        self._clear()
+        try:
+            return (yield)
+        finally:
+            if self.xdist:
+                self.display.update(force=self.state.done >= self.state.total)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logstart(self) -> Generator[None, None, None]:
+        self._clear()
+        return (yield)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_warning_recorded(self) -> None:
+        self._clear()  # a historic hook: no wrapper allowed, clearing first is enough
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_internalerror(self) -> Generator[None, None, None]:
+        self._clear()
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_keyboard_interrupt(self) -> Generator[None, None, None]:
+        self._clear()
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True, optionalhook=True)
+    def pytest_testnodedown(self) -> Generator[None, None, None]:
+        self._clear()
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self) -> Generator[None, None, None]:
+        self._clear()
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self) -> Generator[None, None, None]:
+        self._clear()
+        return (yield)
+
+
+def start_live_progress(
+    config: pytest.Config, mode: str, interval: float, running: Callable[[], int]
+) -> LiveProgress | None:
+    """Register the display when the mode shows something here; ``running`` counts rollouts."""
+    shown = display_mode(config, mode)
+    if shown is None:
+        return None
+    live = LiveProgress(config, shown, interval=interval, running=running)
+    config.pluginmanager.register(live, "osmosis-progress")
+    return live
