@@ -16,7 +16,8 @@
         ├── RolloutAdmissionTimeoutError  admission did not finish in time (also TimeoutError)
         ├── RolloutAdmissionUnknownError  a failed POST may or may not have admitted the rollout
         ├── PolicyError             the policy behind the chat endpoint failed
-        │   └── CassetteMissError   replay found no recording for a request
+        │   ├── CassetteMissError   replay found no recording for a request
+        │   └── CassetteFileError   a cassette file that cannot be read or breaks the format
         └── ProviderRequestError    a judge's provider call failed (also RuntimeError)
             ├── ModelNotFoundError  the provider does not know the judge model
             └── JudgeError          an LLM judge gave no valid verdict within its retries
@@ -128,6 +129,11 @@ class PolicyError(RuntimeFailure):
 
 class CassetteMissError(PolicyError):
     """Replay found no recording matching a request; the message shows the first difference."""
+
+
+class CassetteFileError(PolicyError):
+    """A cassette file cannot be read or breaks the format; the message names the file and
+    each bad field."""
 
 
 class MissingAPIKeyError(UsageError, RuntimeError):

@@ -13,7 +13,7 @@ time: ``PolicyServer`` is loaded when first accessed.
 
 from typing import TYPE_CHECKING, Any
 
-from osmosis_rollout.errors import CassetteMissError, PolicyError
+from osmosis_rollout.errors import CassetteFileError, CassetteMissError, PolicyError
 from osmosis_rollout.policy.accounting import CallRecord, Cost, RolloutCallLog, TokenPrices
 from osmosis_rollout.policy.faults import Faults
 from osmosis_rollout.policy.litellm_policy import LiteLLMPolicy
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CallRecord",
+    "CassetteFileError",
     "CassetteMissError",
     "ChatReply",
     "ChatRequest",

@@ -7,7 +7,9 @@ Layout: one file per (dataset row, attempt) so a single row can be re-recorded a
 
 A file is ``{"version": 1, "row_key": ..., "attempt": ..., "interactions": [...]}``; each
 interaction is ``{"key", "request": {"messages", "tools", "params"}, "response": ChatReply}``
-(JSON, indent 2, sorted keys, so diffs read well). The key hashes the normalised request:
+(JSON, indent 2, sorted keys, so diffs read well). Files are read through the models of
+:mod:`osmosis_rollout.policy.cassette`: a malformed one raises
+:class:`~osmosis_rollout.errors.CassetteFileError` naming the file and the field. The key hashes the normalised request:
 messages, tools and sampling parameters, with tool call ids renamed by order of appearance and
 no rollout ids, keys or timestamps. Keys named ``api_key``/``authorization`` and any string equal
 to a secret from the environment are never written.
@@ -33,7 +35,8 @@ from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
 from osmosis_rollout._atomic import write_text_atomic
-from osmosis_rollout.errors import CassetteMissError, PolicyError
+from osmosis_rollout.errors import CassetteMissError
+from osmosis_rollout.policy.cassette import CASSETTE_VERSION, read_cassette
 from osmosis_rollout.policy.types import ChatReply, ChatRequest, Policy, coerce_reply
 
 __all__ = [
@@ -45,7 +48,6 @@ __all__ = [
 ]
 
 RecordMode = Literal["none", "once", "new_episodes", "all"]
-CASSETTE_VERSION = 1
 
 #: Params that do not change what a model answers (bookkeeping, transport, credentials).
 _IGNORED_PARAMS = frozenset(
@@ -224,16 +226,8 @@ class RecordingPolicy:
         existed = path.is_file()
         cassette = _Cassette(path, request.row_key, request.attempt, existed)
         if existed and self.mode != "all":
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise PolicyError(f"cannot read cassette {path}: {exc}") from exc
-            if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
-                raise PolicyError(
-                    f"cassette {path} is not a cassette (expected an object with 'interactions')"
-                )
-            for interaction in data["interactions"]:
-                cassette.add(interaction)
+            for interaction in read_cassette(path).interactions:
+                cassette.add(interaction.model_dump(mode="json", exclude_unset=True))
         self._cassettes[path] = cassette
         return cassette
 
