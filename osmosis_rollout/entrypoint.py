@@ -90,7 +90,7 @@ def _import_module(name: str, base_dir: Path) -> ModuleType:
     try:
         return import_user_module(name, base_dir)
     except EntrypointError as exc:
-        raise EntrypointError(f"entrypoint {exc}") from exc.__cause__
+        raise EntrypointError(f"entrypoint {exc}") from None
     except Exception as exc:
         raise _import_failed(name, exc) from exc
 

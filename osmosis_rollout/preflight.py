@@ -206,7 +206,7 @@ def _requirement_problem(raw: str) -> tuple[str, list[str]] | None:
             continue  # an extra that names other extras of the same package
         nested = _requirement_problem(str(child).split(";")[0])
         if nested is not None:
-            problems += [f"{requirement.name}[extras] needs: {p}" for p in nested[1]]
+            problems += [f"{target} needs {problem}" for problem in nested[1]]
     return (target, problems) if problems else None
 
 
@@ -269,7 +269,7 @@ def check_entrypoint(
         loaded = load_entrypoint(entrypoint, base_dir=base)
     except EntrypointError as exc:
         missing = _missing_module(exc)
-        if missing is not None and "neither a file nor an importable module" not in str(exc):
+        if missing is not None:
             return CheckResult(
                 name,
                 True,

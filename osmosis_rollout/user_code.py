@@ -93,9 +93,10 @@ def import_user_module(name: str, base_dir: Path) -> types.ModuleType:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+            # The reference itself is wrong (not a missing dependency of the user's code).
             raise EntrypointError(
                 f"{name!r} is neither a file nor an importable module ({exc})"
-            ) from exc
+            ) from None
         raise
 
 

@@ -303,6 +303,15 @@ def test_a_module_missing_from_this_environment_warns_and_passes_as_the_official
     assert "warning: " in out and "ModuleNotFoundError" in out and "not_a_module_anywhere" in out
 
 
+def test_a_module_entrypoint_that_does_not_exist_fails_rather_than_warns(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["validate", "no_such_rollout_package.main:app"]) == 1
+    out = capsys.readouterr().out
+    assert "error entrypoint[no_such_rollout_package.main:app]:" in out
+    assert "is neither a file nor an importable module" in out
+
+
 def test_an_entrypoint_that_raises_while_importing_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
