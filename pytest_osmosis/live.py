@@ -32,6 +32,8 @@ def display_mode(config: pytest.Config, mode: str) -> Literal["bar", "line"] | N
     """``bar`` or ``line`` for ``mode`` on this terminal; None when nothing is shown."""
     if mode == "off" or config.option.collectonly:
         return None
+    if not config.pluginmanager.has_plugin("terminalreporter"):
+        return None  # -p no:terminal: there is no terminal output to keep in step with
     if mode in ("bar", "line"):
         return mode  # type: ignore[return-value]
     tw = config.get_terminal_writer()

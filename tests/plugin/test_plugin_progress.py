@@ -141,3 +141,11 @@ def test_an_unknown_mode_names_the_choices(slow: Path, pytester: pytest.Pytester
     result.stderr.fnmatch_lines(
         ["*--osmosis-progress: invalid mode 'fancy'; choose one of off, auto, line, bar*"]
     )
+
+
+def test_without_pytests_terminal_reporter_nothing_is_drawn(
+    slow: Path, pytester: pytest.Pytester
+) -> None:
+    result = pytester.runpytest_subprocess(*ARGS, "-p", "no:terminal", "--osmosis-progress=bar")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # row-5 fails; no crash at start-up
+    assert not STATUS.search(result.stdout.str())
