@@ -20,7 +20,8 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
-        timeout=60,
+        # A hang guard only: a cold LiteLLM import takes minutes on a saturated 2-core machine.
+        timeout=240,
         env=environ,
     )
 
