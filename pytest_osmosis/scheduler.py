@@ -20,6 +20,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from pytest_osmosis.watchdog import LoopBlock, LoopWatchdog
+
 T = TypeVar("T")
 
 _STOP_TIMEOUT_SEC = 10.0
@@ -58,6 +60,8 @@ class RolloutScheduler:
         """How many rollouts hold a slot right now (changed on the loop's thread only)."""
         self._thread.start()
         self._ready.wait()
+        self._watchdog = LoopWatchdog(self._loop, self._thread)
+        self._watchdog.start()
 
     def _run_loop(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -100,7 +104,7 @@ class RolloutScheduler:
                 future.set_exception(self._stopped)
             else:
                 future = asyncio.run_coroutine_threadsafe(
-                    self._guarded(factory, bounded), self._loop
+                    self._guarded(key, factory, bounded), self._loop
                 )
             self._futures[key] = future
             self._submitted[key] = time.monotonic()
@@ -123,7 +127,11 @@ class RolloutScheduler:
             with self._lock:
                 self._runs.discard(future)
 
-    async def _guarded(self, factory: Callable[[], Awaitable[T]], bounded: bool) -> T:
+    async def _guarded(self, key: str, factory: Callable[[], Awaitable[T]], bounded: bool) -> T:
+        task = asyncio.current_task()
+        if task is not None:
+            # The watchdog names a blocked loop's running task: make that the row.
+            task.set_name(key)
         if not bounded:
             return await factory()
         assert self._semaphore is not None
@@ -149,6 +157,10 @@ class RolloutScheduler:
         with self._lock:
             return self._submitted.get(key, time.monotonic())
 
+    def blocks_between(self, start: float, end: float) -> list[LoopBlock]:
+        """Times the loop was blocked that overlap ``[start, end]`` (``time.monotonic()``)."""
+        return self._watchdog.blocks_between(start, end)
+
     def forget(self, key: str) -> None:
         """Drop the future of ``key`` once its result was consumed (bounds memory)."""
         with self._lock:
@@ -165,6 +177,7 @@ class RolloutScheduler:
 
     def close(self) -> None:
         """Cancel what is left, stop the loop and join its thread (bounded)."""
+        self._watchdog.stop()
         self.cancel_pending()
         if not self._loop.is_running():
             self._thread.join(_STOP_TIMEOUT_SEC)

@@ -39,7 +39,7 @@ from pytest_osmosis.keys import (
 from pytest_osmosis.options import OsmosisSettings, resolve_path, resolve_settings
 from pytest_osmosis.reporting import RowRecord, RunReport, reward_word, summary_segments
 from pytest_osmosis.runners import RunPaths
-from pytest_osmosis.scheduler import RolloutLoopStopped
+from pytest_osmosis.scheduler import RolloutLoopStopped, RolloutScheduler
 from pytest_osmosis.verdict import AttemptResult, RowVerdict, row_verdict
 
 if TYPE_CHECKING:
@@ -284,12 +284,14 @@ class OsmosisSession:
         scheduler = self.engine.scheduler
         deadline = self.item_deadline()
         attempts: list[AttemptResult] = []
+        submitted: list[float] = []
         for attempt in range(self.settings.n):
             future_key = f"{key}#{attempt}"
             future = scheduler.future(future_key)
             assert future is not None
+            submitted.append(scheduler.submitted_at(future_key))
             # Counted from submission, so rows that hang together expire together.
-            remaining = max(0.0, scheduler.submitted_at(future_key) + deadline - time.monotonic())
+            remaining = max(0.0, submitted[-1] + deadline - time.monotonic())
             try:
                 attempts.append(self._result(future, remaining))
             except concurrent.futures.TimeoutError:
@@ -312,6 +314,7 @@ class OsmosisSession:
                 )
             finally:
                 scheduler.forget(future_key)
+        _name_blocked_loop(scheduler, attempts, submitted)
         self._consumed.add(key)
         self._top_up()
         settings = self.settings
@@ -529,6 +532,19 @@ class OsmosisSession:
     def pytest_unconfigure(self) -> None:
         self.close()
         self.report.close()
+
+
+def _name_blocked_loop(
+    scheduler: RolloutScheduler, attempts: list[AttemptResult], submitted: list[float]
+) -> None:
+    """Tell each failed attempt when something blocked the loop while it was in flight."""
+    now = time.monotonic()
+    for attempt, started in zip(attempts, submitted, strict=True):
+        if attempt.status != "failed":
+            continue
+        blocks = scheduler.blocks_between(started, now)
+        if blocks:
+            attempt.blocked_loop = max(blocks, key=lambda b: b.seconds).describe()
 
 
 def _synthetic(row: DatasetRow, attempt: int, error_type: str, message: str) -> AttemptResult:

@@ -40,6 +40,8 @@ class AttemptResult:
     policy_calls: int = 0
     error_phase: str | None = None
     """``workflow`` or ``grader`` when user code in that phase failed an in-process rollout."""
+    blocked_loop: str | None = None
+    """What blocked the rollout loop while this attempt was in flight, when it failed."""
     passed: bool = False
 
     def index_row(self, nodeid: str, dataset: str) -> dict[str, Any]:
@@ -186,6 +188,8 @@ def failure_message(
             lines.append(f"  diagnostics: {shown.diagnostics_path}")
         if log_path and shown.error_phase and shown.error_type != "timeout":
             lines.append(f"  {shown.error_phase} traceback: {log_path}")
+        if shown.blocked_loop:
+            lines.append(f"  blocked loop: {shown.blocked_loop}")
     lines.append(_hint(verdict))
     return "\n".join(lines)
 
@@ -199,6 +203,12 @@ def _what_failed(attempt: AttemptResult, *, short: bool = False) -> str:
 
 def _hint(verdict: RowVerdict) -> str:
     errors = {a.error_type for a in verdict.attempts if a.status == STATUS_FAILED}
+    if any(a.blocked_loop for a in verdict.attempts):
+        return (
+            "  fix: blocking code in an async function stalls every rollout on the shared loop; "
+            "await an async API there (asyncio.sleep, httpx.AsyncClient), or make run/grade a "
+            "plain def (it then runs in a worker thread)"
+        )
     if any(a.status == STATUS_SUCCESS and a.reward is None for a in verdict.attempts):
         return (
             "  fix: no grader ran (the rollout has no Grader, or the row no ground_truth/metadata): "

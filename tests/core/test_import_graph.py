@@ -154,6 +154,7 @@ PLUGIN_LAYERS: dict[str, int] = {
     "pytest_osmosis.html": 1,
     "pytest_osmosis.gates": 1,
     # 2: running rollouts: scheduler, runners, and the engine that wires them
+    "pytest_osmosis.watchdog": 2,
     "pytest_osmosis.scheduler": 2,
     "pytest_osmosis.runners": 2,
     "pytest_osmosis.policy_choice": 2,

@@ -152,3 +152,57 @@ def test_a_non_finite_reward_says_what_the_grader_set(
     out = _out(result)
     assert f"the grader failed [validation_error]: the grader set reward={shown};" in out
     assert "validation error for" not in out
+
+
+BLOCKING_MAIN = """
+import asyncio
+import time
+
+from osmosis_rollout import AgentWorkflow, Grader
+
+STARTED = []
+
+
+class Answer(AgentWorkflow):
+    async def run(self, ctx):
+        text = ctx.prompt[-1]["content"]
+        if text == "row 1":
+            # Once the other rows sleep on the shared loop, block it.
+            while len(STARTED) < 3:
+                await asyncio.sleep(0.01)
+            time.sleep(3)
+        else:
+            STARTED.append(text)
+            await asyncio.sleep(0.5)
+        return [*ctx.prompt, {"role": "assistant", "content": "42"}]
+
+
+class G(Grader):
+    async def grade(self, ctx):
+        ctx.set_reward(1.0)
+"""
+
+
+def test_a_blocked_loop_is_named_with_the_rollout_and_line_in_every_row_it_failed(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace(_rows(4), main=BLOCKING_MAIN)
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl",
+        POLICY,
+        "--osmosis-agent-timeout=1",
+        "--osmosis-grader-timeout=30",
+    )
+    result.assert_outcomes(passed=PREFLIGHT, failed=4)
+    out = _out(result)
+    main = root / "rollouts" / "demo" / "main.py"
+    blocked = (
+        "  blocked loop: the rollout event loop was blocked for {}s by "
+        f"data/test.jsonl::row-1#0 at {main}:17 in run: time.sleep(3)"
+    )
+    lines = [line for line in out.splitlines() if line.startswith("  blocked loop: ")]
+    assert len(lines) == 4, out
+    for line in lines:
+        prefix, _, rest = blocked.partition("{}")
+        assert line.startswith(prefix) and line.endswith(rest), line
+    assert "fix: blocking code in an async function" in out

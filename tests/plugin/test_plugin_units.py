@@ -354,3 +354,14 @@ def test_a_regression_fails_the_run_only_with_fail_on_regression(tmp_path: Path)
         )
         assert gates.extra["baseline"]["regressed"] == ["data.jsonl::row-1"]
         assert "  REGRESSED data.jsonl::row-1  reward -1" in gates.lines
+
+
+def test_a_blocked_loop_is_shown_and_the_fix_says_what_to_change() -> None:
+    blocked = failed("timeout", "workflow exceeded its 1s deadline", "workflow")
+    blocked.blocked_loop = "the rollout event loop was blocked for 3.0s by d::row-1#0 at m.py:9"
+    lines = _message([blocked], log_path="/run/rollouts.log").splitlines()
+    assert (
+        "  blocked loop: the rollout event loop was blocked for 3.0s by d::row-1#0 at m.py:9"
+        in (lines)
+    )
+    assert lines[-1].startswith("  fix: blocking code in an async function stalls every rollout")

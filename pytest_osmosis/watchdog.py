@@ -1,0 +1,133 @@
+"""Notice when synchronous code blocks the rollout loop, and say which rollout and which line.
+
+Every rollout of a run shares one event loop. An ``async def run`` that calls a blocking
+function (``time.sleep``, a synchronous HTTP client) stops all of them, and each then
+fails as a timeout that blames nobody. :class:`LoopWatchdog` pings the loop from its own
+thread; when the loop has not answered for :data:`BLOCKED_AFTER_SEC`, it samples the loop
+thread's stack once, keeps the task that was running (named after its row) and the line
+it was on, and records a :class:`LoopBlock` when the loop answers again (or is stopped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import sysconfig
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import osmosis_rollout
+
+BLOCKED_AFTER_SEC = 1.0
+"""How long the loop may not answer before it counts as blocked."""
+
+_PING_SEC = 0.25
+_NOT_USER_CODE = tuple(
+    {
+        *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")),
+        str(Path(osmosis_rollout.__file__).parent),
+        str(Path(__file__).parent),
+    }
+)
+"""The innermost frame outside these (the standard library, installed packages, ours) is the
+user's line; when there is none, the innermost frame is named."""
+
+
+@dataclass(frozen=True)
+class LoopBlock:
+    """One stretch of time during which the loop did not answer."""
+
+    task: str | None
+    """The name of the task that was running (the scheduler names tasks after their row)."""
+    where: str
+    """The innermost line of user code on the loop thread's stack, ``file:line in fn: code``."""
+    started: float
+    """``time.monotonic()`` when the loop last answered before the block."""
+    ended: float
+
+    @property
+    def seconds(self) -> float:
+        """How long the loop was blocked (at least)."""
+        return self.ended - self.started
+
+    def describe(self) -> str:
+        """One line for a row's failure text."""
+        who = f" by {self.task}" if self.task else ""
+        return f"the rollout event loop was blocked for {self.seconds:.1f}s{who} at {self.where}"
+
+
+def _innermost_user_line(thread_id: int) -> str:
+    frame = sys._current_frames().get(thread_id)
+    if frame is None:
+        return "an unknown line (the loop thread had no frame)"
+    stack = traceback.extract_stack(frame)
+    chosen = next(
+        (f for f in reversed(stack) if not f.filename.startswith(_NOT_USER_CODE)),
+        stack[-1],
+    )
+    code = f": {chosen.line}" if chosen.line else ""
+    return f"{chosen.filename}:{chosen.lineno} in {chosen.name}{code}"
+
+
+class LoopWatchdog:
+    """Watches ``loop`` (running on ``loop_thread``) from a daemon thread of its own."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        loop_thread: threading.Thread,
+        *,
+        blocked_after: float = BLOCKED_AFTER_SEC,
+    ) -> None:
+        self._loop = loop
+        self._loop_thread = loop_thread
+        self._blocked_after = blocked_after
+        self._answered = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._blocks: list[LoopBlock] = []
+        self._thread = threading.Thread(target=self._watch, name="osmosis-watchdog", daemon=True)
+
+    def start(self) -> None:
+        """Start watching."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (bounded)."""
+        self._stop.set()
+        self._thread.join(5)
+
+    def blocks_between(self, start: float, end: float) -> list[LoopBlock]:
+        """The blocks that overlap ``[start, end]`` (``time.monotonic()`` values)."""
+        with self._lock:
+            return [b for b in self._blocks if b.started <= end and b.ended >= start]
+
+    def _ping(self) -> bool:
+        self._answered.clear()
+        try:
+            self._loop.call_soon_threadsafe(self._answered.set)
+        except RuntimeError:
+            return False  # the loop is closed
+        return True
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            sent = time.monotonic()
+            if not self._ping():
+                return
+            if self._answered.wait(self._blocked_after):
+                self._stop.wait(_PING_SEC)
+                continue
+            if self._stop.is_set() or not self._loop_thread.is_alive():
+                return
+            task = asyncio.current_task(self._loop)
+            name = task.get_name() if task is not None else None
+            where = _innermost_user_line(self._loop_thread.ident or 0)
+            while not self._answered.wait(_PING_SEC):
+                if self._stop.is_set() or not self._loop_thread.is_alive():
+                    break
+            with self._lock:
+                self._blocks.append(LoopBlock(name, where, sent, time.monotonic()))

@@ -1,0 +1,70 @@
+"""The loop watchdog names the task and the line that kept the loop from answering."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_osmosis.watchdog import LoopWatchdog
+
+
+@pytest.fixture
+def watched() -> Iterator[tuple[asyncio.AbstractEventLoop, LoopWatchdog]]:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    watchdog = LoopWatchdog(loop, thread)
+    watchdog.start()
+    try:
+        yield loop, watchdog
+    finally:
+        watchdog.stop()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+async def _blocks(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def test_a_blocking_task_is_named_with_its_line(
+    watched: tuple[asyncio.AbstractEventLoop, LoopWatchdog],
+) -> None:
+    loop, watchdog = watched
+    start = time.monotonic()
+
+    async def run() -> None:
+        asyncio.current_task().set_name("data.jsonl::row-7#0")  # type: ignore[union-attr]
+        await _blocks(2.5)
+
+    asyncio.run_coroutine_threadsafe(run(), loop).result(10)
+    # The block is recorded once the watchdog sees the loop answer again.
+    deadline = time.monotonic() + 10
+    while not watchdog.blocks_between(start, time.monotonic()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    blocks = watchdog.blocks_between(start, time.monotonic())
+    assert len(blocks) == 1
+    block = blocks[0]
+    assert block.task == "data.jsonl::row-7#0"
+    assert block.where.endswith("in _blocks: time.sleep(seconds)")
+    assert __file__ in block.where
+    assert block.describe().startswith("the rollout event loop was blocked for ")
+
+
+def test_an_idle_or_busy_but_answering_loop_is_not_blocked(
+    watched: tuple[asyncio.AbstractEventLoop, LoopWatchdog],
+) -> None:
+    loop, watchdog = watched
+    start = time.monotonic()
+
+    async def cooperative() -> None:
+        for _ in range(40):
+            await asyncio.sleep(0.05)
+
+    asyncio.run_coroutine_threadsafe(cooperative(), loop).result(10)
+    assert watchdog.blocks_between(start, time.monotonic()) == []
