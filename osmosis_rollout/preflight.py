@@ -73,7 +73,7 @@ def _without_source(message: str, source: str) -> str:
 
 
 def check_dataset(path: str | Path, *, name: str | None = None) -> CheckResult:
-    """The dataset contract (spec II.7); the platform's row minimum is a warning locally."""
+    """The dataset contract; the platform's row minimum is a warning locally."""
     from osmosis_rollout.dataset import validate_dataset
 
     name = name or f"dataset[{path}]"
@@ -123,7 +123,7 @@ def _rollout_path_problems(
 def check_eval_config(
     path: str | Path, *, submit: bool = False, name: str | None = None
 ) -> CheckResult:
-    """The eval TOML (spec II.8.1) and the rollout path it names.
+    """The eval TOML and the rollout path it names.
 
     With ``submit``, ``[secrets]`` is required and the config must sit in a workspace.
     """

@@ -1,4 +1,4 @@
-"""What a rollout result looks like on the wire (spec I.2.5).
+"""What a rollout result looks like on the wire.
 
 :func:`to_wire_result` turns a backend's :class:`ExecutionResult` into the JSON object that
 ``GET /rollout/{id}/result`` serves. The rules, in order:

@@ -1,6 +1,6 @@
 """In-process execution: run the workflow and grader on this event loop, bounded by a limiter.
 
-Semantics follow the official SDK 0.3.8 (spec I.2.3-I.2.4, II.3):
+Semantics follow the official SDK 0.3.8 (the protocol's LocalBackend and outcome-table rules):
 
 - one limiter slot is held for the workflow *and* the grader; time spent waiting for it
   comes out of the agent deadline (``budget = max(agent_timeout - queued, 0)``);

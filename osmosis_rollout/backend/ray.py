@@ -20,7 +20,7 @@ place where the workflow and grader run changes.
   swallows the cancellation still delivers its real result, as in-process.
 - **Lost actors.** A rollout whose actor dies (process killed, node lost) ends as a
   ``failure`` with category ``internal_error`` and a message starting ``worker_lost:``: the
-  wire's category vocabulary is closed (spec I.2.2), and the official client rejects unknown
+  wire's category vocabulary is closed, and the official client rejects unknown
   categories, so the cause is named in the message and in ``extra_fields["cause"]``. With
   ``retry_lost=True`` such a rollout runs once more on another actor instead. A rollout that
   never started on the dead actor is always redispatched. Either way there is exactly one

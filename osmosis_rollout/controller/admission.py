@@ -1,4 +1,4 @@
-"""Admission: ``POST /rollout`` until the server admits the rollout (spec I.3).
+"""Admission: ``POST /rollout`` until the server admits the rollout.
 
 429 is retried after its ``Retry-After``. Transport failures are sorted by what they prove:
 

@@ -1,6 +1,6 @@
 """The controller side of the remote-rollout protocol: admit rollouts, long-poll their results.
 
-``RolloutClient`` plays the part the Osmosis training cluster plays in production (spec I.3):
+``RolloutClient`` plays the part the Osmosis training cluster plays in production:
 it POSTs ``/rollout`` (``admission.py``: 429 retried after ``Retry-After``, a POST that
 never reached the server re-sent), then hands back a
 ``RolloutHandle`` (``polling.py``) whose task long-polls ``GET /rollout/{id}/result`` under the
@@ -107,7 +107,7 @@ def _new_http_client() -> httpx.AsyncClient:
 
 
 class RolloutClient:
-    """Admits rollouts on a rollout server and long-polls their results (spec I.3).
+    """Admits rollouts on a rollout server and long-polls their results.
 
     Args:
         url: The rollout server's base URL; a trailing ``/`` is stripped.

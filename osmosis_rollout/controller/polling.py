@@ -1,4 +1,4 @@
-"""Polling: long-poll ``GET /rollout/{id}/result`` under the polling lease (spec I.3).
+"""Polling: long-poll ``GET /rollout/{id}/result`` under the polling lease.
 
 :class:`RolloutHandle` is one admitted rollout whose background task polls until a
 terminal result; :func:`read_result` is one long poll with its retries. Dropped reads and

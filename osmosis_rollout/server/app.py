@@ -1,6 +1,6 @@
 """``create_rollout_server``: the FastAPI app that serves a backend over the rollout protocol.
 
-Routes (spec I.1): ``POST /rollout`` (admission), ``GET /rollout/{id}/result`` (long poll
+Routes: ``POST /rollout`` (admission), ``GET /rollout/{id}/result`` (long poll
 under a lease), ``POST /rollout/cancel``, ``GET /health``, and, when enabled,
 ``GET /metrics`` (Prometheus text). The registry (``registry.py``) owns entries, leases and
 retention; this module owns admission, execution of one rollout, and the lifespan drain.
@@ -269,7 +269,7 @@ class _Server:
         await self.registry.complete(entry, result)
 
     async def admit(self, request: RolloutInitRequest) -> Response:
-        """Admission (spec I.1.2): 503, 429, 409 in that order under one lock, then 202."""
+        """Admission: 503, 429, 409 in that order under one lock, then 202."""
         async with self.admission_lock:
             if not self.accepting:
                 self.metrics.record_rejected("shutting_down")
@@ -372,7 +372,7 @@ class _Server:
         return True
 
     async def shutdown(self) -> None:
-        """Stop admitting, then drain in stages (spec I.1.8)."""
+        """Stop admitting, then drain in stages."""
         async with self.admission_lock:
             self.accepting = False
         hard = await drain_rollouts(
@@ -418,7 +418,7 @@ def create_rollout_server(
 ) -> FastAPI:
     """Build the FastAPI app that serves ``backend`` to an Osmosis controller.
 
-    Parameters match the official ``create_rollout_server`` (spec I.1.9); beyond it:
+    Parameters match the official ``create_rollout_server``; beyond it:
     ``artifact_root`` (where trajectories go; default ``$_OSMOSIS_ROLLOUT_ARTIFACT_ROOT`` or
     ``~/.osmosis``, resolved per save), ``enable_metrics`` (``GET /metrics``, behind the same
     ``api_key``), ``drain`` (shutdown stage timeouts) and ``on_status`` (an observer called

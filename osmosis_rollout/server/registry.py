@@ -4,7 +4,7 @@ An entry holds the rollout's live progress, its execution task, its fixed result
 JSON object, once terminal), and its cancel disposition. One lock guards every entry; the
 progress condition variables share it, so "check, then wait for a change" is atomic.
 
-Lifecycle of an entry (spec I.1.3-I.1.6):
+Lifecycle of an entry:
 
 - ``register`` at admission (409 for an id still registered), then ``bind_task``;
 - ``wait_for_result`` serves polls: 404 before 403, renewing the lease of a live rollout,
@@ -170,7 +170,7 @@ class RolloutRegistry:
         return not expired
 
     async def wait_for_result(self, rollout_id: str, token: str) -> WireResult:
-        """Serve one poll (spec I.1.3); raises UnknownRolloutError / InvalidLeaseError."""
+        """Serve one poll; raises UnknownRolloutError / InvalidLeaseError."""
         claimed = False
         async with self.lock:
             entry = self.entries.get(rollout_id)
@@ -258,7 +258,7 @@ class RolloutRegistry:
     async def cancel(
         self, *, ids: Sequence[str] | None = None, prefix: str | None = None, all: bool = False
     ) -> dict[str, str]:
-        """Cancel the selected rollouts; return each id's disposition (spec I.1.6)."""
+        """Cancel the selected rollouts; return each id's disposition."""
         to_cancel: list[RolloutEntry] = []
         dispositions: dict[str, str] = {}
         async with self.lock:
@@ -348,7 +348,7 @@ class RolloutRegistry:
 
 
 def check_timeouts(wait: float, lease: float, retention: float) -> None:
-    """Validate the server's timing parameters (spec I.1.9); ``ValueError`` naming the bad one."""
+    """Validate the server's timing parameters; ``ValueError`` naming the bad one."""
     if not math.isfinite(wait) or wait <= 0:
         raise ValueError(f"result_wait_timeout_sec must be finite and > 0, got {wait!r}")
     if not math.isfinite(retention) or retention < 0:

@@ -1,4 +1,4 @@
-"""Staged drain of in-flight rollouts when the server's lifespan ends (spec I.1.8).
+"""Staged drain of in-flight rollouts when the server's lifespan ends.
 
 1. wait up to ``drain_sec`` (10 s) for the execution tasks to finish on their own;
 2. cancel every registered rollout (the registry's ``cancel(all=True)`` path, so backends

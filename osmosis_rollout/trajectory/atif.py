@@ -1,6 +1,6 @@
 """The ATIF v1.7 trajectory document: build it, check it, format it.
 
-A document is a plain ``dict`` ready for ``json.dumps`` (spec II.6.2)::
+A document is a plain ``dict`` ready for ``json.dumps``::
 
     {"schema_version": "ATIF-v1.7", "session_id": <rollout_id>, "trajectory_id": <rollout_id>,
      "agent": {"name": "osmosis-rollout-sdk", "version": <osmosis_rollout.__version__>},

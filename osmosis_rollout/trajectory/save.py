@@ -1,6 +1,6 @@
 """Best-effort persistence of a finished rollout: ``trajectory.json`` and ``diagnostics.json``.
 
-Files land beside the rollout's artifacts (spec I.4, II.3.7)::
+Files land beside the rollout's artifacts::
 
     <root>/<rollout_id>/trajectory.json    when the sample has trajectory_messages
     <root>/<rollout_id>/diagnostics.json   when there are diagnostics

@@ -11,7 +11,7 @@ Agents SDK keeps them in its session.
 Conversion is best-effort and total: a malformed message never fails the document, and
 whatever does not fit an ATIF field is kept under the step's ``extra``.
 
-Rules (spec II.6.2):
+Rules:
 
 - roles: ``system``/``developer`` -> ``system``, ``assistant`` -> ``agent``, ``user`` ->
   ``user``; any other role -> ``user`` with ``extra.original_role``;

@@ -18,7 +18,7 @@ BASE_URL = "http://rollout.test"
 
 
 class Wire:
-    """Builds the server's answers (spec I.1) for respx routes."""
+    """Builds the server's answers for respx routes."""
 
     base_url = BASE_URL
 

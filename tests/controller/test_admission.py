@@ -1,4 +1,4 @@
-"""Admission (spec I.3): 429 retried after Retry-After, every other non-202 fails at once."""
+"""Admission: 429 retried after Retry-After, every other non-202 fails at once."""
 
 from __future__ import annotations
 

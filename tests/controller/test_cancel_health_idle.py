@@ -1,4 +1,4 @@
-"""cancel_rollout, health and wait_idle (spec I.3)."""
+"""cancel_rollout, health and wait_idle."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Long-polling results (spec I.3): status waits, read retries and the lease that bounds them."""
+"""Long-polling results: status waits, read retries and the lease that bounds them."""
 
 from __future__ import annotations
 

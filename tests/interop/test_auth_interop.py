@@ -1,4 +1,4 @@
-"""The optional inbound API key (spec I.1.1) across implementations.
+"""The optional inbound API key across implementations.
 
 A keyed OUR server and a keyed OFFICIAL server answer the same unauthenticated and
 badly-authenticated requests identically (401 everywhere, including unknown paths and

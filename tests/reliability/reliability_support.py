@@ -31,9 +31,10 @@ class FlakyPollTransport(httpx.AsyncBaseTransport):
     terminal result once). Polls that pass are delayed by up to ``max_delay_s``. Other
     requests pass untouched.
 
-    ``max_burst`` caps consecutive drops per rollout: the client's documented budget
-    (spec I.3) is 2 transport retries and 6 gateway retries per read, so a burst of at
-    most 2 drops is always recoverable; longer bursts test the budget, not reliability.
+    ``max_burst`` caps consecutive drops per rollout: the client's documented budget (the
+    protocol's controller side) is 2 transport retries and 6 gateway retries per read, so a
+    burst of at most 2 drops is always recoverable; longer bursts test the budget, not
+    reliability.
     """
 
     def __init__(

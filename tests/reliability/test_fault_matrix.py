@@ -2,8 +2,8 @@
 
 Every rollout runs through our server under uvicorn on loopback, admitted and polled by
 our ``RolloutClient``; policy faults come from our ``PolicyServer``'s ``Faults``, called by
-the workflow through the real ``openai`` client. The documented outcome (spec I.1.4,
-I.1.8, I.2.3, I.2.4):
+the workflow through the real ``openai`` client. The documented outcome (the protocol's
+polling lease, shutdown, LocalBackend and outcome-table rules):
 
 =====================================  =========  ==============  ==========================
 fault                                  status     err_category    notes

@@ -1,4 +1,4 @@
-"""Execution through the server (spec I.2): status progression, failures, key threading, trajectories."""
+"""Execution through the server: status progression, failures, key threading, trajectories."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""to_wire_result (spec I.2.5): what a result looks like on the wire."""
+"""to_wire_result: what a result looks like on the wire."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Chat messages -> ATIF steps: one test per conversion rule (spec II.6.2)."""
+"""Chat messages -> ATIF steps: one test per conversion rule."""
 
 from __future__ import annotations
 

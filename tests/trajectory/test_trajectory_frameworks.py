@@ -8,7 +8,7 @@ import pytest
 
 from osmosis_rollout.trajectory import messages_to_steps
 
-# Strands `agent.messages` (native blocks, spec II.5.3) ...
+# Strands `agent.messages` (native blocks) ...
 STRANDS_NATIVE: list[dict[str, Any]] = [
     {"role": "user", "content": [{"text": "2+2?"}]},
     {
@@ -46,7 +46,7 @@ STRANDS_LITELLM: list[dict[str, Any]] = [
     {"role": "assistant", "content": [{"text": "4", "type": "text"}]},
 ]
 
-# OpenAI Agents session items (Responses-API input shape, spec II.5.2).
+# OpenAI Agents session items (Responses-API input shape).
 AGENTS_ITEMS: list[dict[str, Any]] = [
     {"role": "user", "content": "weather in Oslo?"},
     {

@@ -1,4 +1,4 @@
-"""save_trajectory: which files appear where, and that saving never raises (spec I.4)."""
+"""save_trajectory: which files appear where, and that saving never raises."""
 
 from __future__ import annotations
 
