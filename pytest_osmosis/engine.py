@@ -218,6 +218,9 @@ def start_engine(
                 agent_timeout=s.agent_timeout,
                 grader_timeout=s.grader_timeout,
             )
+        from osmosis_rollout._gc import freeze_startup_heap
+
+        freeze_startup_heap()  # user code and frameworks are imported: keep them out of GC
     except BaseException:
         stops = [*loop_closers, *([scheduler.close] if scheduler else []), *reversed(closers)]
         for closer in stops:

@@ -220,6 +220,9 @@ def run(args: argparse.Namespace) -> int:
     if args.drain_timeout < 0:
         print("osmosis-rollout serve: error: --drain-timeout must be >= 0", file=sys.stderr)
         return 2
+    from osmosis_rollout._gc import freeze_startup_heap
+
+    freeze_startup_heap()  # the entrypoint and its frameworks are imported: keep them out of GC
     port = args.port if args.port is not None else int(os.environ.get(PORT_ENV) or DEFAULT_PORT)
     print(f"osmosis-rollout serve: {description} on http://{args.host}:{port}", flush=True)
     inner = getattr(loaded_app, "app", loaded_app)  # behind BearerAuthMiddleware

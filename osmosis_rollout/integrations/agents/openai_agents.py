@@ -16,6 +16,11 @@ Same names and behaviour as ``osmosis_ai.rollout.integrations.agents.openai_agen
   graders walk); ``trajectory_messages`` is the SDK's chat-completions conversion (for
   the ATIF trajectory), or ``None`` when that conversion fails.
 
+Transport. The rollout's endpoint is called through
+:mod:`osmosis_rollout.integrations._endpoint` (one pooled httpx client per event loop, a
+cheap SSE parser) instead of LiteLLM's router, with the same request bytes; settings the
+lean client does not cover go through LiteLLM unchanged.
+
 Streaming. The official model streams every call. Ours streams unless told the endpoint
 also answers plain requests (``streaming=False`` on the placeholder, the
 ``OSMOSIS_ROLLOUT_STREAMING`` environment variable, or the rollout context's hint: see
@@ -36,6 +41,7 @@ from typing import Any, cast
 
 from osmosis_rollout._imports import require_extra
 from osmosis_rollout.context import RolloutContext, SampleSource, get_rollout_context
+from osmosis_rollout.integrations._endpoint import on_lean_endpoint
 from osmosis_rollout.integrations._litellm import (
     ROLLOUT_MODEL_ID,
     import_litellm,
@@ -213,6 +219,9 @@ def _require_sample_source() -> None:
         )
 
 
+_lean_fetch_response = on_lean_endpoint(LitellmModel._fetch_response)
+
+
 class OsmosisLitellmModel(LitellmModel):  # type: ignore[misc]
     """LiteLLM model bound to the active rollout's chat-completions endpoint and key.
 
@@ -236,6 +245,10 @@ class OsmosisLitellmModel(LitellmModel):  # type: ignore[misc]
             **litellm_kwargs,
         )
         self.streaming: bool = resolve_streaming(streaming, ctx)
+
+    async def _fetch_response(self, *args: Any, **kwargs: Any) -> Any:
+        # The SDK's request building, sent by the lean endpoint client (see on_lean_endpoint).
+        return await _lean_fetch_response(self, *args, **kwargs)
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         """Stream the reply as Responses events (refuses without a registered session)."""

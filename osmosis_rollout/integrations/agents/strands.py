@@ -20,6 +20,10 @@ Same names and behaviour as ``osmosis_ai.rollout.integrations.agents.strands``::
 Streaming follows :mod:`osmosis_rollout.integrations.streaming` unless the placeholder is
 given ``stream`` (or ``params["stream"]``) or ``streaming`` explicitly.
 
+The bound model is Strands' ``LiteLLMModel`` whose calls to the rollout's endpoint go through
+:mod:`osmosis_rollout.integrations._endpoint` (pooled httpx, cheap SSE parsing) with the same
+request bytes; settings that client does not cover go through LiteLLM unchanged.
+
 Every call carries LiteLLM's ``_skip_mcp_handler`` flag where the installed LiteLLM reads it
 (see :mod:`osmosis_rollout.integrations._litellm`): rollout tools are plain functions, and
 some LiteLLM releases otherwise failed every call with tools on an ``mcp`` import.
@@ -37,6 +41,7 @@ from typing import Any, cast
 
 from osmosis_rollout._imports import require_extra
 from osmosis_rollout.context import RolloutContext, SampleSource, get_rollout_context
+from osmosis_rollout.integrations._endpoint import lean_methods
 from osmosis_rollout.integrations._litellm import (
     ROLLOUT_MODEL_ID,
     import_litellm,
@@ -60,6 +65,19 @@ logger = logging.getLogger(__name__)
 #: Strands 1.45 added the ``stream`` setting; older releases read ``params["stream"]`` instead.
 _STREAM_IS_A_SETTING = "stream" in getattr(
     getattr(LiteLLMModel, "LiteLLMConfig", None), "__annotations__", {}
+)
+
+
+#: Strands' ``LiteLLMModel`` with its ``litellm.acompletion`` calls answered by the lean
+#: rollout-endpoint client (same request bytes; see ``osmosis_rollout.integrations._endpoint``).
+LeanLiteLLMModel: type[Any] = type(
+    "LeanLiteLLMModel",
+    (LiteLLMModel,),
+    {
+        "__module__": __name__,
+        "__doc__": "Strands LiteLLMModel whose rollout-endpoint calls skip LiteLLM's router.",
+        **lean_methods(LiteLLMModel),
+    },
 )
 
 
@@ -175,7 +193,7 @@ class OsmosisRolloutModel(LiteLLMModel):  # type: ignore[misc]
             else:
                 config["params"] = {**(params or {}), "stream": stream}
         config.setdefault("model_id", ROLLOUT_MODEL_ID)
-        return LiteLLMModel(client_args=client_args, **config), ctx
+        return LeanLiteLLMModel(client_args=client_args, **config), ctx
 
 
 class OsmosisStrandsAgent(StrandsAgent):  # type: ignore[misc]
