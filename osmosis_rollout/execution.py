@@ -83,8 +83,13 @@ async def _save_trajectory(
     request: ExecutionRequest,
     result: ExecutionResult,
     extra_fields: Mapping[str, Any] | None,
+    policy_key: str | None,
 ) -> Path | None:
+    from osmosis_rollout.redaction import Redactor
     from osmosis_rollout.trajectory import save_trajectory
+
+    # The key the rollout called its policy with is as secret as the environment's keys.
+    redactor = Redactor.from_environment(extra={"POLICY_API_KEY": policy_key})
 
     # Off the loop: a large trajectory must not stall the other rollouts sharing it.
     return await asyncio.to_thread(
@@ -96,6 +101,7 @@ async def _save_trajectory(
         metadata=request.metadata,
         extra_fields=extra_fields,
         diagnostics=result.extra_fields,
+        redactor=redactor,
     )
 
 
@@ -141,7 +147,11 @@ async def execute_in_process(
     trajectory: Path | None = None
     if outcome is not None and trajectory_root is not None:
         trajectory = await _save_trajectory(
-            trajectory_root, request, outcome.result_to_save, trajectory_extra_fields
+            trajectory_root,
+            request,
+            outcome.result_to_save,
+            trajectory_extra_fields,
+            context.api_key,
         )
     return ExecutedRollout(rollout_id=request.id, result=result, trajectory=trajectory)
 

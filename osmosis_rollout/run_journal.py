@@ -67,8 +67,8 @@ class JournalRow:
     dataset: str
     row_key: str
     verdict: str
-    stats: dict[str, Any]
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
 
 
 class RowJournal:
@@ -161,7 +161,6 @@ def read_journal(path: Path) -> tuple[list[JournalRow], int]:
                 dataset=str(line.get("dataset", "")),
                 row_key=str(line.get("row_key", "")),
                 verdict="failed",
-                stats={},
             )
         row.verdict = str(line.get("row_verdict") or _verdict_of(attempt))
         row.stats = dict(line.get("row_stats") or {})

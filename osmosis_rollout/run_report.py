@@ -8,8 +8,10 @@ that never ran.
 Summary keys: the official ``metrics.json`` keys (see :func:`~osmosis_rollout.metrics.aggregate`)
 plus ``rows`` (row-level counts, ``not_run`` included), ``errors_by_type``,
 ``tokens_estimated``, ``rollouts_wall_s``, and how complete the run is: ``complete`` (every
-selected row has a result), ``interrupted`` (a signal or a crash ended it), ``stopped_by``
-(``"-x"``, ``"--maxfail=N"``, ``"SIGINT"``, ``"SIGTERM"``, ``"killed"`` or ``None``).
+selected row has a result and no signal or crash ended the run), ``interrupted`` (a signal
+or a crash ended it), ``stopped_by`` (``"-x"``, ``"--maxfail=N"``, ``"SIGINT"``,
+``"SIGTERM"``, ``"killed"`` or ``None``) and ``not_run`` (how many selected rows have no
+result; the document's top-level ``not_run`` lists their ids).
 """
 
 from __future__ import annotations
@@ -27,11 +29,23 @@ from osmosis_rollout.run_journal import (
     read_run_file,
 )
 
-__all__ = ["REPORT_SCHEMA", "STOPPED_BY_KILLED", "build_report", "rebuild_report", "summarize"]
+__all__ = [
+    "REPORT_SCHEMA",
+    "STOPPED_BY_KILLED",
+    "build_report",
+    "rebuild_report",
+    "row_errored",
+    "summarize",
+]
 
 REPORT_SCHEMA = "pytest-osmosis/report/v1"
 STOPPED_BY_KILLED = "killed"
 """``stopped_by`` of a run whose process died before recording how it ended."""
+
+
+def row_errored(verdict: str, attempts: Sequence[Mapping[str, Any]]) -> bool:
+    """A failed row whose rollouts errored (at least one attempt has no reward because it failed)."""
+    return verdict == "failed" and any(a.get("status") == "failed" for a in attempts)
 
 
 def summarize(
@@ -50,6 +64,8 @@ def summarize(
         "total": len(rows),
         "passed": verdicts["passed"],
         "failed": verdicts["failed"],
+        # The failed rows whose rollouts errored (no reward), not merely scored low.
+        "errored": sum(1 for r in rows if row_errored(r.verdict, r.attempts)),
         "skipped": verdicts["skipped"],
         "pass_rate": (verdicts["passed"] / scored_rows) if scored_rows else 0,
         "not_run": len(not_run),
@@ -57,6 +73,10 @@ def summarize(
     errors = Counter(a.get("error_type") for a in attempts if a.get("status") == "failed")
     summary["errors_by_type"] = dict(errors.most_common())
     summary["tokens_estimated"] = any(a.get("tokens_estimated") for a in attempts)
+    costs = [a["cost_usd"] for a in attempts if a.get("cost_usd") is not None]
+    # None when nothing was priced (a scripted policy and no --osmosis-price-in/-out).
+    summary["cost_usd"] = round(sum(costs), 10) if costs else None
+    summary["cost_estimated"] = any(a.get("cost_estimated") for a in attempts)
     timed = [a for a in attempts if a.get("started_at")]
     if timed:
         first = min(a["started_at"] for a in timed)
@@ -69,7 +89,10 @@ def summarize(
     else:
         summary["interrupted"] = bool(finished.get("interrupted"))
         summary["stopped_by"] = finished.get("stopped_by")
-    summary["complete"] = not not_run
+    summary["not_run"] = len(not_run)
+    # A run that a signal or a crash ended may have rows no one selected yet (pytest-xdist
+    # workers own their queues), so only a run that ended on its own can be complete.
+    summary["complete"] = not not_run and not summary["interrupted"]
     return summary
 
 

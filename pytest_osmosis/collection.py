@@ -9,6 +9,7 @@ Preflight checks run first, as their own items, from :class:`PreflightFile`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_osmosis.keys import RECORD_KEY, ROW_KEY, RowRef
+from pytest_osmosis.reporting import row_record
 from pytest_osmosis.session import OsmosisSession, ensure_session
 from pytest_osmosis.verdict import RowVerdict, failure_message
 
@@ -56,7 +58,7 @@ class RowItem(pytest.Item):
     def __init__(self, *, row: DatasetRow, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.row = row
-        self.stash[ROW_KEY] = RowRef(row, cassette_key=self.cassette_key)
+        self.stash[ROW_KEY] = RowRef(row, cassette_key=self.cassette_key, dataset=self.dataset)
 
     @property
     def dataset(self) -> str:
@@ -74,7 +76,9 @@ class RowItem(pytest.Item):
     def runtest(self) -> None:
         session = ensure_session(self.config)
         try:
-            verdict = session.wait_for_row(self.nodeid, self.row, cassette_key=self.cassette_key)
+            verdict = session.wait_for_row(
+                self.nodeid, self.row, cassette_key=self.cassette_key, dataset=self.dataset
+            )
         except pytest.UsageError as exc:
             raise OsmosisUsageFailure(str(exc)) from exc
         except Exception as exc:
@@ -103,17 +107,15 @@ class RowItem(pytest.Item):
             )
 
     def _record(self, session: OsmosisSession, verdict: RowVerdict) -> None:
-        attempts = [a.index_row(self.nodeid, self.dataset) for a in verdict.attempts]
-        stats = verdict.stats()
+        record = row_record(self.nodeid, self.dataset, self.row.key, verdict)
         identity = {"nodeid": self.nodeid, "dataset": self.dataset, "row_key": self.row.key}
         decided = self.config.hook.pytest_osmosis_row_verdict(
             row=dict(identity),
-            result={"verdict": verdict.outcome, "attempts": attempts, "stats": stats},
+            result={"verdict": record.verdict, "attempts": record.attempts, "stats": record.stats},
         )
         if decided is not None:
-            verdict.outcome = _hook_outcome(decided)
-        record = {**identity, "verdict": verdict.outcome, "attempts": attempts, "stats": stats}
-        self.stash[RECORD_KEY] = record
+            verdict.outcome = record.verdict = _hook_outcome(decided)
+        self.stash[RECORD_KEY] = dataclasses.asdict(record)
         # Flat properties, for JUnit XML readers.
         last = verdict.attempts[-1]
         for name, value in (

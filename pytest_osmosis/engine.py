@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from osmosis_rollout.redaction import Redactor, redact_handler
 from pytest_osmosis.options import DEFAULT_CONCURRENCY, OsmosisSettings
 from pytest_osmosis.policy_choice import choose_policy
 from pytest_osmosis.rollout_servers import (
@@ -132,8 +133,8 @@ def _concurrency(settings: OsmosisSettings, backend: ExecutionBackend | None) ->
     return DEFAULT_CONCURRENCY
 
 
-def _route_rollout_logs(path: Path) -> Callable[[], None]:
-    """Send osmosis_rollout's logs to ``<output>/rollouts.log`` while rows run.
+def _route_rollout_logs(path: Path, redactor: Redactor) -> Callable[[], None]:
+    """Send osmosis_rollout's logs to ``<output>/rollouts.log`` while rows run, redacted.
 
     Rollouts run concurrently on another thread, so their log records would otherwise land in
     whichever item pytest is reporting at that moment. Returns the function that undoes it.
@@ -141,6 +142,7 @@ def _route_rollout_logs(path: Path) -> Callable[[], None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    redact_handler(handler, redactor)
     logger = logging.getLogger("osmosis_rollout")
     previous = (logger.propagate, logger.level)
     logger.addHandler(handler)
@@ -158,13 +160,24 @@ def _route_rollout_logs(path: Path) -> Callable[[], None]:
 
 
 def start_engine(
-    config: pytest.Config, settings: OsmosisSettings, *, output: Path, entrypoint: str | None
+    config: pytest.Config,
+    settings: OsmosisSettings,
+    *,
+    output: Path,
+    entrypoint: str | None,
+    redactor: Redactor | None = None,
 ) -> Engine:
-    """Import, start and wire everything the rows need; what was started is stopped on error."""
+    """Import, start and wire everything the rows need; what was started is stopped on error.
+
+    Nothing is written under ``output`` before the rollout and the policy loaded: a usage
+    error (a bad policy path, a syntax error in the entrypoint) leaves no run directory.
+    The policy endpoint's key joins ``redactor``'s secrets.
+    """
     from osmosis_rollout.controller import PolicyServer
 
     s = settings
-    closers: list[Callable[[], None]] = [_route_rollout_logs(output / "rollouts.log")]
+    redactor = redactor if redactor is not None else Redactor.from_environment()
+    closers: list[Callable[[], None]] = []
     loop_closers: list[Callable[[], None]] = []
     scheduler: RolloutScheduler | None = None
     paths = RunPaths(output)
@@ -173,6 +186,7 @@ def start_engine(
         policy_server = PolicyServer(choose_policy(config, settings), host=s.policy_host)
         policy_server.start()
         closers.append(policy_server.stop)
+        redactor.add("POLICY_API_KEY", policy_server.api_key)
         if s.servers or s.serve:
             urls = list(s.servers)
             check_servers(urls)
@@ -233,6 +247,8 @@ def start_engine(
         from osmosis_rollout.policy import TokenPrices
 
         runner.prices = TokenPrices(s.price_in, s.price_out)
+    # First in, so it is undone last, after the scheduler and the servers stopped.
+    closers.insert(0, _route_rollout_logs(output / "rollouts.log", redactor))
     return Engine(
         scheduler=scheduler,
         runner=runner,

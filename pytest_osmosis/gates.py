@@ -26,8 +26,12 @@ def _row_rewards(attempts: list[dict[str, Any]]) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in sums.items()}
 
 
-def load_baseline(path: Path) -> dict[str, Any]:
-    """Read a previous JSON report; a clear ``UsageError`` when it is missing or not a report."""
+def load_baseline(path: Path, *, allow_partial: bool = False) -> dict[str, Any]:
+    """Read a previous JSON report; a clear ``UsageError`` when it is missing or not a report.
+
+    The report of an incomplete run (interrupted, ``-x``, ``--maxfail``) is refused unless
+    ``allow_partial``: its missing rows would all look new, and its pass rate is not the suite's.
+    """
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -39,7 +43,26 @@ def load_baseline(path: Path) -> dict[str, Any]:
             f"--osmosis-baseline: {path} is not a pytest-osmosis report (no 'row_verdicts'); "
             "pass a report.json written by an earlier run"
         )
+    summary = document.get("summary")
+    if isinstance(summary, dict) and summary.get("complete") is False and not allow_partial:
+        raise pytest.UsageError(
+            f"--osmosis-baseline: {path} is the report of an incomplete run "
+            f"({_incompleteness(summary)}); compare with a complete run's report, or pass "
+            "--osmosis-allow-partial-baseline to accept it"
+        )
     return document
+
+
+def _incompleteness(summary: dict[str, Any]) -> str:
+    """``stopped by -x, 3 rows not run`` for a report's summary."""
+    parts = []
+    if summary.get("stopped_by"):
+        parts.append(f"stopped by {summary['stopped_by']}")
+    rows = summary.get("rows")
+    not_run = rows.get("not_run") if isinstance(rows, dict) else summary.get("not_run")
+    if not_run:
+        parts.append(f"{not_run} rows not run")
+    return ", ".join(parts) or "incomplete"
 
 
 def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +121,27 @@ def apply_gates(
     verdicts: list[tuple[str, bool]] = []
     override: int | None = None
     failed_rows = rows["failed"]
-    if settings.min_pass_rate is not None:
+    incomplete = summary.get("complete") is False
+    if settings.min_pass_rate is not None and incomplete:
+        # The rows not run could all have failed: an incomplete run never passes the gate.
+        not_run = rows.get("not_run", 0)
+        extra["gate"] = {
+            "min_pass_rate": settings.min_pass_rate,
+            "pass_rate": rows["pass_rate"],
+            "passed": False,
+            "reason": "incomplete run",
+        }
+        verdicts.append(
+            (
+                f"gate: incomplete run, {not_run} of {rows['total'] + not_run} rows not run"
+                + (f" (stopped by {summary['stopped_by']})" if summary.get("stopped_by") else "")
+                + ": failed (the pass-rate gate needs every row)",
+                False,
+            )
+        )
+        if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            override = pytest.ExitCode.TESTS_FAILED
+    elif settings.min_pass_rate is not None:
         rate = rows["pass_rate"]
         ok = rows["passed"] + rows["failed"] > 0 and rate >= settings.min_pass_rate
         extra["gate"] = {"min_pass_rate": settings.min_pass_rate, "pass_rate": rate, "passed": ok}
@@ -124,11 +167,18 @@ def apply_gates(
             "row_verdicts": [{"nodeid": r.nodeid, "verdict": r.verdict} for r in report.rows],
             "rows": report.attempts,
         }
-        diff = compare(load_baseline(baseline), current)
+        before = load_baseline(baseline, allow_partial=settings.allow_partial_baseline)
+        diff = compare(before, current)
         extra["baseline"] = {"path": settings.baseline, **diff}
+        partial = before.get("summary", {}).get("complete") is False
         lines.append(
             f"baseline: {len(diff['regressed'])} regressed, {len(diff['improved'])} improved, "
             f"{len(diff['new'])} new, {len(diff['gone'])} gone"
+            + (
+                f" (the baseline run was incomplete: {_incompleteness(before['summary'])})"
+                if partial
+                else ""
+            )
         )
         for key in diff["regressed"]:
             lines.append(

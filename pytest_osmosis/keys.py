@@ -24,10 +24,12 @@ DATASETS_KEY = pytest.StashKey[set[Path]]()
 
 @dataclass(frozen=True)
 class RowRef:
-    """What an item that runs a dataset row tells the session: the row and its cassette key."""
+    """What an item that runs a dataset row tells the session: the row, its cassette key, and
+    the dataset file it came from (``None`` for rows that do not go into the run's report)."""
 
     row: DatasetRow
     cassette_key: str | None = None
+    dataset: str | None = None
 
 
 ROW_KEY = pytest.StashKey[RowRef]()

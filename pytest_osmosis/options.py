@@ -76,6 +76,16 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("min_pass_rate", "suite gate: pass when the row pass rate is >= R", "R"),
     OptionSpec("baseline", "compare with a previous JSON report, row by row", "REPORT"),
     OptionSpec(
+        "allow_partial_baseline",
+        "accept a baseline report of an incomplete run (interrupted, -x, --maxfail)",
+        kind="flag",
+    ),
+    OptionSpec(
+        "resume",
+        "continue the run in RUN_DIR: run only the rows missing from its rows.jsonl",
+        "RUN_DIR",
+    ),
+    OptionSpec(
         "fail_on_regression", "fail the run when a row regressed against the baseline", kind="flag"
     ),
     OptionSpec(
@@ -300,6 +310,8 @@ class OsmosisSettings:
     row_pass: RowPassRule = field(default_factory=lambda: RowPassRule("all"))
     min_pass_rate: float | None = None
     baseline: str | None = None
+    allow_partial_baseline: bool = False
+    resume: str | None = None
     fail_on_regression: bool = False
     servers: tuple[str, ...] = ()
     serve: bool = False
@@ -395,6 +407,8 @@ def resolve_settings(
         row_pass=parse_row_pass(str(rule_text)) if rule_text is not None else RowPassRule("all"),
         min_pass_rate=None if min_rate is None else _checked_rate(min_rate),
         baseline=raw_value(config, "baseline"),
+        allow_partial_baseline=_flag(config, "allow_partial_baseline"),
+        resume=raw_value(config, "resume"),
         fail_on_regression=_flag(config, "fail_on_regression"),
         servers=tuple(str(u) for u in (raw_value(config, "server") or [])),
         serve=_flag(config, "serve"),

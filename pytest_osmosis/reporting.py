@@ -1,62 +1,107 @@
-"""The run's files and its terminal summary, written once, on the controlling process.
+"""The run's report and its terminal summary, built from the run's journal.
 
-A row's record travels on its call report as an ``osmosis`` attribute of JSON primitives
-(set by the session's makereport wrapper), so the same code works in-process and under
-pytest-xdist, where items run on workers and reports come back to the controller; flat
-``user_properties`` carry only the headline numbers, for JUnit XML. Each row is appended to
-``rows.jsonl`` when its report arrives; the JSON report and the summary are built at the end
-from small per-attempt records (no messages).
+Rows are journaled where they run (:mod:`osmosis_rollout.run_journal`): appended to
+``rows.jsonl`` as soon as a row's rollouts finish, and again if pytest's report changes the
+row (a user hook's verdict, an item deadline). A row's record also travels on its call
+report as an ``osmosis`` attribute of JSON primitives, so under pytest-xdist the controller
+sees every row it reported even if a worker's journal write failed; flat
+``user_properties`` carry only the headline numbers, for JUnit XML.
+
+At the end the controller reads the journal back (rows that finished but were never
+reported, e.g. after ``-x``, count too), overlays the rows it saw reported, and builds the
+JSON report with :func:`osmosis_rollout.run_report.build_report`, the same function
+``osmosis-rollout report rebuild`` uses on a run that died.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
+
+from osmosis_rollout.redaction import Redactor
+from osmosis_rollout.run_journal import JOURNAL_FILENAME, JournalRow, RowJournal, read_journal
+from osmosis_rollout.run_report import build_report, row_errored, summarize
+from pytest_osmosis.verdict import RowVerdict
+
+RowRecord = JournalRow
+"""What the controller keeps per row: its verdict, its attempts' index rows, its statistics."""
+
+__all__ = ["RowRecord", "RunReport", "format_cost", "reward_word", "row_errored", "row_record"]
+
+FINISHED_NORMALLY: dict[str, Any] = {"stopped_by": None, "interrupted": False}
 
 
-@dataclass
-class RowRecord:
-    """What the controller keeps per row: its verdict and its attempts' index rows."""
-
-    nodeid: str
-    dataset: str
-    row_key: str
-    verdict: str
-    attempts: list[dict[str, Any]]
-    stats: dict[str, Any] = field(default_factory=dict)
+def row_record(nodeid: str, dataset: str, row_key: str, verdict: RowVerdict) -> RowRecord:
+    """The record of a finished row, as the journal, the report and its call report carry it."""
+    return RowRecord(
+        nodeid=nodeid,
+        dataset=dataset,
+        row_key=row_key,
+        verdict=verdict.outcome,
+        attempts=[a.index_row(nodeid, dataset) for a in verdict.attempts],
+        stats=verdict.stats(),
+    )
 
 
 class RunReport:
-    """Collects row records, streams them to disk, and renders the summary and report."""
+    """The run's rows: journaled where they run, collected from reports, read back at the end.
 
-    def __init__(self, output: Path, *, pass_threshold: float, settings: dict[str, Any]) -> None:
+    ``resume=True`` appends to an existing journal (``--osmosis-resume``) instead of starting
+    a fresh one. Nothing is created on disk until the first row is journaled.
+    """
+
+    def __init__(
+        self,
+        output: Path,
+        *,
+        pass_threshold: float,
+        settings: dict[str, Any],
+        redactor: Redactor | None = None,
+        resume: bool = False,
+    ) -> None:
         self.output = output
         self.pass_threshold = pass_threshold
         self.settings = settings
+        self.redactor = redactor or Redactor()
+        self.journal = RowJournal(
+            output / JOURNAL_FILENAME, fresh=not resume, redactor=self.redactor
+        )
         self.rows: list[RowRecord] = []
-        self._stream: TextIO | None = None
         self.preflight: list[dict[str, Any]] = []
+        self.selected: list[str] = []
+        self.not_run: list[str] = []
+        self.finished: dict[str, Any] = dict(FINISHED_NORMALLY)
+
+    def journal_row(self, record: RowRecord) -> None:
+        """Append ``record`` to ``rows.jsonl`` now (where the row ran)."""
+        self.journal.write_row(record.attempts, verdict=record.verdict, stats=record.stats)
 
     def add(self, record: RowRecord) -> None:
-        """Keep one row's record and append its attempts to ``rows.jsonl`` at once."""
+        """Keep one reported row's record (on the controlling process)."""
         self.rows.append(record)
-        if self._stream is None:
-            self.output.mkdir(parents=True, exist_ok=True)
-            # A fresh file per run, even when --osmosis-output is reused.
-            self._stream = (self.output / "rows.jsonl").open("w", encoding="utf-8")
-        for attempt in record.attempts:
-            self._stream.write(json.dumps(attempt, sort_keys=True) + "\n")
 
     def close(self) -> None:
-        """Close the row stream."""
-        if self._stream is not None:
-            self._stream.close()
-            self._stream = None
+        """Stop journaling (late rollouts of a stopped run are not written)."""
+        self.journal.close()
+
+    def finish(self, *, selected: list[str], finished: dict[str, Any]) -> None:
+        """Take in the journal's rows and say how the run ended.
+
+        Rows are the journal's (every row that finished, reported or not), each replaced by
+        the record its report carried when there is one, in ``selected`` order; the rows of
+        ``selected`` with neither are the rows not run.
+        """
+        journaled, _ = read_journal(self.output / JOURNAL_FILENAME)
+        merged = {row.nodeid: row for row in journaled}
+        for record in self.rows:
+            merged[record.nodeid] = record
+        position = {nodeid: i for i, nodeid in enumerate(selected)}
+        self.rows = sorted(merged.values(), key=lambda r: position.get(r.nodeid, len(position)))
+        self.selected = list(selected)
+        self.not_run = [nodeid for nodeid in selected if nodeid not in merged]
+        self.finished = dict(finished)
 
     @property
     def attempts(self) -> list[dict[str, Any]]:
@@ -64,63 +109,24 @@ class RunReport:
         return [a for r in self.rows for a in r.attempts]
 
     def summary(self) -> dict[str, Any]:
-        """The official ``metrics.json`` summary keys, plus row-level counts of ours."""
-        from osmosis_rollout.metrics import aggregate
+        """The official ``metrics.json`` summary keys, plus row-level counts and completeness."""
+        return summarize(
+            self.rows, self.pass_threshold, not_run=self.not_run, finished=self.finished
+        )
 
-        summary = aggregate(self.attempts, self.pass_threshold)
-        verdicts = Counter(r.verdict for r in self.rows)
-        scored_rows = verdicts["passed"] + verdicts["failed"]
-        summary["rows"] = {
-            "total": len(self.rows),
-            "passed": verdicts["passed"],
-            "failed": verdicts["failed"],
-            # The failed rows whose rollouts errored (no reward), not merely scored low.
-            "errored": sum(1 for r in self.rows if row_errored(r.verdict, r.attempts)),
-            "skipped": verdicts["skipped"],
-            "pass_rate": (verdicts["passed"] / scored_rows) if scored_rows else 0,
-        }
-        errors = Counter(a["error_type"] for a in self.attempts if a.get("status") == "failed")
-        summary["errors_by_type"] = dict(errors.most_common())
-        summary["tokens_estimated"] = any(a.get("tokens_estimated") for a in self.attempts)
-        costs = [a["cost_usd"] for a in self.attempts if a.get("cost_usd") is not None]
-        # None when nothing was priced (a scripted policy and no --osmosis-price-in/-out).
-        summary["cost_usd"] = round(sum(costs), 10) if costs else None
-        summary["cost_estimated"] = any(a.get("cost_estimated") for a in self.attempts)
-        timed = [a for a in self.attempts if a.get("started_at")]
-        if timed:
-            first = min(a["started_at"] for a in timed)
-            last = max(a["started_at"] + a["duration_ms"] / 1000.0 for a in timed)
-            # Wall time from the first rollout's start to the last one's end: what concurrency buys.
-            summary["rollouts_wall_s"] = round(last - first, 3)
-        return summary
-
-    def write(self, extra: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
-        """Write the JSON report to every path in ``paths``; return the document."""
-        document = {
-            "schema": "pytest-osmosis/report/v1",
-            "summary": self.summary(),
-            "rows": self.attempts,
-            "row_verdicts": [
-                {
-                    "nodeid": r.nodeid,
-                    "dataset": r.dataset,
-                    "row_key": r.row_key,
-                    "verdict": r.verdict,
-                    **r.stats,
-                }
-                for r in self.rows
-            ],
-            "preflight": self.preflight,
-            "config": self.settings,
-            **extra,
-        }
-        from osmosis_rollout._atomic import copy_atomic, write_json_atomic
-
-        first, *others = paths
-        write_json_atomic(first, document)
-        for path in others:
-            copy_atomic(first, path)
-        return document
+    def document(self, extra: dict[str, Any]) -> dict[str, Any]:
+        """The JSON report (redacted), with ``extra`` (gates, baseline) at the top level."""
+        document = build_report(
+            self.rows,
+            pass_threshold=self.pass_threshold,
+            selected=self.selected or [r.nodeid for r in self.rows],
+            finished=self.finished,
+            config=self.settings,
+            preflight=self.preflight,
+        )
+        document.update(extra)
+        redacted: dict[str, Any] = self.redactor.redact_value(document)
+        return redacted
 
 
 def format_cost(cost: float) -> str:
@@ -161,11 +167,6 @@ def reward_word(record: dict[str, Any], threshold: float) -> str:
 def _attempt_label(attempt: dict[str, Any]) -> str:
     run = attempt.get("run_index") or 0
     return f"{attempt['row_key']}#{run}" if run else str(attempt["row_key"])
-
-
-def row_errored(verdict: str, attempts: list[dict[str, Any]]) -> bool:
-    """A failed row whose rollouts errored (at least one attempt has no reward because it failed)."""
-    return verdict == "failed" and any(a.get("status") == "failed" for a in attempts)
 
 
 Segment = tuple[str, dict[str, bool]]

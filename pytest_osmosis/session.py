@@ -19,6 +19,7 @@ import collections
 import concurrent.futures
 import datetime as dt
 import functools
+import logging
 import os
 import threading
 import time
@@ -28,6 +29,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from osmosis_rollout.redaction import Redactor, redact_handler
+from osmosis_rollout.run_journal import (
+    JOURNAL_FILENAME,
+    RunJournalError,
+    read_journal,
+    read_run_file,
+    write_json_atomic,
+    write_run_file,
+)
+from pytest_osmosis.completion import SignalWatch, how_it_ended, incomplete_lines
 from pytest_osmosis.keys import (
     RECORD_KEY,
     REPORT_ATTR,
@@ -37,7 +48,14 @@ from pytest_osmosis.keys import (
     RowRef,
 )
 from pytest_osmosis.options import OsmosisSettings, resolve_path, resolve_settings
-from pytest_osmosis.reporting import RowRecord, RunReport, reward_word, summary_segments
+from pytest_osmosis.outputs import OutputWrite, write_outputs
+from pytest_osmosis.reporting import (
+    RowRecord,
+    RunReport,
+    reward_word,
+    row_record,
+    summary_segments,
+)
 from pytest_osmosis.runners import RunPaths
 from pytest_osmosis.scheduler import RolloutLoopStopped, RolloutScheduler
 from pytest_osmosis.verdict import AttemptResult, RowVerdict, row_verdict
@@ -50,6 +68,11 @@ ITEM_GRACE_SEC = 60.0
 WAIT_TICK_SEC = 0.1
 """How often a waiting item lets the live progress redraw."""
 UNBOUNDED_ITEM_DEADLINE_SEC = 3600.0
+
+logger = logging.getLogger(__name__)
+
+_PYTEST_LOG_HANDLERS = ("log_file_handler", "log_cli_handler", "caplog_handler", "report_handler")
+"""pytest's logging plugin handlers: the log file, live logs, caplog and report sections."""
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -125,9 +148,24 @@ class OsmosisSession:
         shared = getattr(config, "workerinput", {}).get("osmosis_run_name")
         self.run_name = shared or dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
         self.output = self._output_dir()
+        self.redactor = Redactor.from_environment()
+        """One redaction step for every output (the policy key joins it when the engine starts)."""
         self.report = RunReport(
-            self.output, pass_threshold=settings.pass_threshold, settings=self.describe()
+            self.output,
+            pass_threshold=settings.pass_threshold,
+            settings=self.describe(),
+            redactor=self.redactor,
+            # Workers append to the controller's journal; a resumed run continues its own.
+            resume=bool(settings.resume) or is_worker(config),
         )
+        self.signals = SignalWatch()
+        self.selected: list[str] = []
+        """Node ids of the rows this run set out to run, in item order (controller)."""
+        self.resumed: list[str] = []
+        """Rows a resumed run found already journaled and did not run again."""
+        self.resumed_done = 0
+        self._journaled: dict[str, tuple[Any, ...]] = {}
+        self._journal_lock = threading.Lock()
         self.engine: Engine | None = None
         self.engine_error: BaseException | None = None
         self.result: dict[str, Any] | None = None
@@ -144,6 +182,8 @@ class OsmosisSession:
         self.config.pluginmanager.register(self, SESSION_PLUGIN)
 
     def _output_dir(self) -> Path:
+        if self.settings.resume:
+            return resolve_path(self.config, self.settings.resume)
         if self.settings.output:
             return resolve_path(self.config, self.settings.output)
         base = self.workspace or Path(self.config.rootpath)
@@ -195,7 +235,11 @@ class OsmosisSession:
 
         try:
             self.engine = start_engine(
-                self.config, self.settings, output=self.output, entrypoint=self.entrypoint
+                self.config,
+                self.settings,
+                output=self.output,
+                entrypoint=self.entrypoint,
+                redactor=self.redactor,
             )
         except UsageError as exc:
             # A missing extra, a bad entrypoint: the user's to fix, said once.
@@ -229,10 +273,20 @@ class OsmosisSession:
         while self._ahead and self.engine.scheduler.pending() < window:
             self._ahead.popleft()()
 
-    def submit_row(self, key: str, row: DatasetRow, *, cassette_key: str | None = None) -> None:
-        """Start every attempt of ``row`` under ``key`` (idempotent; never after it was consumed)."""
+    def submit_row(
+        self,
+        key: str,
+        row: DatasetRow,
+        *,
+        cassette_key: str | None = None,
+        dataset: str | None = None,
+    ) -> None:
+        """Start every attempt of ``row`` under ``key`` (idempotent; never after it was consumed).
+
+        With ``dataset``, the row is journaled the moment its last attempt finishes.
+        """
         engine = self.ensure_engine()
-        if key in self._consumed:
+        if key in self._consumed or engine.scheduler.future(f"{key}#0") is not None:
             return
         runner = engine.runner
         futures = [
@@ -246,6 +300,8 @@ class OsmosisSession:
         ]
         if self.watcher is not None:
             self._watch(key, futures)
+        if dataset is not None:
+            self._journal_when_done(key, dataset, row.key, futures)
 
     def _watch(self, key: str, futures: list[concurrent.futures.Future[Any]]) -> None:
         """Tell the watcher the row's verdict as soon as its last attempt finishes."""
@@ -270,16 +326,69 @@ class OsmosisSession:
         for future in futures:
             future.add_done_callback(done)
 
+    def _journal_when_done(
+        self,
+        key: str,
+        dataset: str,
+        row_key: str,
+        futures: list[concurrent.futures.Future[AttemptResult]],
+    ) -> None:
+        """Journal the row from the rollout loop's thread as soon as all its attempts finished."""
+        pending = [len(futures)]
+        lock = threading.Lock()
+
+        def done(_: concurrent.futures.Future[AttemptResult]) -> None:
+            with lock:
+                pending[0] -= 1
+                if pending[0]:
+                    return
+            if any(f.cancelled() or f.exception() is not None for f in futures):
+                # Not a result: the item reports (and journals) what became of it.
+                return
+            verdict = row_verdict(
+                [f.result() for f in futures],
+                self.settings.pass_threshold,
+                self.settings.row_pass,
+            )
+            self._journal(row_record(key, dataset, row_key, verdict))
+
+        for future in futures:
+            future.add_done_callback(done)
+
+    def _journal(self, record: RowRecord) -> None:
+        """Write ``record`` unless the journal already holds exactly this version of the row."""
+        signature = (
+            record.verdict,
+            tuple((a.get("rollout_id"), a.get("status"), a.get("reward")) for a in record.attempts),
+        )
+        with self._journal_lock:
+            if self._journaled.get(record.nodeid) == signature:
+                return
+            self._journaled[record.nodeid] = signature
+        try:
+            self.report.journal_row(record)
+        except OSError as exc:
+            # The row still reaches the report through its test report; say why the
+            # journal misses it.
+            logger.warning("could not journal row %s: %s", record.nodeid, exc)
+
     def _submit_item(self, item: pytest.Item) -> None:
         ref = _row_ref(item)
         if ref is not None:
-            self.submit_row(item.nodeid, ref.row, cassette_key=ref.cassette_key)
+            self.submit_row(
+                item.nodeid, ref.row, cassette_key=ref.cassette_key, dataset=ref.dataset
+            )
 
     def wait_for_row(
-        self, key: str, row: DatasetRow, *, cassette_key: str | None = None
+        self,
+        key: str,
+        row: DatasetRow,
+        *,
+        cassette_key: str | None = None,
+        dataset: str | None = None,
     ) -> RowVerdict:
         """Wait for the attempts submitted under ``key`` (submitting them if needed)."""
-        self.submit_row(key, row, cassette_key=cassette_key)
+        self.submit_row(key, row, cassette_key=cassette_key, dataset=dataset)
         assert self.engine is not None
         scheduler = self.engine.scheduler
         deadline = self.item_deadline()
@@ -352,9 +461,13 @@ class OsmosisSession:
     # -- hooks -----------------------------------------------------------------------------
 
     def pytest_sessionstart(self) -> None:
-        """Show live progress while rows run (controller only; the terminal exists by now)."""
+        """Forget a previous run's journal in a reused output directory (unless resuming), and
+        show live progress while rows run (controller only; the terminal exists by now)."""
         if is_worker(self.config) or not self.settings.active:
             return
+        if not self.settings.resume:
+            for name in (JOURNAL_FILENAME, "run.json"):
+                (self.output / name).unlink(missing_ok=True)
         from pytest_osmosis.live import start_live_progress
 
         def running() -> int:
@@ -367,10 +480,12 @@ class OsmosisSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
-        self._start_rows(session)
+        self.signals.install()
         try:
+            self._start_rows(session)
             return (yield)
         finally:
+            self.signals.restore()
             self.close()
 
     def _start_rows(self, session: pytest.Session) -> None:
@@ -380,6 +495,18 @@ class OsmosisSession:
         rows = [item for item in session.items if _row_ref(item) is not None]
         if not rows:
             return
+        self._redact_pytest_logs()
+        try:
+            # Loaded first: a usage error must not leave a run directory behind.
+            self.ensure_engine()
+        except pytest.UsageError as exc:
+            pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+        except Exception:
+            return
+        selected = [item.nodeid for item in rows if _row_dataset(item) is not None]
+        self.selected = list(dict.fromkeys([*self.resumed, *selected]))
+        if self.selected:
+            self._write_run_file(finished=None)
         try:
             self.run_ahead([functools.partial(self._submit_item, item) for item in rows])
         except pytest.UsageError as exc:
@@ -417,9 +544,13 @@ class OsmosisSession:
         report = yield
         if report.when == "call" and RECORD_KEY in item.stash:
             record = item.stash[RECORD_KEY]
+            # Where the row ran: journal it again if its report changed it. The signature
+            # stays, since the rollout loop's own write of this row may still be on its way.
+            self._journal(RowRecord(**record))
             setattr(report, REPORT_ATTR, record)
             setattr(report, WORD_ATTR, reward_word(record, self.settings.pass_threshold))
             del item.stash[RECORD_KEY]
+        self._redact_report(report)
         return report
 
     def pytest_report_teststatus(
@@ -434,6 +565,60 @@ class OsmosisSession:
         if report.passed:
             return "passed", ".", (f"PASSED {word}", {"green": True})
         return "failed", "F", (f"FAILED {word}", {"red": True})
+
+    def _write_run_file(self, finished: dict[str, Any] | None) -> None:
+        write_run_file(
+            self.output,
+            config=self.redactor.redact_value(self.describe()),
+            selected=self.selected,
+            finished=finished,
+            resumed_from=self.resumed,
+        )
+
+    def _redact_pytest_logs(self) -> None:
+        """Make pytest's log file, live logs and captured-log sections redact secrets."""
+        logging_plugin = self.config.pluginmanager.get_plugin("logging-plugin")
+        for name in _PYTEST_LOG_HANDLERS:
+            handler = getattr(logging_plugin, name, None)
+            if isinstance(handler, logging.Handler):
+                redact_handler(handler, self.redactor)
+
+    def _redact_report(self, report: pytest.TestReport) -> None:
+        """Keep secrets out of a report's failure text, captured output and properties."""
+        redact = self.redactor.redact
+        if isinstance(report.longrepr, str):
+            report.longrepr = redact(report.longrepr)
+        elif report.longrepr is not None:
+            text = str(report.longrepr)
+            redacted = redact(text)
+            if redacted != text:
+                report.longrepr = redacted
+        report.sections = [(title, redact(content)) for title, content in report.sections]
+        report.user_properties = [
+            (name, self.redactor.redact_value(value)) for name, value in report.user_properties
+        ]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        """On ``--osmosis-resume``, leave out the rows the run's journal already holds."""
+        if not self.settings.resume or is_worker(config):
+            return
+        try:
+            run = read_run_file(self.output)
+            journaled, _ = read_journal(self.output / JOURNAL_FILENAME)
+        except RunJournalError as exc:
+            raise pytest.UsageError(f"--osmosis-resume: {exc}") from exc
+        done = {r.nodeid for r in journaled if len(r.attempts) >= self.settings.n}
+        keep = [item for item in items if item.nodeid not in done or _row_ref(item) is None]
+        skipped = [item for item in items if item.nodeid in done and _row_ref(item) is not None]
+        if skipped:
+            config.hook.pytest_deselected(items=skipped)
+            items[:] = keep
+        previous = [n for n in run.get("selected") or [] if isinstance(n, str)]
+        self.resumed = list(dict.fromkeys([*previous, *(r.nodeid for r in journaled)]))
+        self.resumed_done = len(done)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep each row's record from its report (controller only; workers' reports arrive here)."""
@@ -461,14 +646,23 @@ class OsmosisSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Write the report files and apply the suite gates (controller only)."""
+        """Say how the run ended, write the report files and apply the gates (controller only).
+
+        The report is built from the journal, so rows that finished but were never reported
+        (after ``-x`` or a signal) count, and the rows that never ran are named. A file that
+        cannot be written is reported after the summary; it does not change the exit status.
+        """
         config = self.config
-        if is_worker(config) or config.option.collectonly or not self.report.rows:
+        if is_worker(config) or config.option.collectonly:
+            return
+        report = self.report
+        report.close()
+        if not report.rows and not self.selected:
             return
         from pytest_osmosis.gates import apply_gates
 
-        report = self.report
-        report.close()
+        finished = how_it_ended(session, int(exitstatus), self.signals.received)
+        report.finish(selected=self.selected, finished=finished)
         settings = self.settings
         baseline = resolve_path(config, settings.baseline) if settings.baseline else None
         gates = apply_gates(
@@ -478,26 +672,44 @@ class OsmosisSession:
             testsfailed=session.testsfailed,
             exitstatus=int(exitstatus),
         )
-        paths = [self.output / "report.json"]
+        document = report.document(gates.extra)
+        writes = [
+            OutputWrite(
+                "run file",
+                str(self.output / "run.json"),
+                functools.partial(
+                    self._write_run_file, {**finished, "preflight": report.preflight}
+                ),
+            ),
+            _json_write(self.output / "report.json", str(self.output / "report.json"), document),
+        ]
         if settings.report:
-            paths.append(resolve_path(config, settings.report))
-        document = report.write(gates.extra, paths)
-        html_path = None
+            writes.append(
+                _json_write(resolve_path(config, settings.report), settings.report, document)
+            )
         if settings.html:
             from pytest_osmosis.html import write_html
 
             html_path = resolve_path(config, settings.html)
-            write_html(html_path, document)
+            writes.append(
+                OutputWrite(
+                    "HTML report", settings.html, functools.partial(write_html, html_path, document)
+                )
+            )
+        written, failures = write_outputs(writes)
         self.result = {
             "summary": document["summary"],
+            "not_run": document["not_run"],
             "gate_lines": gates.lines,
             "verdicts": gates.verdicts,
-            "paths": [str(p) for p in paths] + ([str(html_path)] if html_path else []),
+            "paths": [str(resolve_path(config, w)) for w in written if not w.endswith("run.json")],
+            "write_failures": failures,
         }
         if gates.exit_override is not None:
             session.exitstatus = gates.exit_override
+        report_json = str(self.output / "report.json")
         config.hook.pytest_osmosis_run_finished(
-            summary=document["summary"], report_path=str(paths[0])
+            summary=document["summary"], report_path=report_json if report_json in written else None
         )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -510,10 +722,19 @@ class OsmosisSession:
             for text, markup in segments:
                 terminalreporter.write(text, **markup)
             terminalreporter.line("")
+        for line in incomplete_lines(result["summary"], result["not_run"]):
+            terminalreporter.write_line(line, red=True, bold=True)
         for line in result["gate_lines"]:
             terminalreporter.write_line(line, red=line.lstrip().startswith("REGRESSED"))
+        if self.resumed_done:
+            terminalreporter.write_line(
+                f"resumed: {self.resumed_done} rows already in "
+                f"{self.output / JOURNAL_FILENAME} were not run again"
+            )
         for path in result["paths"]:
             terminalreporter.write_line(f"report: {path}")
+        for line in result["write_failures"]:
+            terminalreporter.write_line(line, red=True)
         # The verdicts come last: the line a reader looks for, just before pytest's own.
         for line, passed in result["verdicts"]:
             terminalreporter.write_line(line, green=passed, red=not passed, bold=True)
@@ -545,6 +766,15 @@ def _name_blocked_loop(
         blocks = scheduler.blocks_between(started, now)
         if blocks:
             attempt.blocked_loop = max(blocks, key=lambda b: b.seconds).describe()
+
+
+def _row_dataset(item: pytest.Item) -> str | None:
+    ref = _row_ref(item)
+    return ref.dataset if ref is not None else None
+
+
+def _json_write(path: Path, shown: str, document: dict[str, Any]) -> OutputWrite:
+    return OutputWrite("JSON report", shown, functools.partial(write_json_atomic, path, document))
 
 
 def _synthetic(row: DatasetRow, attempt: int, error_type: str, message: str) -> AttemptResult:

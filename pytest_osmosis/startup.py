@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from pytest_osmosis.keys import DATASETS_KEY
-from pytest_osmosis.options import raw_value, resolve_path, resolve_settings
+from pytest_osmosis.options import OsmosisSettings, raw_value, resolve_path, resolve_settings
+from pytest_osmosis.outputs import check_output_paths
 from pytest_osmosis.preflight import PreflightPlugin, preflight_anchor
-from pytest_osmosis.session import OsmosisSession, ensure_session, get_session
+from pytest_osmosis.session import OsmosisSession, ensure_session, is_worker
 from pytest_osmosis.workspace import (
     dataset_from_eval_config,
     default_eval_config,
@@ -94,20 +95,47 @@ def configure_session(config: pytest.Config) -> None:
         entrypoint = settings.rollout
     if entrypoint is None and needs_entrypoint:
         entrypoint = discover_entrypoint(workspace)
-    OsmosisSession(
+    session = OsmosisSession(
         config, settings, workspace=workspace, entrypoint=entrypoint, eval_config=eval_config
-    ).register()
+    )
+    _check_outputs(config, settings, session.output)
+    session.register()
     config.stash[DATASETS_KEY] = {p.resolve() for p in dataset_paths}
     if settings.baseline:
         # Fail before any rollout runs, not after all of them.
         from pytest_osmosis.gates import load_baseline
 
-        load_baseline(resolve_path(config, settings.baseline))
+        load_baseline(
+            resolve_path(config, settings.baseline), allow_partial=settings.allow_partial_baseline
+        )
     _point_collection_at_datasets(config, dataset_paths)
     anchor = preflight_anchor(config, dataset_paths)
-    session = get_session(config)
-    if anchor is not None and session is not None:
+    if anchor is not None:
         config.pluginmanager.register(PreflightPlugin(session, anchor), "osmosis-preflight")
+
+
+def _check_outputs(config: pytest.Config, settings: OsmosisSettings, output: Path) -> None:
+    """Before any row runs: a resumable run to resume, and output paths that can be written."""
+    if settings.resume:
+        from osmosis_rollout.run_journal import RunJournalError, read_run_file
+
+        if settings.output and resolve_path(config, settings.output).resolve() != output.resolve():
+            raise pytest.UsageError(
+                "--osmosis-resume and --osmosis-output name different directories: a resumed "
+                "run writes into the run it resumes; drop --osmosis-output"
+            )
+        try:
+            read_run_file(output)
+        except RunJournalError as exc:
+            raise pytest.UsageError(f"--osmosis-resume: {exc}") from exc
+    if is_worker(config):
+        return
+    check_output_paths(
+        config,
+        output=output,
+        report=resolve_path(config, settings.report) if settings.report else None,
+        html=resolve_path(config, settings.html) if settings.html else None,
+    )
 
 
 def _point_collection_at_datasets(config: pytest.Config, dataset_paths: list[Path]) -> None:

@@ -27,6 +27,7 @@ from osmosis_rollout.artifacts import default_artifact_root
 from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.context import RolloutContext, RolloutProgress
 from osmosis_rollout.execution import execute_in_process
+from osmosis_rollout.redaction import Redactor, redact_handler
 from osmosis_rollout.server.auth import BearerAuthMiddleware, ControllerAuth
 from osmosis_rollout.server.limits import (
     DEFAULT_MAX_BODY_BYTES,
@@ -77,12 +78,17 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
 
 
 def _configure_default_logging() -> None:
-    """Add a root INFO handler only when the process has none (uvicorn configures its own)."""
-    if logging.getLogger().handlers:
-        return
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    """Add a root INFO handler only when the process has none (uvicorn configures its own).
+
+    Either way the root handlers redact secrets (a grader's exception may quote a key).
+    """
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+    redactor = Redactor.from_environment()
+    for handler in logging.getLogger().handlers:
+        redact_handler(handler, redactor)
 
 
 def _detail(status_code: int, detail: str, headers: Mapping[str, str] | None = None) -> Response:

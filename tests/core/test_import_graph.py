@@ -153,6 +153,8 @@ PLUGIN_LAYERS: dict[str, int] = {
     "pytest_osmosis.progress": 1,
     "pytest_osmosis.html": 1,
     "pytest_osmosis.gates": 1,
+    "pytest_osmosis.completion": 1,
+    "pytest_osmosis.outputs": 1,
     # 2: running rollouts: scheduler, runners, and the engine that wires them
     "pytest_osmosis.watchdog": 2,
     "pytest_osmosis.scheduler": 2,

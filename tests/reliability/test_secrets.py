@@ -112,3 +112,128 @@ def test_a_plugin_run_writes_neither_key_anywhere(tmp_path: Path) -> None:
             assert secret.encode() not in data, f"{secret[:12]}... leaked into {path}"
     for secret in (PROVIDER_KEY, INBOUND_KEY):
         assert secret not in console
+
+
+LEAKY_MAIN_PY = """
+import logging
+import os
+from pathlib import Path
+
+import httpx
+from osmosis_rollout import AgentWorkflow, Grader, get_rollout_context
+
+log = logging.getLogger("leaky_workflow")
+
+
+class Echo(AgentWorkflow):
+    async def run(self, ctx):
+        rollout = get_rollout_context()
+        # The oracle: where the test learns the policy key, outside the files it greps.
+        Path(os.environ["POLICY_KEY_ORACLE"]).write_text(rollout.api_key)
+        async with httpx.AsyncClient(timeout=30) as client:
+            response = await client.post(
+                rollout.chat_completions_url + "/chat/completions",
+                headers={"Authorization": f"Bearer {rollout.api_key}"},
+                json={"model": "m", "messages": ctx.prompt},
+            )
+            reply = response.json()["choices"][0]["message"]["content"]
+        log.warning("policy said %s (policy key %s)", reply, rollout.api_key)
+        print(f"stdout: {reply} {rollout.api_key}")
+        answer = f"{reply} policy-key={rollout.api_key}"
+        return [*ctx.prompt, {"role": "assistant", "content": answer}]
+
+
+class Raises(Grader):
+    async def grade(self, ctx):
+        if "raise" in ctx.label:
+            raise ValueError(f"grader refused key {os.environ['OPENAI_API_KEY']}")
+        ctx.set_reward(0.0)
+"""
+
+ECHO_POLICY_PY = """
+import os
+
+
+def policy(request):
+    return (
+        f"provider={os.environ['OPENAI_API_KEY']} inbound={os.environ['OSMOSIS_ROLLOUT_API_KEY']}"
+    )
+"""
+
+
+def test_a_grader_raising_with_the_key_and_a_policy_echoing_it_leak_nothing(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ws"
+    (root / "rollouts" / "leaky").mkdir(parents=True)
+    (root / "rollouts" / "leaky" / "main.py").write_text(textwrap.dedent(LEAKY_MAIN_PY))
+    (root / "policy.py").write_text(textwrap.dedent(ECHO_POLICY_PY))
+    (root / "data").mkdir()
+    rows = [
+        {"user_prompt": f"row {i}", "ground_truth": "raise" if i % 2 else "x"} for i in range(4)
+    ]
+    (root / "data" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (root / "pytest.ini").write_text("[pytest]\n")
+    oracle = tmp_path / "policy-key.txt"
+    out = root / "out"
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": PROVIDER_KEY,
+        "OSMOSIS_ROLLOUT_API_KEY": INBOUND_KEY,
+        "POLICY_KEY_ORACLE": str(oracle),
+        "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT": str(out / "artifact-root"),
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-rA",
+            "--osmosis-dataset=data/test.jsonl",
+            "--osmosis-policy=policy.py:policy",
+            f"--osmosis-output={out / 'run'}",
+            f"--osmosis-report={out / 'report.json'}",
+            f"--osmosis-html={out / 'report.html'}",
+            f"--junitxml={out / 'junit.xml'}",
+            f"--log-file={out / 'pytest.log'}",
+            "--log-file-level=DEBUG",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    console = proc.stdout + proc.stderr
+    assert proc.returncode == 1, console[-4000:]
+    policy_key = oracle.read_text()
+    assert len(policy_key) >= 16
+    # The failures were really shown, with the secrets' names in place of their values.
+    assert "grader refused key [REDACTED:OPENAI_API_KEY]" in console
+    assert (
+        "provider=[REDACTED:OPENAI_API_KEY] inbound=[REDACTED:OSMOSIS_ROLLOUT_API_KEY]" in console
+    )
+
+    written = [p for p in root.rglob("*") if p.is_file() and p.suffix != ".py"]
+    names = {p.name for p in written}
+    assert {
+        "report.json",
+        "report.html",
+        "junit.xml",
+        "pytest.log",
+        "rows.jsonl",
+        "rollouts.log",
+    } <= names
+    assert "trajectory.json" in names and "diagnostics.json" in names, sorted(names)
+    secrets = {"provider key": PROVIDER_KEY, "inbound key": INBOUND_KEY, "policy key": policy_key}
+    for path in written:
+        data = path.read_bytes()
+        for what, secret in secrets.items():
+            assert secret.encode() not in data, f"the {what} leaked into {path}"
+    for what, secret in secrets.items():
+        assert secret not in console, f"the {what} leaked into the terminal"
+    # The grader's traceback is in rollouts.log, redacted, not dropped.
+    rollouts_log = next(p for p in written if p.name == "rollouts.log").read_text()
+    assert "ValueError: grader refused key [REDACTED:OPENAI_API_KEY]" in rollouts_log

@@ -1,0 +1,106 @@
+"""How a run ended: every row ran, or ``-x``/``--maxfail``/a signal stopped it first.
+
+A stopped run must never look complete. :func:`how_it_ended` reads what stopped pytest
+(the signal the session's handler saw, ``session.shouldfail`` for ``-x``/``--maxfail``,
+``session.shouldstop`` for other plugins); the report then carries
+``summary.complete: false``, ``stopped_by``, ``interrupted`` and the rows not run, and
+:func:`incomplete_lines` says the same in the terminal summary.
+
+:class:`SignalWatch` turns SIGTERM into the same orderly stop as Ctrl-C (pytest raises
+``KeyboardInterrupt``, writes its reports and exits 2) and remembers which signal it was.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+import pytest
+
+__all__ = ["SignalWatch", "how_it_ended", "incomplete_lines"]
+
+SHOWN_NOT_RUN = 10
+"""Row ids listed in the terminal before "... and N more"."""
+
+
+class SignalWatch:
+    """While installed (main thread only), SIGINT and SIGTERM raise ``KeyboardInterrupt``
+    and are remembered by name."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        """Install the handlers (a no-op off the main thread)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except (ValueError, OSError):
+                continue
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        # The first signal stops the run; the name is kept for the report.
+        if self.received is None:
+            self.received = signal.Signals(signum).name
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        """Put the previous handlers back."""
+        for signum, handler in self._previous.items():
+            try:
+                signal.signal(signum, handler)
+            except (ValueError, OSError, TypeError):
+                continue
+        self._previous.clear()
+
+
+def how_it_ended(
+    session: pytest.Session, exitstatus: int, received_signal: str | None
+) -> dict[str, Any]:
+    """``{"stopped_by", "interrupted"}`` for ``run.json``'s ``finished`` record."""
+    if received_signal is not None:
+        return {"stopped_by": received_signal, "interrupted": True}
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        # A KeyboardInterrupt no handler of ours saw: Ctrl-C before the rows started, or
+        # raised by code under test.
+        return {"stopped_by": "KeyboardInterrupt", "interrupted": True}
+    if session.shouldfail:
+        maxfail = int(getattr(session.config.option, "maxfail", 0) or 0)
+        return {
+            "stopped_by": "-x" if maxfail == 1 else f"--maxfail={maxfail}",
+            "interrupted": False,
+        }
+    if session.shouldstop:
+        reason = session.shouldstop if isinstance(session.shouldstop, str) else "stopped"
+        return {"stopped_by": reason, "interrupted": False}
+    return {"stopped_by": None, "interrupted": False}
+
+
+def _short(nodeid: str) -> str:
+    return nodeid.rsplit("::", 1)[-1]
+
+
+def incomplete_lines(summary: dict[str, Any], not_run: Sequence[str]) -> list[str]:
+    """The terminal's account of an incomplete run (nothing for a complete one)."""
+    if summary.get("complete", True):
+        return []
+    total = int(summary["rows"]["total"]) + len(not_run)
+    stopped = summary.get("stopped_by")
+    head = "INCOMPLETE: " + (f"stopped by {stopped}: " if stopped else "")
+    line = f"{head}{len(not_run)} of {total} rows not run"
+    if not_run:
+        shown = ", ".join(_short(n) for n in not_run[:SHOWN_NOT_RUN])
+        more = len(not_run) - SHOWN_NOT_RUN
+        line += f": {shown}" + (f", ... and {more} more" if more > 0 else "")
+    lines = [line]
+    lines.append(
+        "  the rows not run have no result; this report is partial (not a baseline unless "
+        "--osmosis-allow-partial-baseline); resume with --osmosis-resume <output dir>"
+    )
+    return lines

@@ -1,0 +1,105 @@
+"""The run's output paths: checked before any row runs, written without hiding the results.
+
+At start-up every path the run will write (``--osmosis-output``, ``--osmosis-report``,
+``--osmosis-html``, ``--junitxml``) is checked: a directory that would have to be created
+under a plain file, a report path that is a directory, a place this process may not write.
+A bad one is a usage error naming the flag, the path and why, before any rollout runs.
+
+At the end, a file that still cannot be written (the disk filled up, something replaced a
+directory meanwhile) is reported as one line after the summary. It does not change the exit
+status: the rows' outcome is what the run gates on, and a green run stays green, but the
+line says plainly which file is missing and why.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+__all__ = ["OutputWrite", "check_output_paths", "why_unwritable", "write_outputs"]
+
+
+def _first_existing(path: Path) -> Path:
+    current = path
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    return current
+
+
+def why_unwritable(path: Path, *, directory: bool) -> str | None:
+    """Why ``path`` (a file, or a directory when ``directory``) could not be written; else None."""
+    if path.exists():
+        if directory and not path.is_dir():
+            return f"{path} is a file, not a directory"
+        if not directory and path.is_dir():
+            return f"{path} is a directory"
+        target = path if path.is_dir() else path.parent
+        if not os.access(path, os.W_OK) or not os.access(target, os.W_OK | os.X_OK):
+            return f"{path} is not writable (permission denied)"
+        return None
+    ancestor = _first_existing(path.parent)
+    if not ancestor.is_dir():
+        return f"{ancestor} is a file, not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return (
+            f"cannot create {path.relative_to(ancestor).parts[0]} in {ancestor} (permission denied)"
+        )
+    return None
+
+
+def check_output_paths(
+    config: pytest.Config, *, output: Path | None, report: Path | None, html: Path | None
+) -> None:
+    """Raise ``pytest.UsageError`` for the first output path that cannot be written."""
+    junit = getattr(config.option, "xmlpath", None)
+    junit_path = None
+    if junit:
+        junit_path = Path(junit).expanduser()
+        if not junit_path.is_absolute():
+            junit_path = Path(config.invocation_params.dir) / junit_path
+    checks: list[tuple[str, Path | None, bool]] = [
+        ("--osmosis-output", output, True),
+        ("--osmosis-report", report, False),
+        ("--osmosis-html", html, False),
+        ("--junitxml", junit_path, False),
+    ]
+    for flag, path, directory in checks:
+        if path is None:
+            continue
+        reason = why_unwritable(path, directory=directory)
+        if reason is not None:
+            raise pytest.UsageError(
+                f"{flag}: cannot write {path}: {reason}; choose another path or remove what is in the way"
+            )
+
+
+@dataclass(frozen=True)
+class OutputWrite:
+    """One file to write at the end: what it is (for the message), where, and how."""
+
+    what: str
+    shown: str
+    """The path as the user gave it (or the default), for the message."""
+    write: Callable[[], None]
+
+
+def write_outputs(writes: list[OutputWrite]) -> tuple[list[str], list[str]]:
+    """Run every write; return the paths written (as shown) and one line per write that failed."""
+    written: list[str] = []
+    failures: list[str] = []
+    for item in writes:
+        try:
+            item.write()
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            failures.append(
+                f"osmosis: could not write the {item.what} {item.shown}: {reason}"
+                + (f" ({exc.filename})" if exc.filename else "")
+            )
+        else:
+            written.append(item.shown)
+    return written, failures

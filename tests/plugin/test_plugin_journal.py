@@ -1,0 +1,215 @@
+"""The run journal, resumed runs, incomplete runs, output paths and the run directory.
+
+Rows stream to ``rows.jsonl`` as their rollouts finish (not when pytest reports them), a
+run stopped early says so everywhere (``summary.complete: false``, what stopped it, the
+rows not run), output paths are checked before any row runs, and a usage error leaves no
+run directory behind.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from journal_workspace import executed, journal_lines, row_ids, write_workspace
+
+from osmosis_rollout.run_report import rebuild_report
+
+PREFLIGHT = 2
+RUN = (
+    "-p",
+    "no:cacheprovider",
+    "--osmosis-dataset=data/test.jsonl",
+    "--osmosis-policy=policy.py:policy",
+    "--osmosis-output=out",
+)
+
+
+def report(root: Path) -> dict[str, object]:
+    document: dict[str, object] = json.loads((root / "out" / "report.json").read_text())
+    return document
+
+
+# -- defect 3: the journal -------------------------------------------------------------------
+
+
+def test_each_row_is_journaled_when_its_rollout_finishes_not_when_pytest_reports_it(
+    pytester: pytest.Pytester,
+) -> None:
+    # Row 0 is reported first, but its rollout waits until rows 1-3 are in the journal:
+    # that only happens if they are written as their rollouts finish.
+    root = write_workspace(pytester.path, ["after 3", "answer", "answer", "answer"])
+    result = pytester.runpytest(*RUN)
+    result.assert_outcomes(passed=4 + PREFLIGHT)
+    lines = journal_lines(root / "out")
+    assert sorted(str(line["nodeid"]) for line in lines) == row_ids(range(4))
+    assert lines[-1]["nodeid"] == row_ids([0])[0]
+
+
+def test_the_report_rebuilt_from_the_journal_equals_the_report(pytester: pytest.Pytester) -> None:
+    root = write_workspace(pytester.path, ["answer", "wrong", "answer", "after 2; wrong"])
+    pytester.runpytest(*RUN).assert_outcomes(passed=2 + PREFLIGHT, failed=2)
+    written = report(root)
+    rebuilt, bad = rebuild_report(root / "out")
+    assert bad == 0
+    for key in ("summary", "rows", "row_verdicts", "not_run", "config"):
+        assert rebuilt[key] == written[key], key
+    assert written["summary"]["complete"] is True  # type: ignore[index]
+
+
+def test_resume_runs_only_the_rows_missing_from_the_journal(pytester: pytest.Pytester) -> None:
+    # Run 1 dies (os._exit) in row 2 once rows 0 and 1 are journaled; row 3 is still
+    # waiting for a third journal line then, so it never finishes.
+    root = write_workspace(pytester.path, ["answer", "answer", "after 2; once-exit", "after 3"])
+    first = pytester.runpytest_subprocess(*RUN)
+    assert first.ret == 3
+    assert sorted(str(line["nodeid"]) for line in journal_lines(root / "out")) == row_ids(range(2))
+    started_first = len(executed(root))
+
+    second = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--osmosis-dataset=data/test.jsonl",
+        "--osmosis-policy=policy.py:policy",
+        "--osmosis-resume=out",
+    )
+    assert second.ret == 0, second.stdout.str()
+    assert sorted(executed(root)[started_first:]) == ["row-2", "row-3"]
+    second.stdout.fnmatch_lines(["resumed: 2 rows already in */out/rows.jsonl were not run again"])
+    document = report(root)
+    summary = document["summary"]
+    assert summary["complete"] is True  # type: ignore[index]
+    assert summary["rows"]["total"] == 4 and summary["rows"]["passed"] == 4  # type: ignore[index]
+    assert [r["nodeid"] for r in document["row_verdicts"]] == row_ids(range(4))  # type: ignore[union-attr]
+
+
+def test_resume_refuses_a_directory_that_is_not_a_run(pytester: pytest.Pytester) -> None:
+    write_workspace(pytester.path, ["answer"])
+    (pytester.path / "empty").mkdir()
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl",
+        "--osmosis-policy=policy.py:policy",
+        "--osmosis-resume=empty",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--osmosis-resume*empty*run.json*"])
+    assert executed(pytester.path) == []
+
+
+# -- defect 4: incomplete runs -----------------------------------------------------------------
+
+
+def test_an_x_run_reports_itself_incomplete_with_the_rows_not_run(
+    pytester: pytest.Pytester,
+) -> None:
+    root = write_workspace(pytester.path, ["wrong", "hang", "hang", "hang"])
+    result = pytester.runpytest(*RUN, "-x", "--osmosis-html=out/report.html")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    document = report(root)
+    summary = document["summary"]
+    assert summary["complete"] is False  # type: ignore[index]
+    assert summary["interrupted"] is False  # type: ignore[index]
+    assert summary["stopped_by"] == "-x"  # type: ignore[index]
+    assert summary["rows"]["not_run"] == 3  # type: ignore[index]
+    assert document["not_run"] == row_ids(range(1, 4))
+    result.stdout.fnmatch_lines(["*INCOMPLETE: stopped by -x: 3 of 4 rows not run*"])
+    html = (root / "out" / "report.html").read_text()
+    assert "Incomplete run (-x): 3 row(s) not run" in html
+
+
+def test_a_maxfail_run_names_maxfail_as_what_stopped_it(pytester: pytest.Pytester) -> None:
+    root = write_workspace(pytester.path, ["wrong", "wrong", "hang", "hang"])
+    result = pytester.runpytest(*RUN, "--maxfail=2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = report(root)["summary"]
+    assert summary["stopped_by"] == "--maxfail=2"  # type: ignore[index]
+    assert summary["complete"] is False  # type: ignore[index]
+    assert report(root)["not_run"] == row_ids(range(2, 4))
+
+
+def test_the_pass_rate_gate_never_passes_an_incomplete_run(pytester: pytest.Pytester) -> None:
+    root = write_workspace(pytester.path, ["answer", "wrong", "hang", "hang"])
+    result = pytester.runpytest(*RUN, "-x", "--osmosis-min-pass-rate=0.5")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["gate: incomplete run, 2 of 4 rows not run (stopped by -x): failed*"]
+    )
+    assert report(root)["gate"]["passed"] is False  # type: ignore[index]
+
+
+def test_a_partial_baseline_is_refused_unless_allowed(pytester: pytest.Pytester) -> None:
+    root = write_workspace(pytester.path, ["wrong", "hang", "hang"])
+    pytester.runpytest(*RUN, "-x")
+    (root / "partial.json").write_text((root / "out" / "report.json").read_text())
+    write_workspace(root, ["answer", "answer", "answer"])
+    refused = pytester.runpytest(*RUN, "--osmosis-baseline=partial.json")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(
+        ["*--osmosis-baseline*partial.json*incomplete*--osmosis-allow-partial-baseline*"]
+    )
+    allowed = pytester.runpytest(
+        *RUN, "--osmosis-baseline=partial.json", "--osmosis-allow-partial-baseline"
+    )
+    allowed.assert_outcomes(passed=3 + PREFLIGHT)
+    allowed.stdout.fnmatch_lines(["*baseline*incomplete*"])
+
+
+# -- defect 8: output paths ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flag", "why"),
+    [
+        ("--osmosis-html=blocker/x.html", "*--osmosis-html*blocker*x.html*blocker*is a file*"),
+        ("--osmosis-report=blocker/r.json", "*--osmosis-report*blocker*r.json*is a file*"),
+        ("--junitxml=blocker/j.xml", "*--junitxml*blocker*j.xml*is a file*"),
+        ("--osmosis-report=adir", "*--osmosis-report*adir*is a directory*"),
+        ("--osmosis-output=blocker", "*--osmosis-output*blocker*is a file*"),
+    ],
+)
+def test_an_unwritable_output_path_is_a_usage_error_before_any_row_runs(
+    pytester: pytest.Pytester, flag: str, why: str
+) -> None:
+    root = write_workspace(pytester.path, ["answer", "answer"])
+    (root / "blocker").write_text("a file, not a directory")
+    (root / "adir").mkdir()
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", "--osmosis-policy=policy.py:policy", flag
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([why])
+    assert executed(root) == []
+    assert not (root / ".osmosis").exists()
+
+
+def test_a_report_that_cannot_be_written_at_the_end_is_one_line_after_the_summary(
+    pytester: pytest.Pytester,
+) -> None:
+    # Valid at start-up; a row then puts a file where the HTML report's directory goes.
+    root = write_workspace(pytester.path, ["write-file late/sub", "answer"])
+    result = pytester.runpytest(*RUN, "--osmosis-html=late/sub/x.html")
+    result.assert_outcomes(passed=2 + PREFLIGHT)
+    assert result.ret == pytest.ExitCode.OK
+    out = result.stdout.str()
+    assert "Traceback" not in out
+    summary_at = out.index("rows: 2  passed: 2")
+    failure_at = out.index("osmosis: could not write the HTML report late/sub/x.html")
+    assert failure_at > summary_at
+    assert report(root)["summary"]["rows"]["passed"] == 2  # type: ignore[index]
+
+
+# -- defect 11: no run directory for a run that never ran --------------------------------------
+
+
+@pytest.mark.parametrize("mistake", ["bad-policy", "syntax-error"])
+def test_a_usage_error_leaves_no_run_directory(pytester: pytest.Pytester, mistake: str) -> None:
+    root = write_workspace(pytester.path, ["answer"])
+    args = ["--osmosis-dataset=data/test.jsonl", "--osmosis-policy=policy.py:policy"]
+    if mistake == "bad-policy":
+        args[1] = "--osmosis-policy=nowhere.py:policy"
+    else:
+        (root / "rollouts" / "steps" / "main.py").write_text("def broken(:\n")
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert not (root / ".osmosis").exists(), sorted(p.name for p in (root / ".osmosis").rglob("*"))
