@@ -83,12 +83,19 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_server(which: str, script: Path, artifacts: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    which: str,
+    script: Path,
+    artifacts: Path,
+    *,
+    extra_args: list[str] | None = None,
+    variant: str = "openai",
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    python = official_python() if which == "official" else OURS_PYTHON
+    python = official_python(variant) if which == "official" else OURS_PYTHON
     env = {**os.environ, **BASE_ENV, "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT": str(artifacts)}
     proc = subprocess.Popen(
-        [python, str(script), which, str(port)],
+        [python, str(script), which, str(port), *(extra_args or [])],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -109,7 +116,13 @@ def start_server(which: str, script: Path, artifacts: Path) -> tuple[subprocess.
 
 
 async def drive(
-    url: str, rollouts: int, concurrency: int, tag: str, per_client: int
+    url: str,
+    rollouts: int,
+    concurrency: int,
+    tag: str,
+    per_client: int,
+    *,
+    chat_url: str = "http://127.0.0.1:9/v1",
 ) -> dict[str, Any]:
     latencies: list[float] = []
     gate = asyncio.Semaphore(concurrency)
@@ -122,7 +135,7 @@ async def drive(
                 start = time.perf_counter()
                 handle = await client.run_rollout_async(
                     initial_messages=[{"role": "user", "content": "6*7"}],
-                    chat_completions_url="http://127.0.0.1:9/v1",
+                    chat_completions_url=chat_url,
                     rollout_id=f"{tag}-{i}",
                     label="42",
                 )

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
+import ssl
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,13 +53,25 @@ _shared_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.Asyn
 )
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The default TLS context (CA bundle loaded), built once per process.
+
+    Loading the CA bundle takes tens of milliseconds; without this every event loop's
+    first rollout paid it. Call it before the first rollout to take that off the clock.
+    """
+    return httpx.create_ssl_context()
+
+
 def _shared_client() -> httpx.AsyncClient:
     """One pooled client per event loop, reused by every rollout on that loop."""
     loop = asyncio.get_running_loop()
     client = _shared_clients.get(loop)
     if client is None or client.is_closed:
         client = httpx.AsyncClient(
-            timeout=DEFAULT_TIMEOUT, limits=httpx.Limits(max_keepalive_connections=64)
+            timeout=DEFAULT_TIMEOUT,
+            limits=httpx.Limits(max_keepalive_connections=64),
+            verify=tls_context(),
         )
         _shared_clients[loop] = client
     return client
@@ -322,4 +336,4 @@ async def _assemble_stream(lines: AsyncIterator[str], url: str) -> ChatCompletio
     return ChatCompletion(message=message, finish_reason=finish_reason, usage=usage)
 
 
-__all__ = ["ROLLOUT_MODEL", "ChatCompletion", "RolloutChatClient"]
+__all__ = ["ROLLOUT_MODEL", "ChatCompletion", "RolloutChatClient", "tls_context"]
