@@ -465,7 +465,7 @@ class OsmosisSession:
         show live progress while rows run (controller only; the terminal exists by now)."""
         if is_worker(self.config) or not self.settings.active:
             return
-        if not self.settings.resume:
+        if not self.settings.resume and not self.config.option.collectonly:
             for name in (JOURNAL_FILENAME, "run.json"):
                 (self.output / name).unlink(missing_ok=True)
         from pytest_osmosis.live import start_live_progress
