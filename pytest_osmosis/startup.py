@@ -128,6 +128,12 @@ def _check_outputs(config: pytest.Config, settings: OsmosisSettings, output: Pat
             read_run_file(output)
         except RunJournalError as exc:
             raise pytest.UsageError(f"--osmosis-resume: {exc}") from exc
+        if not is_worker(config) and getattr(config.option, "numprocesses", None):
+            # Workers collect at different moments while others append to the journal, so
+            # they would not agree on which rows are left: refuse rather than rerun them all.
+            raise pytest.UsageError(
+                "--osmosis-resume does not combine with pytest-xdist (-n): resume without -n"
+            )
     if is_worker(config):
         return
     check_output_paths(

@@ -97,6 +97,21 @@ def test_resume_refuses_a_directory_that_is_not_a_run(pytester: pytest.Pytester)
     assert executed(pytester.path) == []
 
 
+def test_resume_refuses_xdist_rather_than_rerunning_every_row(pytester: pytest.Pytester) -> None:
+    root = write_workspace(pytester.path, ["answer"])
+    pytester.runpytest(*RUN).assert_outcomes(passed=1 + PREFLIGHT)
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl",
+        "--osmosis-policy=policy.py:policy",
+        "--osmosis-resume=out",
+        "-n",
+        "2",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--osmosis-resume does not combine with pytest-xdist*"])
+    assert executed(root) == ["row-0"]
+
+
 # -- defect 4: incomplete runs -----------------------------------------------------------------
 
 
