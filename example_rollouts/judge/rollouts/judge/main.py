@@ -35,7 +35,7 @@ from osmosis_rollout import (
 from osmosis_rollout.chat_client import RolloutChatClient
 from osmosis_rollout.rubric import evaluate_rubric
 from osmosis_rollout.sample_text import first_user_text, last_assistant_text
-from osmosis_rollout.server import create_rollout_server
+from osmosis_rollout.server import create_rollout_server, run_rollout_app
 
 JUDGE_MODEL = os.environ.get("JUDGE_MODEL", "").strip() or None
 """LiteLLM id of the judge model; ``None`` uses the deterministic :func:`reference_verdict`."""
@@ -109,11 +109,5 @@ app = create_rollout_server(
 )
 
 if __name__ == "__main__":
-    import uvicorn
-
-    uvicorn.run(
-        app,
-        host="0.0.0.0",
-        port=int(os.environ.get("_OSMOSIS_ROLLOUT_PORT", "8000")),
-        timeout_keep_alive=2160,
-    )
+    # Staged drain on SIGTERM: results in flight stay fetchable until collected.
+    run_rollout_app(app, host="0.0.0.0", port=int(os.environ.get("_OSMOSIS_ROLLOUT_PORT", "8000")))

@@ -31,7 +31,7 @@ from osmosis_rollout.integrations.agents.openai_agents import (
     OsmosisRolloutModel,
 )
 from osmosis_rollout.sample_text import last_assistant_text
-from osmosis_rollout.server import create_rollout_server
+from osmosis_rollout.server import create_rollout_server, run_rollout_app
 
 # The rollout's record is its sample and ATIF trajectory: no traces to the OpenAI dashboard.
 set_tracing_disabled(True)
@@ -72,11 +72,5 @@ class MultiplyGrader(Grader):
 app = create_rollout_server(backend=LocalBackend(workflow=MultiplyWorkflow, grader=MultiplyGrader))
 
 if __name__ == "__main__":
-    import uvicorn
-
-    uvicorn.run(
-        app,
-        host="0.0.0.0",
-        port=int(os.environ.get("_OSMOSIS_ROLLOUT_PORT", "8000")),
-        timeout_keep_alive=2160,
-    )
+    # Staged drain on SIGTERM: results in flight stay fetchable until collected.
+    run_rollout_app(app, host="0.0.0.0", port=int(os.environ.get("_OSMOSIS_ROLLOUT_PORT", "8000")))

@@ -21,7 +21,7 @@ from strands import tool
 from osmosis_rollout import AgentWorkflow, AgentWorkflowContext, LocalBackend
 from osmosis_rollout.integrations.agents.strands import OsmosisRolloutModel, OsmosisStrandsAgent
 from osmosis_rollout.rewards import osmosis_reward
-from osmosis_rollout.server import create_rollout_server
+from osmosis_rollout.server import create_rollout_server, run_rollout_app
 
 SYSTEM_PROMPT = "Use the multiply tool when arithmetic is required."
 
@@ -62,11 +62,5 @@ MultiplyGrader = product_matches.as_grader(name="MultiplyGrader")
 app = create_rollout_server(backend=LocalBackend(workflow=MultiplyWorkflow, grader=MultiplyGrader))
 
 if __name__ == "__main__":
-    import uvicorn
-
-    uvicorn.run(
-        app,
-        host="0.0.0.0",
-        port=int(os.environ.get("_OSMOSIS_ROLLOUT_PORT", "8000")),
-        timeout_keep_alive=2160,
-    )
+    # Staged drain on SIGTERM: results in flight stay fetchable until collected.
+    run_rollout_app(app, host="0.0.0.0", port=int(os.environ.get("_OSMOSIS_ROLLOUT_PORT", "8000")))

@@ -30,7 +30,7 @@ from osmosis_rollout import (
 )
 from osmosis_rollout.chat_client import RolloutChatClient
 from osmosis_rollout.sample_text import last_assistant_text, tool_calls
-from osmosis_rollout.server import create_rollout_server
+from osmosis_rollout.server import create_rollout_server, run_rollout_app
 
 MAX_TURNS = 8
 
@@ -97,11 +97,5 @@ class MultiplyGrader(Grader):
 app = create_rollout_server(backend=LocalBackend(workflow=MultiplyWorkflow, grader=MultiplyGrader))
 
 if __name__ == "__main__":
-    import uvicorn
-
-    uvicorn.run(
-        app,
-        host="0.0.0.0",
-        port=int(os.environ.get("_OSMOSIS_ROLLOUT_PORT", "8000")),
-        timeout_keep_alive=2160,
-    )
+    # Staged drain on SIGTERM: results in flight stay fetchable until collected.
+    run_rollout_app(app, host="0.0.0.0", port=int(os.environ.get("_OSMOSIS_ROLLOUT_PORT", "8000")))
