@@ -33,6 +33,28 @@ def run(root: Path, rows: int, payload: int) -> dict[str, float]:
     return report
 
 
+def scaling(sizes: list[int], payload: int, repeats: int) -> None:
+    """Peak RSS and wall per row at each size (issue 16, target 5: 1k/5k/10k)."""
+    runs: dict[int, list[dict[str, float]]] = {n: [] for n in sizes}
+    with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
+        root = Path(tmp)
+        for rows in sizes:
+            null_workspace(root, rows)
+        for _ in range(repeats):
+            for rows in sizes:
+                runs[rows].append(run(root, rows, payload))
+    base = median([r["maxrss_kb"] for r in runs[sizes[0]]]) / 1024
+    table_rows = []
+    for rows in sizes:
+        rss = median([r["maxrss_kb"] for r in runs[rows]]) / 1024
+        wall = median([r["wall"] for r in runs[rows]])
+        table_rows.append(
+            [rows, f"{rss:.1f}", f"{rss / base:.3f}", f"{wall:.2f}", f"{1000 * wall / rows:.3f}"]
+        )
+    print(f"median of {repeats}; payload {payload} B per row")
+    print(table(["rows", "peak RSS MB", f"vs {sizes[0]}", "wall s", "ms/row"], table_rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -41,8 +63,14 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=2000)
     parser.add_argument("--payload", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--sizes", help="comma-separated row counts: one table of RSS and wall per row count"
+    )
     args = parser.parse_args()
     print(machine())
+    if args.sizes:
+        scaling([int(n) for n in args.sizes.split(",")], args.payload, args.repeats)
+        return
     rss: dict[int, list[float]] = {args.small: [], args.large: []}
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         root = Path(tmp)

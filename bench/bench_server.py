@@ -136,6 +136,7 @@ async def drive(
                 handle = await client.run_rollout_async(
                     initial_messages=[{"role": "user", "content": "6*7"}],
                     chat_completions_url=chat_url,
+                    llm_api_key="bench-key",
                     rollout_id=f"{tag}-{i}",
                     label="42",
                 )

@@ -27,8 +27,10 @@ tool-call argument deltas included, into the same message a plain reply gives.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
+import importlib
 import json
 import ssl
 import weakref
@@ -61,6 +63,22 @@ def tls_context() -> ssl.SSLContext:
     first rollout paid it. Call it before the first rollout to take that off the clock.
     """
     return httpx.create_ssl_context()
+
+
+_FIRST_REQUEST_MODULES = ("httpcore", "h11", "anyio._backends._asyncio", "anyio.streams.tls")
+
+
+def warm_up() -> None:
+    """Do what the first rollout's first request would do once: load the CA bundle and
+    import httpx's transport modules (~100 modules, imported lazily by the first request).
+
+    Whoever owns the process (the pytest plugin, ``osmosis-rollout serve``) calls it before
+    the first rollout, so the first result is not late by that.
+    """
+    tls_context()
+    for name in _FIRST_REQUEST_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 def _shared_client() -> httpx.AsyncClient:
@@ -336,4 +354,4 @@ async def _assemble_stream(lines: AsyncIterator[str], url: str) -> ChatCompletio
     return ChatCompletion(message=message, finish_reason=finish_reason, usage=usage)
 
 
-__all__ = ["ROLLOUT_MODEL", "ChatCompletion", "RolloutChatClient", "tls_context"]
+__all__ = ["ROLLOUT_MODEL", "ChatCompletion", "RolloutChatClient", "tls_context", "warm_up"]

@@ -233,9 +233,9 @@ def start_engine(
                 grader_timeout=s.grader_timeout,
             )
         from osmosis_rollout._gc import freeze_startup_heap
-        from osmosis_rollout.chat_client import tls_context
+        from osmosis_rollout.chat_client import warm_up
 
-        tls_context()  # the CA bundle, loaded once before the clock, not by the first rollout
+        warm_up()  # the CA bundle and httpx's transport, before the clock, not in a rollout
         freeze_startup_heap()  # user code and frameworks are imported: keep them out of GC
     except BaseException:
         stops = [*loop_closers, *([scheduler.close] if scheduler else []), *reversed(closers)]

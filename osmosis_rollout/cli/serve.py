@@ -221,7 +221,9 @@ def run(args: argparse.Namespace) -> int:
         print("osmosis-rollout serve: error: --drain-timeout must be >= 0", file=sys.stderr)
         return 2
     from osmosis_rollout._gc import freeze_startup_heap
+    from osmosis_rollout.chat_client import warm_up
 
+    warm_up()  # the CA bundle and httpx's transport, before the first rollout
     freeze_startup_heap()  # the entrypoint and its frameworks are imported: keep them out of GC
     port = args.port if args.port is not None else int(os.environ.get(PORT_ENV) or DEFAULT_PORT)
     print(f"osmosis-rollout serve: {description} on http://{args.host}:{port}", flush=True)

@@ -75,6 +75,8 @@ class LeanLitellm:
             return None
         if not isinstance(base_url, str) or "?" in base_url:
             return None
+        if not kwargs.get("api_key"):
+            return None  # LiteLLM refuses a keyless call with its own error: keep that
         for key, value in kwargs.items():
             if key in _CONSUMED or key in _BODY_ORDER or key in ("api_base", _STREAM_OPTIONS):
                 continue

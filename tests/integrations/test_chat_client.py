@@ -318,3 +318,21 @@ async def test_messages_added_by_the_workflow_are_recorded_in_order(
     assert sample is not None
     assert [m["role"] for m in sample.messages] == ["system", "user", "assistant", "tool"]
     assert sample.messages[-1]["content"] == '{"value": 42}'
+
+
+def test_warm_up_does_the_first_requests_one_time_work_ahead() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "import osmosis_rollout.chat_client as chat\n"
+        "assert 'h11' not in sys.modules, 'imported before the warm-up'\n"
+        "chat.warm_up()\n"
+        "assert 'h11' in sys.modules and 'httpcore' in sys.modules\n"
+        "assert chat.tls_context() is chat.tls_context()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr

@@ -193,6 +193,7 @@ def test_only_rollout_model_calls_take_the_lean_path() -> None:
         "model": "litellm_proxy/osmosis-rollout",
         "messages": [{"role": "user", "content": "hi", "name": None}],
         "base_url": "http://127.0.0.1:1/v1",
+        "api_key": "k",
         "temperature": 0.0,
         "tools": None,
         "stream": False,
@@ -204,6 +205,7 @@ def test_only_rollout_model_calls_take_the_lean_path() -> None:
     }
     assert lean.lean_body({**call, "model": "openai/gpt-4o"}) is None
     assert lean.lean_body({**call, "tool_choice": "auto"}) is None
+    assert lean.lean_body({**call, "api_key": None}) is None
     assert lean.lean_body({**call, "base_url": "http://127.0.0.1:1/v1?x=1"}) is None
 
 
