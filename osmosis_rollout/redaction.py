@@ -44,6 +44,21 @@ MIN_SECRET_LENGTH = 8
 """Shorter values are not redacted (too likely to occur by chance)."""
 
 
+def _snapshot(environ: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``environ`` that another thread's set/delete cannot break.
+
+    Iterating ``os.environ`` while another thread changes it (pytest sets and deletes
+    ``PYTEST_CURRENT_TEST`` around every item) raises ``KeyError`` or ``RuntimeError``;
+    such a change is brief, so the copy is retried.
+    """
+    for _ in range(100):
+        try:
+            return dict(environ)
+        except (KeyError, RuntimeError):
+            continue
+    return dict(environ)
+
+
 class Redactor:
     """Replaces known secret values in text and in JSON-like values.
 
@@ -68,7 +83,7 @@ class Redactor:
         extra: Mapping[str, str | None] | None = None,
     ) -> Redactor:
         """Secrets of ``environ`` (default ``os.environ``) plus ``extra`` (name -> value)."""
-        env = os.environ if environ is None else environ
+        env = _snapshot(os.environ) if environ is None else environ
         pairs = [(name, value) for name, value in env.items() if SECRET_NAME.search(name)]
         pairs.extend((name, value) for name, value in (extra or {}).items() if value)
         return cls(pairs)

@@ -164,3 +164,29 @@ def test_saved_trajectories_and_diagnostics_hold_no_environment_secret(
         text = p.read_text(encoding="utf-8")
         assert KEY not in text
         assert "[REDACTED:OPENAI_API_KEY]" in text
+
+
+def test_reading_the_environment_survives_another_thread_changing_it() -> None:
+    # pytest sets and deletes PYTEST_CURRENT_TEST on its main thread while rollouts build
+    # their redactors on the scheduler thread (a 10,000-row run lost 9 rows to a KeyError).
+    import os
+    import threading
+
+    from osmosis_rollout.redaction import Redactor
+
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            os.environ["OSMOSIS_TEST_CHURN"] = "x"
+            del os.environ["OSMOSIS_TEST_CHURN"]
+
+    thread = threading.Thread(target=churn, daemon=True)
+    thread.start()
+    try:
+        for _ in range(20_000):
+            Redactor.from_environment()
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        os.environ.pop("OSMOSIS_TEST_CHURN", None)
