@@ -13,3 +13,14 @@ def _artifact_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "artifact-root"
     monkeypatch.setenv("_OSMOSIS_ROLLOUT_ARTIFACT_ROOT", str(root))
     return root
+
+
+@pytest.fixture(autouse=True)
+def _not_on_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner pytest runs (pytester, subprocesses) format as on a developer's machine.
+
+    With ``CI`` or ``BUILD_NUMBER`` set, pytest prints each failure's whole message again in
+    the short summary, so a test counting lines of a failure text would see them twice on CI.
+    """
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("BUILD_NUMBER", raising=False)
