@@ -7,13 +7,13 @@ rows missed (they stay failed in the summary and the report), and fails below it
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from osmosis_rollout.report_model import ReportFileError, read_report
 from pytest_osmosis.options import OsmosisSettings
 from pytest_osmosis.reporting import RunReport
 
@@ -33,16 +33,9 @@ def load_baseline(path: Path, *, allow_partial: bool = False) -> dict[str, Any]:
     ``allow_partial``: its missing rows would all look new, and its pass rate is not the suite's.
     """
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise pytest.UsageError(f"--osmosis-baseline: file not found: {path}") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise pytest.UsageError(f"--osmosis-baseline: {path} is not a JSON report: {exc}") from None
-    if not isinstance(document, dict) or "row_verdicts" not in document:
-        raise pytest.UsageError(
-            f"--osmosis-baseline: {path} is not a pytest-osmosis report (no 'row_verdicts'); "
-            "pass a report.json written by an earlier run"
-        )
+        document = read_report(path).model_dump(by_alias=True)
+    except ReportFileError as exc:
+        raise pytest.UsageError(f"--osmosis-baseline: {exc}") from None
     summary = document.get("summary")
     if isinstance(summary, dict) and summary.get("complete") is False and not allow_partial:
         raise pytest.UsageError(

@@ -1,0 +1,54 @@
+"""report.json has a published JSON Schema, and what a run writes conforms to it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import jsonschema
+import pytest
+from workspaces import multiply_rows
+
+from osmosis_rollout.report_model import (
+    REPORT_SCHEMA,
+    ReportFileError,
+    read_report,
+    report_json_schema,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+PUBLISHED = REPO / "docs" / "report.schema.json"
+POLICY = "--osmosis-policy=policy.py:policy"
+
+
+def test_the_published_schema_is_the_one_the_models_generate() -> None:
+    published = json.loads(PUBLISHED.read_text(encoding="utf-8"))
+    assert published == report_json_schema(), (
+        "docs/report.schema.json is stale: regenerate it with "
+        "`python -m osmosis_rollout.report_model > docs/report.schema.json`"
+    )
+
+
+def test_a_runs_report_conforms_to_the_published_schema_and_names_its_version(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace(multiply_rows(3))
+    report_path = root / "report.json"
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, f"--osmosis-report={report_path}"
+    )
+    assert result.ret == 0, result.stdout.str()
+    document = json.loads(report_path.read_text(encoding="utf-8"))
+    jsonschema.validate(document, json.loads(PUBLISHED.read_text(encoding="utf-8")))
+    assert document["schema"] == REPORT_SCHEMA
+    report = read_report(report_path)
+    assert [v.verdict for v in report.row_verdicts] == ["passed"] * 3
+    assert report.summary.complete is True
+
+
+def test_a_file_that_is_not_a_report_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"summary": {}, "row_verdicts": [{"verdict": "passed"}]}))
+    with pytest.raises(ReportFileError, match=r"other\.json.*row_verdicts\.0\.nodeid"):
+        read_report(path)
