@@ -72,7 +72,7 @@ class ReportDocument(_Open):
         alias="schema",
         description=f"document format and version, '{REPORT_SCHEMA}' for this release",
     )
-    summary: ReportSummary
+    summary: ReportSummary = Field(default_factory=ReportSummary)
     rows: list[ReportAttempt] = Field(default_factory=list)
     row_verdicts: list[ReportRowVerdict]
     not_run: list[str] = Field(default_factory=list, description="node ids selected but not run")

@@ -18,5 +18,8 @@ if [ ! -f "$stamp" ]; then
 fi
 echo "== pytest, lowest framework releases: $("$venv/bin/python" -c 'import importlib.metadata as m
 print(" ".join(f"{n}=={m.version(n)}" for n in ("openai-agents", "strands-agents", "litellm", "mcp")))')"
+# test_lean_endpoint.py is left out here: it pins our lean endpoint client to the request bytes
+# of the LiteLLM release in constraints.txt, and older LiteLLM releases serialise differently.
 "$venv/bin/python" -m pytest -n 2 -q -p no:cacheprovider \
+    --ignore=tests/integrations/test_lean_endpoint.py \
     tests/integrations tests/policy tests/trajectory/test_trajectory_frameworks.py "$@"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from workspaces import POLICY_PY, multiply_rows
@@ -100,7 +101,12 @@ def test_prices_give_a_cost_per_attempt_row_and_run_in_every_output(
         json.loads(line)
         for line in (root / "out" / "rows.jsonl").read_text(encoding="utf-8").splitlines()
     ]
-    assert [a["cost_usd"] for a in streamed] == [a["cost_usd"] for a in attempts]
+
+    # The journal is in finish order, the report in item order: compare attempt by attempt.
+    def by_attempt(lines: list[dict[str, Any]]) -> dict[tuple[str, int], Any]:
+        return {(a["nodeid"], a.get("run_index", 0)): a["cost_usd"] for a in lines}
+
+    assert by_attempt(streamed) == by_attempt(attempts)
     result.stdout.fnmatch_lines(["cost: $* per row $* per attempt $* (estimated)"])
     assert ">cost</th>" in (root / "report.html").read_text(encoding="utf-8")
 
