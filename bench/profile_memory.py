@@ -68,9 +68,14 @@ class Snap:
         current, peak = tracemalloc.get_traced_memory()
         snap = tracemalloc.take_snapshot()
         by = Counter()
+        lines = Counter()
         for stat in snap.statistics("traceback"):
-            by[owner(stat.traceback)] += stat.size
-        Snap.result = {"owners": dict(by), "current": current, "peak": peak,
+            who = owner(stat.traceback)
+            by[who] += stat.size
+            if who.startswith("ours"):
+                here = next(f for f in reversed(stat.traceback) if "osmosis_rollout/" in f.filename or "pytest_osmosis/" in f.filename)
+                lines[f"{here.filename.rsplit('/', 2)[-2]}/{here.filename.rsplit('/', 1)[-1]}:{here.lineno}"] += stat.size
+        Snap.result = {"owners": dict(by), "lines": dict(lines), "current": current, "peak": peak,
                        "items": session.testscollected}
 
 
@@ -149,6 +154,14 @@ def main() -> None:
                      f"{(hi['peak'] - lo['peak']) / extra:.0f}"])  # fmt: skip
         body.append(["ru_maxrss", f"{lo['maxrss_kb'] / 1024:.1f}", f"{hi['maxrss_kb'] / 1024:.1f}",
                      f"{(hi['maxrss_kb'] - lo['maxrss_kb']) * 1024 / extra:.0f}"])  # fmt: skip
+        if mode == "plugin":
+            ours = sorted(
+                set(lo["lines"]) | set(hi["lines"]),
+                key=lambda k: -(hi["lines"].get(k, 0) - lo["lines"].get(k, 0)),
+            )[:8]
+            for key in ours:
+                grown = hi["lines"].get(key, 0) - lo["lines"].get(key, 0)
+                body.append([f"  ours at {key}", "", "", f"{grown / extra:.0f}"])
         print(f"\n{mode}: live at sessionfinish, payload {args.payload} B, {args.frames} frames")
         print(table(["owner", f"MB @{small}", f"MB @{large}", "B/extra row"], body))
 
