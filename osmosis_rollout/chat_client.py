@@ -283,16 +283,13 @@ def _clean_message(message: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-async def _assemble_stream(lines: AsyncIterator[str], url: str) -> ChatCompletion:
-    """Fold ``chat.completion.chunk`` SSE events into one reply (tool-call deltas too)."""
-    content: list[str] = []
-    reasoning: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
-    role = "assistant"
+async def sse_chunks(lines: AsyncIterator[str], url: str) -> AsyncIterator[dict[str, Any]]:
+    """The JSON payloads of a chat-completions SSE stream, up to ``[DONE]``.
+
+    Comments and non-data fields are skipped; bad JSON or an error event raises
+    :class:`PolicyError` naming ``url``.
+    """
     event = "message"
-    saw_choice = False
     async for line in lines:
         if not line:
             event = "message"
@@ -306,7 +303,7 @@ async def _assemble_stream(lines: AsyncIterator[str], url: str) -> ChatCompletio
             continue
         data = line[len("data:") :].strip()
         if data == "[DONE]":
-            break
+            return
         try:
             chunk = json.loads(data)
         except ValueError as exc:
@@ -317,6 +314,19 @@ async def _assemble_stream(lines: AsyncIterator[str], url: str) -> ChatCompletio
             raise PolicyError(
                 f"chat completions stream from {url} failed: {chunk.get('error', chunk)}"
             )
+        yield chunk
+
+
+async def _assemble_stream(lines: AsyncIterator[str], url: str) -> ChatCompletion:
+    """Fold ``chat.completion.chunk`` SSE events into one reply (tool-call deltas too)."""
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    role = "assistant"
+    saw_choice = False
+    async for chunk in sse_chunks(lines, url):
         if chunk.get("usage"):
             usage = chunk["usage"]
         for choice in chunk.get("choices") or ():

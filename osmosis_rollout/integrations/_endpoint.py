@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from osmosis_rollout.chat_client import _shared_client
+from osmosis_rollout.chat_client import _shared_client, sse_chunks
 from osmosis_rollout.errors import PolicyError
 
 _PROVIDER_PREFIX = "litellm_proxy/"
@@ -171,31 +171,7 @@ async def _stream_chunks(
     validate = ChatCompletionChunk.model_validate
     async with client.stream("POST", url, content=content, headers=headers) as response:
         await _raise_for_status(response, url)
-        event = "message"
-        async for line in response.aiter_lines():
-            if not line:
-                event = "message"
-                continue
-            if line.startswith(":"):
-                continue
-            if line.startswith("event:"):
-                event = line[6:].strip()
-                continue
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                return
-            try:
-                chunk = json.loads(data)
-            except ValueError as exc:
-                raise PolicyError(
-                    f"chat completions stream from {url} sent bad JSON: {data[:200]!r}"
-                ) from exc
-            if event == "error" or "error" in chunk:
-                raise PolicyError(
-                    f"chat completions stream from {url} failed: {chunk.get('error', chunk)}"
-                )
+        async for chunk in sse_chunks(response.aiter_lines(), url):
             yield validate(chunk)
             if chunk.get("usage") and chunk.get("choices"):
                 # Usage riding on a chunk with choices also comes alone, as LiteLLM splits it:
