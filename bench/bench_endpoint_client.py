@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import resource
@@ -45,8 +46,9 @@ async def endpoint_app(scope: Any, receive: Any, send: Any) -> None:
     base["object"] = "chat.completion.chunk"
     if any(m.get("role") == "tool" for m in body["messages"]):
         text = "The product is 42. " * 4
-        size = max(1, -(-len(text) // chunks))
-        pieces = [text[i : i + size] for i in range(0, len(text), size)]
+        # Exactly ``chunks`` pieces (the text is longer than 64 characters).
+        cuts = [len(text) * i // chunks for i in range(chunks + 1)]
+        pieces = [text[a:b] for a, b in itertools.pairwise(cuts)]
         deltas: list[dict[str, Any]] = [{"role": "assistant", "content": pieces[0]}]
         deltas += [{"content": piece} for piece in pieces[1:]]
         finish = "stop"
