@@ -132,6 +132,34 @@ class Redactor:
             return value
         return self._walk(value)
 
+    def redact_shared(self, value: Any) -> Any:
+        """Like :meth:`redact_value`, but every part with nothing to redact is ``value``'s own.
+
+        No copy of a large document that holds no secret; the result must then be treated
+        as read-only, since it shares its parts with ``value``.
+        """
+        if self._pattern is None:
+            return value
+        return self._walk_shared(value)
+
+    def _walk_shared(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, Mapping):
+            changed = not isinstance(value, dict)
+            items = []
+            for k, v in value.items():
+                k2, v2 = self._walk_shared(k), self._walk_shared(v)
+                changed = changed or k2 is not k or v2 is not v
+                items.append((k2, v2))
+            return dict(items) if changed else value
+        if isinstance(value, list | tuple):
+            walked = [self._walk_shared(v) for v in value]
+            if isinstance(value, list) and all(a is b for a, b in zip(walked, value, strict=True)):
+                return value
+            return walked
+        return value
+
     def _walk(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.redact(value)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -103,21 +104,35 @@ class RowJournal:
         stats: Mapping[str, Any],
     ) -> None:
         """Append one row: each attempt line carries the row's verdict and statistics."""
+        self.write_encoded(self.encode_row(attempts, verdict=verdict, stats=stats))
+
+    def encode_row(
+        self,
+        attempts: Sequence[Mapping[str, Any]],
+        *,
+        verdict: str,
+        stats: Mapping[str, Any],
+    ) -> bytes:
+        """The redacted lines :meth:`write_row` appends for one row (to compare or write later)."""
         lines = []
         for attempt in attempts:
             line = {**attempt, "row_verdict": verdict, "row_stats": dict(stats)}
             lines.append(
                 json.dumps(self.redactor.redact_value(line), sort_keys=True, default=str) + "\n"
             )
-        data = "".join(lines).encode("utf-8", errors="backslashreplace")
+        return "".join(lines).encode("utf-8", errors="backslashreplace")
+
+    def write_encoded(self, data: bytes) -> bool:
+        """Append lines made by :meth:`encode_row`; False when the journal is already closed."""
         with self._lock:
             if self._closed:
-                return
+                return False
             fd = self._open()
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
+        return True
 
     def close(self) -> None:
         """Close the file; later writes are dropped (the run is over)."""
@@ -135,40 +150,60 @@ def read_journal(path: Path) -> tuple[list[JournalRow], int]:
     those of its last line. A missing file is an empty journal (no row finished).
     """
     try:
-        data = path.read_bytes()
+        handle = path.open("rb")
     except FileNotFoundError:
         return [], 0
     rows: dict[str, JournalRow] = {}
     by_attempt: dict[str, dict[Any, dict[str, Any]]] = {}
     bad = 0
-    for raw in data.splitlines():
-        if not raw.strip():
-            continue
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            bad += 1
-            continue
-        if not isinstance(line, dict) or not isinstance(line.get("nodeid"), str):
-            bad += 1
-            continue
-        nodeid = line["nodeid"]
-        attempt = {k: v for k, v in line.items() if k not in ROW_FIELDS}
-        row = rows.get(nodeid)
-        if row is None:
-            row = rows[nodeid] = JournalRow(
-                nodeid=nodeid,
-                dataset=str(line.get("dataset", "")),
-                row_key=str(line.get("row_key", "")),
-                verdict="failed",
-            )
-        row.verdict = str(line.get("row_verdict") or _verdict_of(attempt))
-        row.stats = dict(line.get("row_stats") or {})
-        by_attempt.setdefault(nodeid, {})[line.get("run_index", 0)] = attempt
+    # Line by line, with the keys (and the few values every row repeats) shared: a
+    # 10,000-row journal is read back at the end of the run, when memory peaks.
+    with handle:
+        for raw in handle:
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                bad += 1
+                continue
+            if not isinstance(line, dict) or not isinstance(line.get("nodeid"), str):
+                bad += 1
+                continue
+            nodeid = line["nodeid"]
+            attempt = {
+                _shared(k): _shared_value(k, v) for k, v in line.items() if k not in ROW_FIELDS
+            }
+            row = rows.get(nodeid)
+            if row is None:
+                row = rows[nodeid] = JournalRow(
+                    nodeid=nodeid,
+                    dataset=_shared(str(line.get("dataset", ""))),
+                    row_key=str(line.get("row_key", "")),
+                    verdict="failed",
+                )
+            row.verdict = _shared(str(line.get("row_verdict") or _verdict_of(attempt)))
+            stats = line.get("row_stats") or {}
+            row.stats = {_shared(str(k)): v for k, v in dict(stats).items()}
+            by_attempt.setdefault(nodeid, {})[line.get("run_index", 0)] = attempt
     for nodeid, row in rows.items():
         attempts = by_attempt[nodeid]
         row.attempts = [attempts[k] for k in sorted(attempts, key=_run_index_order)]
     return list(rows.values()), bad
+
+
+_SHARED_VALUES = frozenset({"dataset", "status", "error_type", "error_phase"})
+"""Attempt keys whose values repeat from row to row (a handful of distinct strings)."""
+
+
+def _shared(text: str) -> str:
+    return sys.intern(text)
+
+
+def _shared_value(key: str, value: Any) -> Any:
+    if key in _SHARED_VALUES and isinstance(value, str) and len(value) <= 512:
+        return sys.intern(value)
+    return value
 
 
 def _run_index_order(value: Any) -> tuple[int, str]:

@@ -165,6 +165,9 @@ class LiveProgress:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         self._clear()
+        # Count the rows finished meanwhile first: when the main thread never has to wait,
+        # this is the only place their verdicts (answers and all) leave the queue.
+        self._drain()
         record = getattr(report, REPORT_ATTR, None)
         if report.when == "call" and isinstance(record, dict):
             self.state.row_finished(

@@ -69,6 +69,11 @@ class RunReport:
             output / JOURNAL_FILENAME, fresh=not resume, redactor=self.redactor
         )
         self.rows: list[RowRecord] = []
+        """Until :meth:`finish`: the reported rows the journal may not hold as reported; then
+        every row of the report."""
+        self._in_journal: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        """Reported rows whose reported version this process journaled: their key orders."""
+        self._orders: dict[tuple[tuple[str, ...], tuple[str, ...]], Any] = {}
         self.preflight: list[dict[str, Any]] = []
         self.selected: list[str] = []
         self.not_run: list[str] = []
@@ -78,9 +83,27 @@ class RunReport:
         """Append ``record`` to ``rows.jsonl`` now (where the row ran)."""
         self.journal.write_row(record.attempts, verdict=record.verdict, stats=record.stats)
 
-    def add(self, record: RowRecord) -> None:
-        """Keep one reported row's record (on the controlling process)."""
-        self.rows.append(record)
+    def encode_row(self, record: RowRecord) -> bytes:
+        """The journal lines of ``record``, as :meth:`journal_row` would append them."""
+        return self.journal.encode_row(record.attempts, verdict=record.verdict, stats=record.stats)
+
+    def add(self, record: RowRecord, *, journaled: bool = False) -> None:
+        """Keep one reported row's record (on the controlling process).
+
+        ``journaled``: this process wrote exactly this record to the journal, where
+        :meth:`finish` reads it back; only the order of its keys is kept, not the record.
+        """
+        if not journaled:
+            self.rows.append(record)
+            return
+        attempt_keys = tuple(record.attempts[0]) if record.attempts else ()
+        order = (attempt_keys, tuple(record.stats))
+        self._in_journal[record.nodeid] = self._orders.setdefault(order, order)
+
+    @property
+    def reported(self) -> int:
+        """How many reported rows were added (before :meth:`finish`)."""
+        return len(self.rows) + len(self._in_journal)
 
     def close(self) -> None:
         """Stop journaling (late rollouts of a stopped run are not written)."""
@@ -95,6 +118,14 @@ class RunReport:
         """
         journaled, _ = read_journal(self.output / JOURNAL_FILENAME)
         merged = {row.nodeid: row for row in journaled}
+        for nodeid, (attempt_keys, stats_keys) in self._in_journal.items():
+            row = merged.get(nodeid)
+            if row is not None:
+                # As reported, not as the journal sorts them: the report keeps the keys'
+                # order of the record the row's report carried.
+                row.attempts = [_in_order(a, attempt_keys) for a in row.attempts]
+                row.stats = _in_order(row.stats, stats_keys)
+        self._in_journal = {}
         for record in self.rows:
             merged[record.nodeid] = record
         position = {nodeid: i for i, nodeid in enumerate(selected)}
@@ -125,8 +156,17 @@ class RunReport:
             preflight=self.preflight,
         )
         document.update(extra)
-        redacted: dict[str, Any] = self.redactor.redact_value(document)
+        redacted: dict[str, Any] = self.redactor.redact_shared(document)
         return redacted
+
+
+def _in_order(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``values`` with ``keys`` first, in that order (then any others, as they were)."""
+    if tuple(values) == keys:
+        return values
+    ordered = {k: values[k] for k in keys if k in values}
+    ordered.update((k, v) for k, v in values.items() if k not in ordered)
+    return ordered
 
 
 def format_cost(cost: float) -> str:

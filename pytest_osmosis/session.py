@@ -19,6 +19,7 @@ import collections
 import concurrent.futures
 import datetime as dt
 import functools
+import hashlib
 import logging
 import os
 import threading
@@ -164,7 +165,9 @@ class OsmosisSession:
         self.resumed: list[str] = []
         """Rows a resumed run found already journaled and did not run again."""
         self.resumed_done = 0
-        self._journaled: dict[str, tuple[Any, ...]] = {}
+        self._journaled: dict[str, tuple[bytes, bool]] = {}
+        """Per row: a digest of what the journal last got for it, and whether that is the
+        version its report carries (a late write from the rollouts' thread is then stale)."""
         self._journal_lock = threading.Lock()
         self.engine: Engine | None = None
         self.engine_error: BaseException | None = None
@@ -172,6 +175,8 @@ class OsmosisSession:
         """What ``pytest_sessionfinish`` computed for the terminal summary."""
         self._ahead: collections.deque[Callable[[], None]] = collections.deque()
         self._consumed: set[str] = set()
+        self._in_journal: set[str] = set()
+        """Rows whose reported version this process journaled, until their report is collected."""
         self._summary_started = False
         self._watched: set[str] = set()
         self.watcher: RowWatcher | None = None
@@ -355,22 +360,29 @@ class OsmosisSession:
         for future in futures:
             future.add_done_callback(done)
 
-    def _journal(self, record: RowRecord) -> None:
-        """Write ``record`` unless the journal already holds exactly this version of the row."""
-        signature = (
-            record.verdict,
-            tuple((a.get("rollout_id"), a.get("status"), a.get("reward")) for a in record.attempts),
-        )
-        with self._journal_lock:
-            if self._journaled.get(record.nodeid) == signature:
-                return
-            self._journaled[record.nodeid] = signature
+    def _journal(self, record: RowRecord, *, reported: bool = False) -> bool:
+        """Write ``record`` unless the journal already holds exactly this version of the row.
+
+        ``reported``: the version the row's report carries, which no later write replaces.
+        True when the journal holds ``record`` afterwards.
+        """
         try:
-            self.report.journal_row(record)
+            data = self.report.encode_row(record)
+            digest = hashlib.blake2b(data, digest_size=16).digest()
+            # Under the lock, so the writes of one row reach the file in the order decided here.
+            with self._journal_lock:
+                last_digest, last_reported = self._journaled.get(record.nodeid, (b"", False))
+                if last_reported and not reported:
+                    return False
+                if last_digest != digest and not self.report.journal.write_encoded(data):
+                    return False
+                self._journaled[record.nodeid] = (digest, reported)
+                return True
         except OSError as exc:
             # The row still reaches the report through its test report; say why the
             # journal misses it.
             logger.warning("could not journal row %s: %s", record.nodeid, exc)
+            return False
 
     def _submit_item(self, item: pytest.Item) -> None:
         ref = _row_ref(item)
@@ -544,9 +556,9 @@ class OsmosisSession:
         report = yield
         if report.when == "call" and RECORD_KEY in item.stash:
             record = item.stash[RECORD_KEY]
-            # Where the row ran: journal it again if its report changed it. The signature
-            # stays, since the rollout loop's own write of this row may still be on its way.
-            self._journal(RowRecord(**record))
+            # Where the row ran: journal it again if its report changed it.
+            if self._journal(RowRecord(**record), reported=True):
+                self._in_journal.add(item.nodeid)
             setattr(report, REPORT_ATTR, record)
             setattr(report, WORD_ATTR, reward_word(record, self.settings.pass_threshold))
             del item.stash[RECORD_KEY]
@@ -585,6 +597,8 @@ class OsmosisSession:
 
     def _redact_report(self, report: pytest.TestReport) -> None:
         """Keep secrets out of a report's failure text, captured output and properties."""
+        if not self.redactor:
+            return
         redact = self.redactor.redact
         if isinstance(report.longrepr, str):
             report.longrepr = redact(report.longrepr)
@@ -593,10 +607,20 @@ class OsmosisSession:
             redacted = redact(text)
             if redacted != text:
                 report.longrepr = redacted
-        report.sections = [(title, redact(content)) for title, content in report.sections]
-        report.user_properties = [
-            (name, self.redactor.redact_value(value)) for name, value in report.user_properties
-        ]
+        # In place, replacing only what changed: pytest keeps every report for the session,
+        # and an unchanged entry stays shared with the item's own list.
+        for i, (title, content) in enumerate(report.sections):
+            clean = redact(content)
+            if clean is not content:
+                report.sections[i] = (title, clean)
+        for i, (name, value) in enumerate(report.user_properties):
+            if value is None or isinstance(value, bool | int | float):
+                continue
+            clean_value = (
+                redact(value) if isinstance(value, str) else self.redactor.redact_value(value)
+            )
+            if clean_value is not value:
+                report.user_properties[i] = (name, clean_value)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
@@ -635,7 +659,11 @@ class OsmosisSession:
             attempts=value["attempts"],
             stats=value.get("stats", {}),
         )
-        self.report.add(record)
+        # A row this process journaled as reported is read back from the journal at the end:
+        # the report keeps nothing of it meanwhile.
+        journaled = record.nodeid in self._in_journal
+        self._in_journal.discard(record.nodeid)
+        self.report.add(record, journaled=journaled)
         # pytest keeps every report for the session: do not keep the record twice.
         delattr(report, REPORT_ATTR)
         self.config.hook.pytest_osmosis_row_finished(
@@ -657,7 +685,7 @@ class OsmosisSession:
             return
         report = self.report
         report.close()
-        if not report.rows and not self.selected:
+        if not report.reported and not self.selected:
             return
         from pytest_osmosis.gates import apply_gates
 

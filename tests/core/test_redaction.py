@@ -84,6 +84,21 @@ def test_json_like_values_are_redacted_everywhere_keys_included() -> None:
     assert value["message"] == f"401: key {KEY} rejected"
 
 
+def test_redact_shared_copies_only_the_parts_that_held_a_secret() -> None:
+    redactor = Redactor({"API_KEY": "sk-live-0123456789"})
+    clean = {"rows": [{"answer": "x" * 100}], "pair": ["a", "b"]}
+    assert redactor.redact_shared(clean) is clean
+    dirty = {"rows": [{"answer": "key sk-live-0123456789"}, {"answer": "fine"}], "ok": ["a"]}
+    redacted = redactor.redact_shared(dirty)
+    assert redacted == {
+        "rows": [{"answer": "key [REDACTED:API_KEY]"}, {"answer": "fine"}],
+        "ok": ["a"],
+    }
+    assert redacted["rows"][1] is dirty["rows"][1]
+    assert redacted["ok"] is dirty["ok"]
+    assert dirty["rows"][0]["answer"] == "key sk-live-0123456789"  # the input is not changed
+
+
 def test_an_empty_redactor_returns_values_unchanged() -> None:
     value = {"a": ["b"]}
     assert Redactor().redact_value(value) is value

@@ -1,0 +1,80 @@
+"""What the plugin keeps per row once pytest has reported it: nothing of its result.
+
+A 10,000-row run must not hold every row's answer, attempts and record until the session
+ends (issue 16, target 5). The report is read back from the journal at the end, so a
+reported row leaves neither its attempts nor its record in memory; the report files do
+not change (the other plugin tests pin them down).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from workspaces import multiply_rows
+
+POLICY = "--osmosis-policy=policy.py:policy"
+PREFLIGHT = 2
+
+COUNTING_CONFTEST = """
+import gc
+import json
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    # Every row has been reported; the plugin has not built its report yet.
+    from osmosis_rollout.run_journal import JournalRow
+    from pytest_osmosis.verdict import AttemptResult, RowVerdict
+
+    gc.collect()
+    alive = {"AttemptResult": 0, "RowVerdict": 0, "JournalRow": 0}
+    for obj in gc.get_objects():
+        for kind in (AttemptResult, RowVerdict, JournalRow):
+            if type(obj) is kind:
+                alive[kind.__name__] += 1
+    with open("alive.json", "w") as fh:
+        json.dump(alive, fh)
+"""
+
+
+def test_reported_rows_leave_no_attempts_verdicts_or_records_in_memory(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace(multiply_rows(6))
+    (root / "conftest.py").write_text(COUNTING_CONFTEST)
+    # Subprocess: objects of other tests in this process must not count. Piped output
+    # shows the line progress, which counts every row as its rollout finishes.
+    result = pytester.runpytest_subprocess("--osmosis-dataset=data/test.jsonl", POLICY)
+    result.assert_outcomes(passed=6 + PREFLIGHT)
+    alive = json.loads((root / "alive.json").read_text())
+    assert alive == {"AttemptResult": 0, "RowVerdict": 0, "JournalRow": 0}
+    report = json.loads(next((root / ".osmosis" / "runs").glob("*/report.json")).read_text())
+    assert [row["row_key"] for row in report["rows"]] == [f"row-{i}" for i in range(6)]
+    assert all(row["last_assistant"] for row in report["rows"])
+
+
+def test_a_row_changed_by_its_report_is_reported_as_changed(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    # The rollouts' thread journals row-1 as passed; a hook then fails it. The report,
+    # read back from the journal, must carry the reported version.
+    root = workspace(multiply_rows(3))
+    (root / "conftest.py").write_text(
+        "def pytest_osmosis_row_verdict(row, result):\n"
+        "    return False if row['row_key'] == 'row-1' else None\n"
+    )
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-output=out")
+    result.assert_outcomes(passed=2 + PREFLIGHT, failed=1)
+    report = json.loads((root / "out" / "report.json").read_text())
+    verdicts = {row["row_key"]: row["verdict"] for row in report["row_verdicts"]}
+    assert verdicts == {"row-0": "passed", "row-1": "failed", "row-2": "passed"}
+    last_lines: dict[str, str] = {}
+    for line in (root / "out" / "rows.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        last_lines[entry["row_key"]] = entry["row_verdict"]
+    assert last_lines == verdicts
