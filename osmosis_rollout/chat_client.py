@@ -287,7 +287,9 @@ async def sse_chunks(lines: AsyncIterator[str], url: str) -> AsyncIterator[dict[
     """The JSON payloads of a chat-completions SSE stream, up to ``[DONE]``.
 
     Comments and non-data fields are skipped; bad JSON or an error event raises
-    :class:`PolicyError` naming ``url``.
+    :class:`PolicyError` naming ``url``. What follows ``[DONE]`` is read and dropped: a
+    response closed before its body's end cannot go back to the connection pool, so every
+    call would open a new connection.
     """
     event = "message"
     async for line in lines:
@@ -303,6 +305,8 @@ async def sse_chunks(lines: AsyncIterator[str], url: str) -> AsyncIterator[dict[
             continue
         data = line[len("data:") :].strip()
         if data == "[DONE]":
+            async for _ in lines:
+                pass
             return
         try:
             chunk = json.loads(data)

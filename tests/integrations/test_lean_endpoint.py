@@ -29,6 +29,7 @@ from osmosis_rollout.integrations.agents.openai_agents import (
 class RecordingModel:
     def __init__(self, chunks: int = 1) -> None:
         self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        self.clients: list[tuple[str, int]] = []  # (host, port) of each request's connection
         self.chunks = chunks
 
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +66,7 @@ class RecordingModel:
                 break
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
         self.requests.append((scope["path"], headers, raw))
+        self.clients.append(tuple(scope["client"]))
         body = json.loads(raw)
         message, finish = self.reply(body)
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
@@ -139,9 +141,15 @@ class LitellmRoutedModel(OsmosisLitellmModel):  # type: ignore[misc]
 
 
 async def run_once(
-    model_class: type[Any], *, stream: bool, chunks: int, prompt: str, **settings: Any
+    model_class: type[Any],
+    *,
+    stream: bool,
+    chunks: int,
+    prompt: str,
+    app: RecordingModel | None = None,
+    **settings: Any,
 ) -> tuple[list[tuple[str, bytes]], list[Any]]:
-    app = RecordingModel(chunks=chunks)
+    app = app or RecordingModel(chunks=chunks)
     async with serve_rollout_app(app) as url:
         ctx = RolloutContext(
             chat_completions_url=url + "/v1/chat/completions", api_key="k", rollout_id="r1"
@@ -227,7 +235,7 @@ def _without_timings(messages: list[Any]) -> list[Any]:
 
 
 async def run_strands_once(
-    *, lean: bool, stream: bool, chunks: int, prompt: str
+    *, lean: bool, stream: bool, chunks: int, prompt: str, app: RecordingModel | None = None
 ) -> tuple[list[tuple[str, bytes]], list[Any]]:
     from strands import Agent as StrandsAgent
     from strands.models.litellm import LiteLLMModel
@@ -240,7 +248,7 @@ async def run_strands_once(
         OsmosisStrandsAgent,
     )
 
-    app = RecordingModel(chunks=chunks)
+    app = app or RecordingModel(chunks=chunks)
     params = {"temperature": 0, "max_tokens": 256}
     async with serve_rollout_app(app) as url:
         ctx = RolloutContext(
@@ -286,3 +294,20 @@ async def test_strands_through_the_lean_client_matches_litellm(
     lean = await run_strands_once(lean=True, stream=stream, chunks=chunks, prompt=prompt)
     assert len(reference[0]) == 2
     assert lean == reference
+
+
+@pytest.mark.parametrize("chunks", [1, 64])
+@pytest.mark.parametrize("framework", ["openai", "strands"])
+async def test_streamed_calls_of_a_rollout_reuse_one_pooled_connection(
+    framework: str, chunks: int
+) -> None:
+    # A stream closed before its end (after ``[DONE]``, before the chunked body's last
+    # chunk) cannot go back to the pool: every model call would open a new connection.
+    app = RecordingModel(chunks=chunks)
+    prompt = "What is 6 times 7?"
+    if framework == "openai":
+        await run_once(OsmosisLitellmModel, stream=True, chunks=chunks, prompt=prompt, app=app)
+    else:
+        await run_strands_once(lean=True, stream=True, chunks=chunks, prompt=prompt, app=app)
+    assert len(app.clients) == 2
+    assert app.clients[0] == app.clients[1], f"each call opened its own connection: {app.clients}"
