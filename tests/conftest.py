@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _support.inner_runs import INNER_RUN_ADDOPTS
 
 
 @pytest.fixture(autouse=True)
@@ -24,3 +25,9 @@ def _not_on_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     """
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.delenv("BUILD_NUMBER", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _lean_inner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner pytest runs start without the suite's test-only plugins (``INNER_RUN_ADDOPTS``)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", INNER_RUN_ADDOPTS)

@@ -18,6 +18,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from _support.inner_runs import INNER_RUN_ADDOPTS
+
 _CSI = re.compile(r"\x1b\[([0-9;]*)([A-Za-z])")
 
 
@@ -29,7 +31,7 @@ def run_in_pty(
     if pid == 0:  # the child: becomes the command
         os.chdir(cwd)
         os.environ.update({"COLUMNS": str(columns), "LINES": "50", "TERM": "xterm"})
-        os.environ.pop("PYTEST_ADDOPTS", None)
+        os.environ["PYTEST_ADDOPTS"] = INNER_RUN_ADDOPTS
         os.execvp(argv[0], list(argv))
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     data = b""

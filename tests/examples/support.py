@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from _support.inner_runs import INNER_RUN_ADDOPTS
+
 from osmosis_rollout.templates import EXAMPLES as EXAMPLES_RENDERED
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,6 +60,7 @@ class Run:
 def subprocess_env(**extra: str) -> dict[str, str]:
     """The test's environment without the variables that would change a run."""
     env = {key: value for key, value in os.environ.items() if key not in _SCRUBBED}
+    env["PYTEST_ADDOPTS"] = INNER_RUN_ADDOPTS
     env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     env.update(extra)
     return env

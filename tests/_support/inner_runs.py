@@ -1,0 +1,12 @@
+"""How the suite starts a pytest inside a test (pytester, or ``python -m pytest`` in a subprocess).
+
+The suite's venv holds pytest plugins that only the suite itself uses: schemathesis' plugin
+imports hypothesis whole at start-up, ~1 s of CPU for every pytest that starts, and the suite
+starts ~170 inner runs. Inner runs block those plugins, so they start as light as a user's run
+in a venv without the test extras.
+"""
+
+from __future__ import annotations
+
+#: ``PYTEST_ADDOPTS`` for every inner run (set by the autouse fixture in ``tests/conftest.py``).
+INNER_RUN_ADDOPTS = "-p no:schemathesis -p no:hypothesispytest"
