@@ -4,10 +4,18 @@ Compares, side by side in one run (medians of --repeats runs):
   - the plugin at concurrency 32 (``pytest --osmosis-dataset ... --osmosis-concurrency 32``),
   - the plugin at concurrency 1,
   - a bare ``LocalBackend`` loop (asyncio.gather, 32 in flight) over the same rows with no pytest.
-All three use the same workflow (one non-streaming chat call through the rollout context)
-and the same scripted policy served by ``PolicyServer`` on loopback.
+All use the same workflow and the same scripted policy served by ``PolicyServer``.
+
+``--workflow ask-once`` (the default): one non-streaming chat call on the workflow's own
+httpx client, so every call goes over loopback to the policy server's thread.
+``--workflow multiply``: the two-call multiply rollout on ``RolloutChatClient`` (a tool
+call, the tool's result, the final answer; non-streaming, as the plugin hints). Its pooled
+client takes the in-process route to the plugin's policy endpoint; the bare loop runs
+twice, with the endpoint in-process (``PolicyServer(in_process=True)``, as the plugin
+does) and on loopback only, so the route's gain shows beside the plugin's overhead.
 
     .venv/bin/python bench/bench_plugin_throughput.py [--rows 200] [--latency-ms 50] [--repeats 3]
+    .venv/bin/python bench/bench_plugin_throughput.py --workflow multiply
 """
 
 from __future__ import annotations
@@ -50,6 +58,55 @@ class Exact(Grader):
         ctx.set_reward(1.0 if ctx.sample.messages[-1]["content"] == ctx.label else 0.0)
 """
 
+MULTIPLY_WORKFLOW = """
+import json
+from osmosis_rollout import AgentWorkflow, Grader
+from osmosis_rollout.chat_client import RolloutChatClient
+
+TOOLS = [{
+    "type": "function",
+    "function": {
+        "name": "multiply",
+        "description": "Multiply two integers.",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    },
+}]
+
+
+class AskOnce(AgentWorkflow):
+    async def run(self, ctx):
+        chat = RolloutChatClient(ctx.prompt, tools=TOOLS, temperature=1.0)
+        reply = await chat.complete()
+        for call in reply.tool_calls:
+            args = json.loads(call["function"]["arguments"])
+            chat.add_tool_result(call["id"], str(args["a"] * args["b"]))
+        await chat.complete()
+
+
+class Exact(Grader):
+    async def grade(self, ctx):
+        ctx.set_reward(1.0 if ctx.sample.messages[-1]["content"] == ctx.label else 0.0)
+"""
+
+MULTIPLY_POLICY = """
+import asyncio, os
+from osmosis_rollout.policy import ToolCall
+LATENCY = float(os.environ.get("BENCH_LATENCY_MS", "50")) / 1000
+
+
+async def policy(request):
+    await asyncio.sleep(LATENCY)
+    results = [m for m in request.messages if m.get("role") == "tool"]
+    if results:
+        return "answer-" + results[-1]["content"]
+    n = int(request.messages[-1]["content"].split()[-1])
+    return ToolCall("multiply", {"a": n, "b": 1})
+"""
+
 POLICY = """
 import asyncio, os
 LATENCY = float(os.environ.get("BENCH_LATENCY_MS", "50")) / 1000
@@ -61,10 +118,16 @@ async def policy(request):
 """
 
 
-def make_workspace(root: Path, rows: int) -> None:
+LOOPBACK_BARE = "bare c=32, policy loopback"
+
+
+def make_workspace(root: Path, rows: int, workflow: str = "ask-once") -> None:
+    multiply = workflow == "multiply"
     (root / "rollouts" / "bench").mkdir(parents=True)
-    (root / "rollouts" / "bench" / "main.py").write_text(textwrap.dedent(WORKFLOW))
-    (root / "policy.py").write_text(textwrap.dedent(POLICY))
+    (root / "rollouts" / "bench" / "main.py").write_text(
+        textwrap.dedent(MULTIPLY_WORKFLOW if multiply else WORKFLOW)
+    )
+    (root / "policy.py").write_text(textwrap.dedent(MULTIPLY_POLICY if multiply else POLICY))
     (root / "data").mkdir()
     with (root / "data" / "rows.jsonl").open("w") as fh:
         for i in range(rows):
@@ -113,7 +176,9 @@ def run_plugin(root: Path, concurrency: int) -> tuple[float, float]:
     return elapsed, float(report["summary"]["rollouts_wall_s"])
 
 
-def run_bare(root: Path, rows: int, concurrency: int) -> tuple[float, float]:
+def run_bare(
+    root: Path, rows: int, concurrency: int, in_process: bool = False
+) -> tuple[float, float]:
     """Everything the plugin does for a row, minus pytest: backend.execute under a context."""
     code = textwrap.dedent(f"""
         import asyncio, json, sys, time
@@ -132,11 +197,13 @@ def run_bare(root: Path, rows: int, concurrency: int) -> tuple[float, float]:
             backend = LocalBackend(workflow=main.AskOnce, grader=main.Exact)
             from osmosis_rollout._limiter import ConcurrencyLimiter
             backend.limiter = ConcurrencyLimiter(max_concurrent={concurrency})
-            with PolicyServer(pol.policy) as server:
+            with PolicyServer(pol.policy, in_process={in_process}) as server:
                 global phase
                 async def one(i, row):
                     rid = f"bare-{{i}}"
-                    with RolloutContext(chat_completions_url=server.rollout_url(rid), api_key=server.api_key, rollout_id=rid):
+                    ctx = RolloutContext(chat_completions_url=server.rollout_url(rid), api_key=server.api_key, rollout_id=rid)
+                    ctx.streaming = False  # as the plugin hints for its own endpoint
+                    with ctx:
                         out = await backend.execute(ExecutionRequest(id=rid, prompt=[{{"role": "user", "content": row["user_prompt"]}}], label=row["ground_truth"]))
                     assert out.result.sample.reward == 1.0, out.result
                 t0 = time.perf_counter()
@@ -168,27 +235,36 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-c1", action="store_true", help="skip the slow concurrency-1 run")
+    parser.add_argument("--workflow", choices=("ask-once", "multiply"), default="ask-once")
     args = parser.parse_args()
     os.environ["BENCH_LATENCY_MS"] = str(args.latency_ms)
-    names: tuple[str, ...] = ("plugin c=32", "bare LocalBackend c=32", "plugin c=1")
-    if args.no_c1:
-        names = names[:2]
+    bare = "bare LocalBackend c=32"
+    names: tuple[str, ...] = ("plugin c=32", bare)
+    if args.workflow == "multiply":
+        names = (*names, LOOPBACK_BARE)
+    if not args.no_c1:
+        names = (*names, "plugin c=1")
     process: dict[str, list[float]] = {n: [] for n in names}
     phase: dict[str, list[float]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        make_workspace(root, args.rows)
+        make_workspace(root, args.rows, args.workflow)
         run_plugin(root, 32)  # warm-up: bytecode caches
         for _ in range(args.repeats):
             for name in names:
                 if name.startswith("bare"):
-                    total, rows_wall = run_bare(root, args.rows, 32)
+                    in_process = args.workflow == "multiply" and name != LOOPBACK_BARE
+                    total, rows_wall = run_bare(root, args.rows, 32, in_process)
                 else:
                     total, rows_wall = run_plugin(root, int(name.split("=")[1]))
                 process[name].append(total)
                 phase[name].append(rows_wall)
     med = {n: statistics.median(phase[n]) for n in names}
-    print(f"{args.rows} rows, policy latency {args.latency_ms:g} ms, median of {args.repeats} runs")
+    load = os.getloadavg()
+    print(
+        f"{args.rows} rows, workflow {args.workflow}, policy latency {args.latency_ms:g} ms, "
+        f"median of {args.repeats} runs; load average at the end {load[0]:.1f} {load[1]:.1f}"
+    )
     print(
         "rollouts wall = first rollout start to last rollout end; process = whole command incl. start-up"
     )
@@ -196,11 +272,11 @@ def main() -> None:
     for name in names:
         print(
             f"{name:<26}{med[name]:>16.2f}{args.rows / med[name]:>10.1f}"
-            f"{med[name] / med['bare LocalBackend c=32']:>10.2f}{statistics.median(process[name]):>12.2f}"
+            f"{med[name] / med[bare]:>10.2f}{statistics.median(process[name]):>12.2f}"
         )
     if "plugin c=1" in med:
         print(f"plugin c=32 is {med['plugin c=1'] / med['plugin c=32']:.1f}x faster than c=1")
-    print(f"plugin/bare (rollouts wall) = {med['plugin c=32'] / med['bare LocalBackend c=32']:.2f}")
+    print(f"plugin/bare (rollouts wall) = {med['plugin c=32'] / med[bare]:.2f}")
 
 
 if __name__ == "__main__":

@@ -183,7 +183,12 @@ def start_engine(
     paths = RunPaths(output)
     runner: AttemptRunner
     try:
-        policy_server = PolicyServer(choose_policy(config, settings), host=s.policy_host)
+        # Rows run in this process answer their pooled clients' calls in-process; the loopback
+        # URL serves everything else (own clients, served rollouts, Ray actors).
+        in_process = not (s.servers or s.serve or s.ray)
+        policy_server = PolicyServer(
+            choose_policy(config, settings), host=s.policy_host, in_process=in_process
+        )
         policy_server.start()
         closers.append(policy_server.stop)
         redactor.add("POLICY_API_KEY", policy_server.api_key)

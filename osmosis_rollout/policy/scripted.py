@@ -1,15 +1,20 @@
 """Scripted policies: a Python callable, or a fixed list of replies, answering chat calls.
 
 Deterministic, keyless and offline: what unit tests and the demo use. A plain ``def`` callable
-runs in a worker thread so a slow one never blocks other rollouts' calls on the endpoint.
+runs in a worker thread so a slow one never blocks other rollouts' calls on the endpoint. The
+threads are the policies' own pool, not the event loop's default executor: an in-process
+endpoint answers on the rollouts' loop, whose default pool holds only a few threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from osmosis_rollout.errors import PolicyError
@@ -25,6 +30,13 @@ from osmosis_rollout.policy.types import (
 __all__ = ["ScriptedPolicy", "as_policy"]
 
 _REPLY_TYPES = (str, dict, Text, ToolCall, ChatReply)
+_POLICY_THREADS = 64
+
+
+@functools.cache
+def _policy_threads() -> ThreadPoolExecutor:
+    """The worker threads plain ``def`` policies run on (started lazily, one per busy call)."""
+    return ThreadPoolExecutor(_POLICY_THREADS, thread_name_prefix="osmosis-policy")
 
 
 def _is_async_callable(fn: Any) -> bool:
@@ -94,7 +106,8 @@ async def _call(fn: Callable[[ChatRequest], Any], request: ChatRequest) -> Any:
     if _is_async_callable(fn):
         result = await fn(request)
     else:
-        result = await asyncio.to_thread(fn, request)
+        call = functools.partial(contextvars.copy_context().run, fn, request)
+        result = await asyncio.get_running_loop().run_in_executor(_policy_threads(), call)
     if inspect.isawaitable(result):
         result = await result
     return result

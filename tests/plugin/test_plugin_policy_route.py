@@ -1,0 +1,71 @@
+"""Which route the plugin's policy endpoint answers on: in-process rows vs everything else.
+
+The policy answers with the name of the thread it runs on. Rows run in-process through the
+pooled rollout client are answered on the rollouts' own thread (no loopback hop); a rollout
+that opens its own client, and a served rollout (``--osmosis-serve``, another process),
+are answered by the loopback server's thread, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from workspaces import MAIN_PY
+
+PREFLIGHT = 2
+POLICY = "--osmosis-policy=policy.py:policy"
+
+THREAD_POLICY = '''
+import threading
+
+
+async def policy(request):
+    """Answer with the name of the thread serving the call."""
+    return "served on " + threading.current_thread().name
+'''
+
+CHAT_CLIENT_MAIN = """
+from osmosis_rollout import AgentWorkflow, AgentWorkflowContext, Grader, GraderContext
+from osmosis_rollout.chat_client import RolloutChatClient
+
+
+class AskOnce(AgentWorkflow):
+    async def run(self, ctx: AgentWorkflowContext):
+        await RolloutChatClient(ctx.prompt).complete()
+
+
+class LabelIn(Grader):
+    async def grade(self, ctx: GraderContext):
+        answer = ctx.sample.messages[-1]["content"] or ""
+        ctx.set_reward(1.0 if ctx.label in answer else 0.0)
+"""
+
+
+def rows(label: str) -> list[dict[str, str]]:
+    return [{"user_prompt": f"question {i}", "ground_truth": label} for i in range(3)]
+
+
+def test_rows_in_process_are_answered_on_the_rollouts_thread(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(rows("served on osmosis-rollouts"), main=CHAT_CLIENT_MAIN, policy=THREAD_POLICY)
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
+    result.assert_outcomes(passed=3 + PREFLIGHT)
+
+
+def test_a_rollout_with_its_own_client_is_answered_on_loopback(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(rows("served on osmosis-policy-server:"), main=MAIN_PY, policy=THREAD_POLICY)
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
+    result.assert_outcomes(passed=3 + PREFLIGHT)
+
+
+def test_a_served_rollout_is_answered_on_loopback(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(rows("served on osmosis-policy-server:"), main=CHAT_CLIENT_MAIN, policy=THREAD_POLICY)
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-serve")
+    result.assert_outcomes(passed=3 + PREFLIGHT)
