@@ -159,6 +159,25 @@ def _route_rollout_logs(path: Path, redactor: Redactor) -> Callable[[], None]:
     return restore
 
 
+def _before_the_clock(paths: RunPaths, *, in_process: bool) -> None:
+    """Do once, before the first rollout starts, what the first rollouts would each wait on.
+
+    Without this the first rows' times include once-per-run work on the rollouts' loop: the
+    CA bundle and httpx's lazily imported transport, the trajectory writer's modules
+    (pydantic models, imported on the first save), and the run's artifacts root (made by
+    the first rollout's ``mkdir -p``). Nothing a row does is skipped or changed.
+    """
+    from osmosis_rollout._gc import freeze_startup_heap
+    from osmosis_rollout.chat_client import warm_up
+
+    warm_up()  # the CA bundle and httpx's transport, before the clock, not in a rollout
+    if in_process:
+        import osmosis_rollout.trajectory  # noqa: F401 - imported by the first row's save
+
+        paths.rollouts.mkdir(parents=True, exist_ok=True)
+    freeze_startup_heap()  # user code and frameworks are imported: keep them out of GC
+
+
 def start_engine(
     config: pytest.Config,
     settings: OsmosisSettings,
@@ -237,11 +256,7 @@ def start_engine(
                 agent_timeout=s.agent_timeout,
                 grader_timeout=s.grader_timeout,
             )
-        from osmosis_rollout._gc import freeze_startup_heap
-        from osmosis_rollout.chat_client import warm_up
-
-        warm_up()  # the CA bundle and httpx's transport, before the clock, not in a rollout
-        freeze_startup_heap()  # user code and frameworks are imported: keep them out of GC
+        _before_the_clock(paths, in_process=in_process)
     except BaseException:
         stops = [*loop_closers, *([scheduler.close] if scheduler else []), *reversed(closers)]
         for closer in stops:
