@@ -136,20 +136,22 @@ def start_server_subprocess(
                 proc.wait(5)
         log.close()
 
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            stop()
-            tail = log_path.read_text(errors="replace")[-2000:]
-            raise pytest.UsageError(
-                f"pytest-osmosis: --osmosis-serve: the server exited early:\n{tail}"
-            )
-        try:
-            response = httpx.get(url + "/health", timeout=1.0, headers=_auth_headers())
-            if response.status_code == 200:
-                return url, stop
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
+    # One client for every poll: a client per poll loads the CA bundle each time, CPU taken
+    # from the server importing the user's rollout on the same cores.
+    with httpx.Client(timeout=1.0, headers=_auth_headers()) as health:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                stop()
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise pytest.UsageError(
+                    f"pytest-osmosis: --osmosis-serve: the server exited early:\n{tail}"
+                )
+            try:
+                if health.get(url + "/health").status_code == 200:
+                    return url, stop
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
     stop()
     raise pytest.UsageError(
         f"pytest-osmosis: --osmosis-serve: no healthy server on {url} after {SERVE_START_TIMEOUT_SEC:g}s"
