@@ -72,7 +72,17 @@ async def endpoint_app(scope: Any, receive: Any, send: Any) -> None:
 def serve(port: int) -> None:
     import uvicorn
 
-    uvicorn.run(endpoint_app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    # A long keep-alive: a client's pooled connection is never closed under it between runs
+    # (the official server's LiteLLM client failed a rollout on such a race).
+    uvicorn.run(
+        endpoint_app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="off",
+        timeout_keep_alive=300,
+        backlog=4096,
+    )
 
 
 async def run_mode(mode: str, url: str, rollouts: int, concurrency: int) -> tuple[float, float]:

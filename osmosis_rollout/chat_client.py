@@ -51,6 +51,10 @@ ROLLOUT_MODEL = "osmosis-rollout"
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 
+# Below the 5 s keep-alive of uvicorn and most inference servers: the pool drops an idle
+# connection before the server closes it, so a call never goes out on one being closed.
+_KEEPALIVE_EXPIRY_SEC = 4.0
+
 _shared_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
     weakref.WeakKeyDictionary()
 )
@@ -91,7 +95,7 @@ def _shared_client() -> httpx.AsyncClient:
     loop = asyncio.get_running_loop()
     client = _shared_clients.get(loop)
     if client is None or client.is_closed:
-        limits = httpx.Limits(max_keepalive_connections=64)
+        limits = httpx.Limits(max_keepalive_connections=64, keepalive_expiry=_KEEPALIVE_EXPIRY_SEC)
         network = httpx.AsyncHTTPTransport(verify=tls_context(), limits=limits)
         client = httpx.AsyncClient(
             timeout=DEFAULT_TIMEOUT,
