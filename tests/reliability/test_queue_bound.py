@@ -32,10 +32,9 @@ async def test_a_300_request_burst_admits_exactly_the_slots_plus_the_queue_depth
     tmp_path: Path,
 ) -> None:
     main_py = write_main(tmp_path / "rollout")
-    with served(main_py, tmp_path / "artifacts", "--max-queue-depth", str(DEPTH)) as (
-        url,
-        process,
-    ):
+    # The cancelled rollouts' results are never fetched: a short drain, not the default 25 s.
+    options = ("--max-queue-depth", str(DEPTH), "--drain-timeout", "2")
+    with served(main_py, tmp_path / "artifacts", *options) as (url, process):
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=BURST)
         async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
             responses = await asyncio.gather(
