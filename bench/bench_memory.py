@@ -7,7 +7,12 @@ Peak RSS is the pytest process's ``ru_maxrss``. If results piled up in memory in
 streaming to disk, 10x the rows would show as growth well past the fixed cost.
 Medians of ``--repeats`` runs, interleaved.
 
+``--sizes 1000,5000,10000`` prints one table of peak RSS and wall per row count instead;
+with ``--plain``, beside a plain parametrized test of the same number of items (pytest's
+own per-item cost, the floor any plugin that makes one item per row sits on).
+
     .venv/bin/python bench/bench_memory.py [--small 200] [--large 2000] [--payload 4096] [--repeats 3]
+    .venv/bin/python bench/bench_memory.py --sizes 1000,5000,10000 [--plain] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -33,16 +38,41 @@ def run(root: Path, rows: int, payload: int) -> dict[str, float]:
     return report
 
 
-def scaling(sizes: list[int], payload: int, repeats: int) -> None:
+PLAIN_TEST = """
+import os
+
+import pytest
+
+
+@pytest.mark.parametrize("i", range(int(os.environ["BENCH_ROWS"])))
+def test_plain(i):
+    assert i >= 0
+"""
+
+
+def run_plain(root: Path, rows: int) -> dict[str, float]:
+    argv = [OURS_PYTHON, "pytest_rusage.py", "-q", "-p", "no:cacheprovider", "plain"]
+    report = run_child(argv, cwd=root, env={"BENCH_ROWS": str(rows)})
+    if report["rc"] != 0:
+        raise SystemExit(f"plain test with {rows} items exited {report['rc']}")
+    return report
+
+
+def scaling(sizes: list[int], payload: int, repeats: int, plain: bool) -> None:
     """Peak RSS and wall per row at each size (issue 16, target 5: 1k/5k/10k)."""
     runs: dict[int, list[dict[str, float]]] = {n: [] for n in sizes}
+    plains: dict[int, list[dict[str, float]]] = {n: [] for n in sizes}
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         root = Path(tmp)
         for rows in sizes:
             null_workspace(root, rows)
+        (root / "plain").mkdir()
+        (root / "plain" / "test_plain.py").write_text(PLAIN_TEST)
         for _ in range(repeats):
             for rows in sizes:
                 runs[rows].append(run(root, rows, payload))
+                if plain:
+                    plains[rows].append(run_plain(root, rows))
     base = median([r["maxrss_kb"] for r in runs[sizes[0]]]) / 1024
     table_rows = []
     for rows in sizes:
@@ -53,6 +83,37 @@ def scaling(sizes: list[int], payload: int, repeats: int) -> None:
         )
     print(f"median of {repeats}; payload {payload} B per row")
     print(table(["rows", "peak RSS MB", f"vs {sizes[0]}", "wall s", "ms/row"], table_rows))
+    if not plain:
+        return
+    plain_base = median([r["maxrss_kb"] for r in plains[sizes[0]]]) / 1024
+    table_rows = []
+    for rows in sizes:
+        rss = median([r["maxrss_kb"] for r in runs[rows]]) / 1024
+        floor = median([r["maxrss_kb"] for r in plains[rows]]) / 1024
+        table_rows.append(
+            [rows, f"{rss:.1f}", f"{floor:.1f}", f"{floor / plain_base:.3f}", f"{rss - floor:.1f}"]
+        )
+    print("\nbeside a plain parametrized test of as many items (pytest's own cost)")
+    print(
+        table(
+            ["rows", "plugin MB", "plain MB", f"plain vs {sizes[0]}", "plugin - plain MB"],
+            table_rows,
+        )
+    )
+    lo, hi = sizes[0], sizes[-1]
+    per_row = [
+        (
+            median([r["maxrss_kb"] for r in source[hi]])
+            - median([r["maxrss_kb"] for r in source[lo]])
+        )
+        * 1024
+        / (hi - lo)
+        for source in (runs, plains)
+    ]
+    print(
+        f"per extra row ({lo} -> {hi}): plugin {per_row[0] / 1024:.1f} KB, "
+        f"plain {per_row[1] / 1024:.1f} KB"
+    )
 
 
 def main() -> None:
@@ -66,10 +127,15 @@ def main() -> None:
     parser.add_argument(
         "--sizes", help="comma-separated row counts: one table of RSS and wall per row count"
     )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="with --sizes: also a plain parametrized test of as many items (pytest's floor)",
+    )
     args = parser.parse_args()
     print(machine())
     if args.sizes:
-        scaling([int(n) for n in args.sizes.split(",")], args.payload, args.repeats)
+        scaling([int(n) for n in args.sizes.split(",")], args.payload, args.repeats, args.plain)
         return
     rss: dict[int, list[float]] = {args.small: [], args.large: []}
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:

@@ -13,6 +13,9 @@ live bytes per extra row for each owner between the two sizes, plus the tracemal
 and ``ru_maxrss``. tracemalloc with deep tracebacks slows the run several times: use small
 sizes.
 
+It prints the tables twice: at the start of ``pytest_sessionfinish`` and at the end of the
+run (``pytest_unconfigure``, after the plugin read its journal back and wrote the report).
+
     .venv/bin/python bench/profile_memory.py [--sizes 1000,5000] [--payload 4096] [--frames 30]
 """
 
@@ -55,6 +58,22 @@ def owner(tb):
     return "stdlib only"
 
 
+def snapshot():
+    gc.collect()
+    current, peak = tracemalloc.get_traced_memory()
+    snap = tracemalloc.take_snapshot()
+    by = Counter()
+    lines = Counter()
+    for stat in snap.statistics("traceback"):
+        who = owner(stat.traceback)
+        by[who] += stat.size
+        if who.startswith("ours"):
+            here = next(f for f in reversed(stat.traceback) if "osmosis_rollout/" in f.filename or "pytest_osmosis/" in f.filename)
+            lines[f"{here.filename.rsplit('/', 2)[-2]}/{here.filename.rsplit('/', 1)[-1]}:{here.lineno}"] += stat.size
+    return {"owners": dict(by), "lines": dict(lines), "current": current, "peak": peak,
+            "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+
+
 class Snap:
     result = {}
 
@@ -64,25 +83,17 @@ class Snap:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session):
-        gc.collect()
-        current, peak = tracemalloc.get_traced_memory()
-        snap = tracemalloc.take_snapshot()
-        by = Counter()
-        lines = Counter()
-        for stat in snap.statistics("traceback"):
-            who = owner(stat.traceback)
-            by[who] += stat.size
-            if who.startswith("ours"):
-                here = next(f for f in reversed(stat.traceback) if "osmosis_rollout/" in f.filename or "pytest_osmosis/" in f.filename)
-                lines[f"{here.filename.rsplit('/', 2)[-2]}/{here.filename.rsplit('/', 1)[-1]}:{here.lineno}"] += stat.size
-        Snap.result = {"owners": dict(by), "lines": dict(lines), "current": current, "peak": peak,
-                       "items": session.testscollected}
+        Snap.result["reported"] = snapshot()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config):
+        # After the plugin wrote its report and pytest its summary: the end of the run.
+        Snap.result["end"] = snapshot()
 
 
 rc = pytest.main(sys.argv[1:], plugins=[Snap()])
 with open(os.environ["BENCH_REPORT"], "w") as fh:
-    json.dump({"rc": int(rc), "wall": time.perf_counter() - t0,
-               "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, **Snap.result}, fh)
+    json.dump({"rc": int(rc), "wall": time.perf_counter() - t0, **Snap.result}, fh)
 """
 
 PLAIN_TEST = """
@@ -134,36 +145,57 @@ def main() -> None:
         for mode in ("plain", "plugin"):
             for rows in (small, large):
                 runs[mode, rows] = measure(root, mode, rows, args.payload, args.frames)
+    for phase, when in PHASES.items():
+        for mode in ("plain", "plugin"):
+            print_owners(
+                mode, when, runs[mode, small][phase], runs[mode, large][phase], small, large, args
+            )
+
+
+PHASES = {
+    "reported": "at sessionfinish (every row reported, before the plugin's report)",
+    "end": "at unconfigure (report files and summary written)",
+}
+
+
+def print_owners(
+    mode: str,
+    when: str,
+    lo: dict[str, Any],
+    hi: dict[str, Any],
+    small: int,
+    large: int,
+    args: argparse.Namespace,
+) -> None:
+    """One table: live bytes per extra row by owner between two sizes (plus our sites)."""
     extra = large - small
-    for mode in ("plain", "plugin"):
-        lo, hi = runs[mode, small], runs[mode, large]
-        owners = sorted(
-            set(lo["owners"]) | set(hi["owners"]),
-            key=lambda o: -(hi["owners"].get(o, 0) - lo["owners"].get(o, 0)),
-        )
-        body: list[list[Any]] = []
-        for name in owners:
-            a, b = lo["owners"].get(name, 0), hi["owners"].get(name, 0)
-            if max(a, b) < 64 * 1024:
-                continue
-            body.append([name, f"{a / 1e6:.1f}", f"{b / 1e6:.1f}", f"{(b - a) / extra:.0f}"])
-        total = (hi["current"] - lo["current"]) / extra
-        body.append(["all traced (live)", f"{lo['current'] / 1e6:.1f}",
-                     f"{hi['current'] / 1e6:.1f}", f"{total:.0f}"])  # fmt: skip
-        body.append(["tracemalloc peak", f"{lo['peak'] / 1e6:.1f}", f"{hi['peak'] / 1e6:.1f}",
-                     f"{(hi['peak'] - lo['peak']) / extra:.0f}"])  # fmt: skip
-        body.append(["ru_maxrss", f"{lo['maxrss_kb'] / 1024:.1f}", f"{hi['maxrss_kb'] / 1024:.1f}",
-                     f"{(hi['maxrss_kb'] - lo['maxrss_kb']) * 1024 / extra:.0f}"])  # fmt: skip
-        if mode == "plugin":
-            ours = sorted(
-                set(lo["lines"]) | set(hi["lines"]),
-                key=lambda k: -(hi["lines"].get(k, 0) - lo["lines"].get(k, 0)),
-            )[:8]
-            for key in ours:
-                grown = hi["lines"].get(key, 0) - lo["lines"].get(key, 0)
-                body.append([f"  ours at {key}", "", "", f"{grown / extra:.0f}"])
-        print(f"\n{mode}: live at sessionfinish, payload {args.payload} B, {args.frames} frames")
-        print(table(["owner", f"MB @{small}", f"MB @{large}", "B/extra row"], body))
+    owners = sorted(
+        set(lo["owners"]) | set(hi["owners"]),
+        key=lambda o: -(hi["owners"].get(o, 0) - lo["owners"].get(o, 0)),
+    )
+    body: list[list[Any]] = []
+    for name in owners:
+        a, b = lo["owners"].get(name, 0), hi["owners"].get(name, 0)
+        if max(a, b) < 64 * 1024:
+            continue
+        body.append([name, f"{a / 1e6:.1f}", f"{b / 1e6:.1f}", f"{(b - a) / extra:.0f}"])
+    total = (hi["current"] - lo["current"]) / extra
+    body.append(["all traced (live)", f"{lo['current'] / 1e6:.1f}",
+                 f"{hi['current'] / 1e6:.1f}", f"{total:.0f}"])  # fmt: skip
+    body.append(["tracemalloc peak", f"{lo['peak'] / 1e6:.1f}", f"{hi['peak'] / 1e6:.1f}",
+                 f"{(hi['peak'] - lo['peak']) / extra:.0f}"])  # fmt: skip
+    body.append(["ru_maxrss", f"{lo['maxrss_kb'] / 1024:.1f}", f"{hi['maxrss_kb'] / 1024:.1f}",
+                 f"{(hi['maxrss_kb'] - lo['maxrss_kb']) * 1024 / extra:.0f}"])  # fmt: skip
+    if mode == "plugin":
+        ours = sorted(
+            set(lo["lines"]) | set(hi["lines"]),
+            key=lambda k: -(hi["lines"].get(k, 0) - lo["lines"].get(k, 0)),
+        )[:8]
+        for key in ours:
+            grown = hi["lines"].get(key, 0) - lo["lines"].get(key, 0)
+            body.append([f"  ours at {key}", "", "", f"{grown / extra:.0f}"])
+    print(f"\n{mode}: live {when}, payload {args.payload} B, {args.frames} frames")
+    print(table(["owner", f"MB @{small}", f"MB @{large}", "B/extra row"], body))
 
 
 if __name__ == "__main__":

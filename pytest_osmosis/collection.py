@@ -106,6 +106,18 @@ class RowItem(pytest.Item):
                 pytrace=False,
             )
 
+    def teardown(self) -> None:
+        """Let go of the row's content: its rollouts have run and its report is written.
+
+        What the item still shows (its key, line and label) stays; the prompt, metadata and
+        parsed record do not, so a 10,000-row run does not hold every row until it ends.
+        """
+        super().teardown()
+        row = self.row
+        if row.raw or row.initial_messages or row.metadata:
+            self.row = dataclasses.replace(row, raw={}, initial_messages=[], metadata=None)
+            self.stash[ROW_KEY] = dataclasses.replace(self.stash[ROW_KEY], row=self.row)
+
     def _record(self, session: OsmosisSession, verdict: RowVerdict) -> None:
         record = row_record(self.nodeid, self.dataset, self.row.key, verdict)
         identity = {"nodeid": self.nodeid, "dataset": self.dataset, "row_key": self.row.key}

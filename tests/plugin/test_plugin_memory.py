@@ -37,12 +37,16 @@ def pytest_sessionfinish(session):
         for kind in (AttemptResult, RowVerdict, JournalRow):
             if type(obj) is kind:
                 alive[kind.__name__] += 1
+    # A row item that ran keeps its key and line, not its prompt.
+    rows = [item.row for item in session.items if hasattr(item, "row")]
+    alive["rows with their prompt"] = sum(1 for row in rows if row.initial_messages or row.raw)
+    alive["row keys"] = [row.key for row in rows]
     with open("alive.json", "w") as fh:
         json.dump(alive, fh)
 """
 
 
-def test_reported_rows_leave_no_attempts_verdicts_or_records_in_memory(
+def test_reported_rows_leave_no_attempts_verdicts_records_or_prompts_in_memory(
     workspace: Callable[..., Path], pytester: pytest.Pytester
 ) -> None:
     root = workspace(multiply_rows(6))
@@ -52,7 +56,13 @@ def test_reported_rows_leave_no_attempts_verdicts_or_records_in_memory(
     result = pytester.runpytest_subprocess("--osmosis-dataset=data/test.jsonl", POLICY)
     result.assert_outcomes(passed=6 + PREFLIGHT)
     alive = json.loads((root / "alive.json").read_text())
-    assert alive == {"AttemptResult": 0, "RowVerdict": 0, "JournalRow": 0}
+    assert alive == {
+        "AttemptResult": 0,
+        "RowVerdict": 0,
+        "JournalRow": 0,
+        "rows with their prompt": 0,
+        "row keys": [f"row-{i}" for i in range(6)],
+    }
     report = json.loads(next((root / ".osmosis" / "runs").glob("*/report.json")).read_text())
     assert [row["row_key"] for row in report["rows"]] == [f"row-{i}" for i in range(6)]
     assert all(row["last_assistant"] for row in report["rows"])
