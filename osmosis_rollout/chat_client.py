@@ -40,6 +40,7 @@ from typing import Any
 
 import httpx
 
+from osmosis_rollout._sharded_transport import ShardedTransport
 from osmosis_rollout.context import RolloutContext, SampleSource, get_rollout_context
 from osmosis_rollout.errors import PolicyError
 from osmosis_rollout.in_process import RoutingTransport
@@ -96,7 +97,10 @@ def _shared_client() -> httpx.AsyncClient:
     client = _shared_clients.get(loop)
     if client is None or client.is_closed:
         limits = httpx.Limits(max_keepalive_connections=64, keepalive_expiry=_KEEPALIVE_EXPIRY_SEC)
-        network = httpx.AsyncHTTPTransport(verify=tls_context(), limits=limits)
+        # Bounded pools: one pool's scans of every connection grow with the calls in flight.
+        network = ShardedTransport(
+            lambda: httpx.AsyncHTTPTransport(verify=tls_context(), limits=limits)
+        )
         client = httpx.AsyncClient(
             timeout=DEFAULT_TIMEOUT,
             limits=limits,
