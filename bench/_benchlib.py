@@ -131,11 +131,13 @@ t0 = time.perf_counter()
 import pytest
 rc = pytest.main(sys.argv[1:])
 wall = time.perf_counter() - t0
+usage = resource.getrusage(resource.RUSAGE_SELF)
 with open(os.environ["BENCH_REPORT"], "w") as fh:
-    json.dump({"rc": int(rc), "wall": wall,
-               "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, fh)
+    json.dump({"rc": int(rc), "wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
+               "maxrss_kb": usage.ru_maxrss}, fh)
 """
-"""Runs pytest in-process and reports its wall time (after interpreter start) and peak RSS."""
+"""Runs pytest in-process and reports its wall time (after interpreter start), the process's
+CPU time (all threads, start-up included) and peak RSS."""
 
 NULL_ROLLOUT = """
 from osmosis_rollout import AgentWorkflow, Grader

@@ -7,7 +7,9 @@
 
 Per-row overhead = (wall(N rows) - wall(1 row)) / (N - 1), so interpreter and plugin
 start-up cancel out; both run pytest in-process under the same runner script
-(``-p no:cacheprovider -q``). Medians of ``--repeats`` runs, interleaved.
+(``-p no:cacheprovider -q``). Medians of ``--repeats`` runs, interleaved. The same
+difference of the process's CPU time (all threads) is printed beside it: on a machine
+shared with other work, wall time also counts the waits for a core, CPU time much less.
 
     .venv/bin/python bench/bench_overhead.py [--rows 2000] [--repeats 3]
 """
@@ -15,6 +17,7 @@ start-up cancel out; both run pytest in-process under the same runner script
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -36,7 +39,8 @@ def test_noop(i):
 """
 
 
-def run(root: Path, kind: str, rows: int) -> float:
+def run(root: Path, kind: str, rows: int) -> tuple[float, float]:
+    """One run's (wall, CPU) seconds."""
     if kind == "plugin":
         argv = [OURS_PYTHON, "pytest_rusage.py", "-q", "-p", "no:cacheprovider",
                 f"--osmosis-dataset=data/rows{rows}.jsonl", "--osmosis-policy=policy.py:policy",
@@ -49,7 +53,7 @@ def run(root: Path, kind: str, rows: int) -> float:
     report = run_child(argv, cwd=root, env=env)
     if report["rc"] != 0:
         raise SystemExit(f"{kind} with {rows} rows exited {report['rc']}")
-    return float(report["wall"])
+    return float(report["wall"]), float(report["cpu"])
 
 
 def main() -> None:
@@ -61,6 +65,7 @@ def main() -> None:
     args = parser.parse_args()
     print(machine())
     walls: dict[tuple[str, int], list[float]] = {}
+    cpus: dict[tuple[str, int], list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         root = Path(tmp)
         null_workspace(root, 1)
@@ -70,17 +75,34 @@ def main() -> None:
         for _ in range(args.repeats):
             for kind in ("plugin", "parametrize"):
                 for rows in (1, args.rows):
-                    walls.setdefault((kind, rows), []).append(run(root, kind, rows))
+                    wall, cpu = run(root, kind, rows)
+                    walls.setdefault((kind, rows), []).append(wall)
+                    cpus.setdefault((kind, rows), []).append(cpu)
     out = []
     per_row: dict[str, float] = {}
+    cpu_per_row: dict[str, float] = {}
     for kind in ("plugin", "parametrize"):
         one, many = median(walls[(kind, 1)]), median(walls[(kind, args.rows)])
         per_row[kind] = (many - one) / (args.rows - 1)
-        out.append([kind, f"{one:.2f}", f"{many:.2f}", f"{per_row[kind] * 1000:.3f}"])
-    print(f"median of {args.repeats}; wall = pytest.main() in-process, after interpreter start")
-    print(table(["kind", "1 row s", f"{args.rows} rows s", "per-row ms"], out))
+        cpu_one, cpu_many = median(cpus[(kind, 1)]), median(cpus[(kind, args.rows)])
+        cpu_per_row[kind] = (cpu_many - cpu_one) / (args.rows - 1)
+        out.append(
+            [kind, f"{one:.2f}", f"{many:.2f}", f"{per_row[kind] * 1000:.3f}",
+             f"{cpu_one:.2f}", f"{cpu_many:.2f}", f"{cpu_per_row[kind] * 1000:.3f}"]
+        )  # fmt: skip
+    print(f"median of {args.repeats}; wall = pytest.main() in-process, after interpreter start;")
+    print("cpu = the process's user+system time, all threads, start-up included")
+    print(
+        table(
+            ["kind", "1 row s", f"{args.rows} rows s", "per-row ms",
+             "cpu 1 row s", f"cpu {args.rows} s", "cpu/row ms"],
+            out,
+        )
+    )  # fmt: skip
     print(f"plugin per-row overhead = {per_row['plugin'] / per_row['parametrize']:.2f}x "
-          "a plain parametrized test")  # fmt: skip
+          "a plain parametrized test (wall), "
+          f"{cpu_per_row['plugin'] / cpu_per_row['parametrize']:.2f}x (cpu)")  # fmt: skip
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@
 Every writer of a finished document (report, HTML, run file, trajectory, cassette) goes
 through :func:`atomic_file`: the content goes to a uniquely named temporary file beside the
 target, which then replaces the target with ``os.replace``; on any failure the temporary
-file is removed. Names are unique per process and call, so concurrent writers of one target
-never share a temporary file, and the file keeps the permissions a plain ``open`` gives.
+file is removed. Names are unique per process and call (process id and a serial; random
+when a stale file holds that name), so concurrent writers of one target never share a
+temporary file, and the file keeps the permissions a plain ``open`` gives.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import secrets
@@ -18,9 +20,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+_serials = itertools.count()
 
-def _temporary(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+def _temporary(path: Path, *, unique: bool = False) -> Path:
+    # The process id and a per-process serial are unique among live writers; ``unique``
+    # adds randomness, for when a crashed process of a reused pid left that name behind.
+    suffix = f"{os.getpid()}.{next(_serials)}"
+    if unique:
+        suffix += "." + secrets.token_hex(4)
+    return path.with_name(f".{path.name}.{suffix}.tmp")
+
+
+def _open_temporary(path: Path, errors: str) -> tuple[Path, IO[str]]:
+    tmp = _temporary(path)
+    try:
+        return tmp, tmp.open("x", encoding="utf-8", errors=errors)
+    except FileExistsError:
+        tmp = _temporary(path, unique=True)
+        return tmp, tmp.open("x", encoding="utf-8", errors=errors)
 
 
 @contextmanager
@@ -29,10 +47,14 @@ def atomic_file(path: Path, *, errors: str = "strict") -> Iterator[IO[str]]:
 
     The parent directory is created. ``errors`` is the encoder's error handler.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temporary(path)
     try:
-        with tmp.open("x", encoding="utf-8", errors=errors) as handle:
+        tmp, handle = _open_temporary(path, errors)
+    except FileNotFoundError:
+        # The parent is missing: make it (checked only then, as the usual parent exists).
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp, handle = _open_temporary(path, errors)
+    try:
+        with handle:
             yield handle
         os.replace(tmp, path)
     except BaseException:

@@ -27,9 +27,16 @@ def default_artifact_root() -> Path:
 
 def _make_artifacts_dir(rollout_dir: Path) -> Path:
     artifacts = rollout_dir / "artifacts"
-    artifacts.mkdir(parents=True, exist_ok=True)
+    # Parent first (one mkdir when the root exists, as it does for a run): mkdir -p of the
+    # leaf would fail on the missing parent, make it, and try the leaf again.
+    try:
+        rollout_dir.mkdir(parents=True)
+        fresh = True
+    except FileExistsError:
+        fresh = False  # a re-admitted id reuses its directory (and its marker)
+    artifacts.mkdir(exist_ok=True)
     marker = rollout_dir / HEALTH_MARKER
-    if not marker.exists():
+    if fresh or not marker.exists():
         marker.write_text("ok\n", encoding="utf-8")
     if not os.access(artifacts, os.W_OK):
         raise PermissionError(f"{artifacts} is not writable")

@@ -16,6 +16,7 @@ here it fails only its own rollout, blamed on the phase (workflow or grader) tha
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,10 @@ from osmosis_rollout.types import (
 logger = logging.getLogger(__name__)
 
 PHASE_WORKFLOW, PHASE_GRADER = "workflow", "grader"
+
+# Trajectories within these bounds are written on the rollouts' loop (see _small).
+_INLINE_MAX_MESSAGES = 64
+_INLINE_MAX_CHARS = 64 * 1024
 
 
 @dataclass
@@ -91,8 +96,7 @@ async def _save_trajectory(
     # The key the rollout called its policy with is as secret as the environment's keys.
     redactor = Redactor.from_environment(extra={"POLICY_API_KEY": policy_key})
 
-    # Off the loop: a large trajectory must not stall the other rollouts sharing it.
-    return await asyncio.to_thread(
+    save = functools.partial(
         save_trajectory,
         root,
         request.id,
@@ -103,6 +107,45 @@ async def _save_trajectory(
         diagnostics=result.extra_fields,
         redactor=redactor,
     )
+    if _small(result):
+        # A few messages take tens of microseconds to write: less than the hop to a thread
+        # and back, which on a busy machine also waits for the GIL twice.
+        return save()
+    # Off the loop: a large trajectory must not stall the other rollouts sharing it.
+    return await asyncio.to_thread(save)
+
+
+def _small(result: ExecutionResult) -> bool:
+    """Whether ``result``'s files are cheap enough to write on the loop (a rough size bound).
+
+    Plain-text messages and tool-call arguments are counted; content parts (images, files)
+    and anything unusual send the write to a thread, where its real cost cannot stall the
+    rollouts sharing the loop.
+    """
+    if result.extra_fields and len(result.extra_fields) > _INLINE_MAX_MESSAGES:
+        return False
+    sample = result.sample
+    messages = sample.trajectory_messages if sample is not None else None
+    if not messages:
+        return True
+    if len(messages) > _INLINE_MAX_MESSAGES:
+        return False
+    chars = 0
+    for message in messages:
+        if not isinstance(message, dict):
+            return False
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif content is not None:
+            return False
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            arguments = function.get("arguments") if isinstance(function, dict) else None
+            if not isinstance(arguments, str):
+                return False
+            chars += len(arguments)
+    return chars <= _INLINE_MAX_CHARS
 
 
 async def execute_in_process(

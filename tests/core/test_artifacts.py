@@ -99,7 +99,7 @@ async def test_creation_retries_past_a_transient_mkdir_failure(
 
     monkeypatch.setattr(pathlib.Path, "mkdir", flaky_mkdir)
     directory = await create_rollout_artifacts_dir(tmp_path, "flaky")
-    assert failures == [tmp_path / "flaky" / "artifacts"]
+    assert failures == [tmp_path / "flaky"]  # the rollout's directory, made first
     assert directory == tmp_path / "flaky" / "artifacts" and directory.is_dir()
 
 

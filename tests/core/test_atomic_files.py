@@ -70,3 +70,16 @@ def test_a_copy_is_atomic_too(tmp_path: Path) -> None:
     copy_atomic(source, tmp_path / "out" / "b.json")
     assert (tmp_path / "out" / "b.json").read_text() == "{}\n"
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["b.json"]
+
+
+def test_a_stale_temporary_of_a_reused_pid_does_not_block_the_write(tmp_path: Path) -> None:
+    from osmosis_rollout import _atomic
+
+    target = tmp_path / "trajectory.json"
+    taken = _atomic._temporary(target).name  # .trajectory.json.<pid>.<serial>.tmp
+    stem, serial, _ = taken.rsplit(".", 2)
+    stale = tmp_path / f"{stem}.{int(serial) + 1}.tmp"  # what the next write would pick
+    stale.write_text("left by a crashed process")
+    write_text_atomic(target, "new")
+    assert target.read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([stale.name, "trajectory.json"])

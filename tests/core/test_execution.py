@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,29 @@ def test_a_finished_rollout_returns_its_result_and_saved_trajectory(tmp_path: Pa
     assert executed.trajectory == tmp_path / "r-1" / "trajectory.json"
     assert executed.trajectory.is_file()
     assert executed.phase is None
+
+
+class LongTalk(AgentWorkflow[Any]):
+    """Past the bound for writing on the loop: 100 messages of 2,000 characters, parts too."""
+
+    async def run(self, ctx: AgentWorkflowContext[Any]) -> list[dict[str, Any]]:
+        turns = [
+            {"role": "assistant" if i % 2 else "user", "content": f"{i:04d}" + "x" * 1996}
+            for i in range(99)
+        ]
+        parts = {"role": "user", "content": [{"type": "text", "text": "the last part"}]}
+        return [*ctx.prompt, *turns, parts]
+
+
+@pytest.mark.parametrize("workflow", [Echo, LongTalk], ids=["small", "large"])
+def test_small_and_large_trajectories_are_saved_whole(
+    tmp_path: Path, workflow: type[AgentWorkflow[Any]]
+) -> None:
+    executed = _run(workflow, root=tmp_path)
+    document = json.loads(executed.trajectory.read_text(encoding="utf-8"))
+    sample = executed.result.sample
+    assert len(document["steps"]) == len(sample.messages)
+    assert [p.name for p in (tmp_path / "r-1").iterdir() if p.name.endswith(".tmp")] == []
 
 
 def test_without_a_trajectory_root_nothing_is_saved(tmp_path: Path) -> None:
