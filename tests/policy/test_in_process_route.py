@@ -9,6 +9,7 @@ timestamps aside), and the routed calls must run on the test's own thread.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -115,6 +116,15 @@ class WireTap:
             )
 
 
+async def logged(wire: list[Exchange], count: int) -> list[Exchange]:
+    """``wire`` once it holds ``count`` exchanges: a loopback server's tap logs an exchange
+    after the reply's last byte went out, so the caller can be done before it is logged."""
+    async with asyncio.timeout(10):
+        while len(wire) < count:
+            await asyncio.sleep(0.01)
+    return wire
+
+
 def normalised(data: bytes) -> bytes:
     """Reply bytes without what differs on every call (completion id, creation time)."""
     data = re.sub(rb'"chatcmpl-[0-9a-f]+"', b'"chatcmpl-ID"', data)
@@ -201,6 +211,7 @@ async def test_routed_rollouts_send_and_receive_the_loopback_bytes(
     assert normalised(json.dumps(got, default=str).encode()) == normalised(
         json.dumps(expected, default=str).encode()
     )
+    await logged(loopback_wire, 2)
     assert len(routed_wire) == len(loopback_wire) == 2
     for ours, theirs in zip(routed_wire, loopback_wire, strict=True):
         assert ours.path == theirs.path
@@ -224,7 +235,7 @@ async def test_a_caller_with_its_own_client_is_served_on_loopback(
     async with AsyncOpenAI(base_url=server.rollout_url("r1"), api_key=server.api_key) as client:
         completion = await client.chat.completions.create(model="osmosis-rollout", messages=PROMPT)
     assert completion.choices[0].message.content == TEXT
-    assert wire[0].thread != threading.get_ident()
+    assert (await logged(wire, 1))[0].thread != threading.get_ident()
     assert server.log("r1").n_calls == 1
 
 
