@@ -1,7 +1,8 @@
 """Issue 16, target 1: served rollouts that stream, ours vs the official server (0.3.8).
 
 Each server runs under uvicorn in its own subprocess (ours on this venv, the official one
-in ``bench/.cache/official-venv``, CPython 3.12) with the same official-style rollout: the
+in ``bench/.cache/official-venv``, or ``official-strands-venv`` for Strands: CPython 3.12,
+built on first use by ``_benchlib.official_python``) with the same official-style rollout: the
 agent is built in ``run()`` with ``OsmosisRolloutModel()``, a ``multiply`` function tool and
 ``ModelSettings(temperature=0, max_tokens=256)`` (OpenAI Agents; Strands: ``params``), so
 2 model calls per rollout, each streamed (the official model always streams; ours streams
