@@ -11,7 +11,11 @@ start-up cancel out; both run pytest in-process under the same runner script
 difference of the process's CPU time (all threads) is printed beside it: on a machine
 shared with other work, wall time also counts the waits for a core, CPU time much less.
 
-    .venv/bin/python bench/bench_overhead.py [--rows 2000] [--repeats 3]
+    .venv/bin/python bench/bench_overhead.py [--rows 2000] [--repeats 3] [--base DIR]
+
+``--base DIR`` (a source tree of another revision, e.g. ``git archive REV osmosis_rollout
+pytest_osmosis | tar -x -C DIR``) adds the plugin run with ``DIR`` first on ``PYTHONPATH``,
+interleaved with the others, so a change is measured under the same load as its baseline.
 """
 
 from __future__ import annotations
@@ -39,13 +43,15 @@ def test_noop(i):
 """
 
 
-def run(root: Path, kind: str, rows: int) -> tuple[float, float]:
+def run(root: Path, kind: str, rows: int, base: Path | None = None) -> tuple[float, float]:
     """One run's (wall, CPU) seconds."""
-    if kind == "plugin":
+    if kind.startswith("plugin"):
         argv = [OURS_PYTHON, "pytest_rusage.py", "-q", "-p", "no:cacheprovider",
                 f"--osmosis-dataset=data/rows{rows}.jsonl", "--osmosis-policy=policy.py:policy",
                 f"--osmosis-output=out/{rows}"]  # fmt: skip
         env = {"_OSMOSIS_ROLLOUT_ARTIFACT_ROOT": str(root / "artifacts")}
+        if kind == "plugin (base)" and base is not None:
+            env["PYTHONPATH"] = str(base)
     else:
         argv = [OURS_PYTHON, "pytest_rusage.py", "-q", "-p", "no:cacheprovider",
                 "param/test_param.py"]  # fmt: skip
@@ -62,7 +68,13 @@ def main() -> None:
     )
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--base", type=Path, help="another source tree to run beside this one")
     args = parser.parse_args()
+    kinds = (
+        ("plugin", "parametrize")
+        if args.base is None
+        else ("plugin", "plugin (base)", "parametrize")
+    )
     print(machine())
     walls: dict[tuple[str, int], list[float]] = {}
     cpus: dict[tuple[str, int], list[float]] = {}
@@ -73,15 +85,15 @@ def main() -> None:
         (root / "param").mkdir()
         (root / "param" / "test_param.py").write_text(PARAM_TEST)
         for _ in range(args.repeats):
-            for kind in ("plugin", "parametrize"):
+            for kind in kinds:
                 for rows in (1, args.rows):
-                    wall, cpu = run(root, kind, rows)
+                    wall, cpu = run(root, kind, rows, args.base.resolve() if args.base else None)
                     walls.setdefault((kind, rows), []).append(wall)
                     cpus.setdefault((kind, rows), []).append(cpu)
     out = []
     per_row: dict[str, float] = {}
     cpu_per_row: dict[str, float] = {}
-    for kind in ("plugin", "parametrize"):
+    for kind in kinds:
         one, many = median(walls[(kind, 1)]), median(walls[(kind, args.rows)])
         per_row[kind] = (many - one) / (args.rows - 1)
         cpu_one, cpu_many = median(cpus[(kind, 1)]), median(cpus[(kind, args.rows)])
@@ -102,6 +114,11 @@ def main() -> None:
     print(f"plugin per-row overhead = {per_row['plugin'] / per_row['parametrize']:.2f}x "
           "a plain parametrized test (wall), "
           f"{cpu_per_row['plugin'] / cpu_per_row['parametrize']:.2f}x (cpu)")  # fmt: skip
+    if args.base is not None:
+        print(
+            f"base plugin: {per_row['plugin (base)'] / per_row['parametrize']:.2f}x (wall), "
+            f"{cpu_per_row['plugin (base)'] / cpu_per_row['parametrize']:.2f}x (cpu)"
+        )
     print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
