@@ -15,12 +15,13 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 _serials = itertools.count()
+_INDENT = 2
 
 
 def _temporary(path: Path, *, unique: bool = False) -> Path:
@@ -79,6 +80,39 @@ def write_json_atomic(path: Path, document: Any) -> None:
         handle.write("\n")
 
 
+def write_json_streamed(
+    path: Path,
+    document: Mapping[str, Any],
+    streamed: Mapping[str, Callable[[], Iterable[Any]]],
+) -> None:
+    """:func:`write_json_atomic` of ``document`` whose keys in ``streamed`` are lists made
+    item by item: ``streamed[key]()`` yields them as they are written (its value in
+    ``document`` only holds the key's place). The bytes are those :func:`write_json_atomic`
+    writes for the document with those lists in it, which never exist whole.
+    """
+    pad = " " * _INDENT
+    with atomic_file(path) as handle:
+        handle.write("{" if document else "{}")
+        for index, (key, value) in enumerate(document.items()):
+            handle.write(("\n" if index == 0 else ",\n") + pad + json.dumps(key) + ": ")
+            if key not in streamed:
+                handle.write(_nested_json(value, 1))
+                continue
+            empty = True
+            for item in streamed[key]():
+                handle.write(("[\n" if empty else ",\n") + pad * 2 + _nested_json(item, 2))
+                empty = False
+            handle.write("[]" if empty else "\n" + pad + "]")
+        handle.write("\n}\n" if document else "\n")
+
+
+def _nested_json(value: Any, level: int) -> str:
+    """``value`` as :func:`write_json_atomic` writes it ``level`` levels deep (JSON strings
+    hold no raw newline, so every newline is the indentation's)."""
+    text = json.dumps(value, indent=_INDENT, default=str)
+    return text.replace("\n", "\n" + " " * (_INDENT * level))
+
+
 def copy_atomic(source: Path, path: Path) -> None:
     """Copy ``source`` to ``path`` atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,4 +125,10 @@ def copy_atomic(source: Path, path: Path) -> None:
         raise
 
 
-__all__ = ["atomic_file", "copy_atomic", "write_json_atomic", "write_text_atomic"]
+__all__ = [
+    "atomic_file",
+    "copy_atomic",
+    "write_json_atomic",
+    "write_json_streamed",
+    "write_text_atomic",
+]

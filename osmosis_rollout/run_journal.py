@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from osmosis_rollout._atomic import write_json_atomic
 from osmosis_rollout.redaction import Redactor
@@ -43,7 +43,9 @@ __all__ = [
     "RowJournal",
     "RunJournalError",
     "read_journal",
+    "read_journal_lines",
     "read_run_file",
+    "scan_journal",
     "write_json_atomic",
     "write_run_file",
 ]
@@ -149,17 +151,30 @@ def read_journal(path: Path) -> tuple[list[JournalRow], int]:
     The last line of each ``(nodeid, run_index)`` wins; a row's verdict and statistics are
     those of its last line. A missing file is an empty journal (no row finished).
     """
+    rows, bad, _ = scan_journal(path)
+    return rows, bad
+
+
+def scan_journal(
+    path: Path, *, leave_out: frozenset[str] = frozenset()
+) -> tuple[list[JournalRow], int, dict[str, list[int]]]:
+    """:func:`read_journal`, with the attempts' keys in ``leave_out`` left out, and where
+    each row's attempt lines are: node id -> their byte offsets, in the order of the row's
+    ``attempts``, for :func:`read_journal_lines` to read them back whole.
+    """
     try:
         handle = path.open("rb")
     except FileNotFoundError:
-        return [], 0
+        return [], 0, {}
     rows: dict[str, JournalRow] = {}
-    by_attempt: dict[str, dict[Any, dict[str, Any]]] = {}
+    by_attempt: dict[str, dict[Any, tuple[dict[str, Any], int]]] = {}
     bad = 0
+    offset = 0
     # Line by line, with the keys (and the few values every row repeats) shared: a
     # 10,000-row journal is read back at the end of the run, when memory peaks.
     with handle:
         for raw in handle:
+            start, offset = offset, offset + len(raw)
             if not raw.strip():
                 continue
             try:
@@ -172,7 +187,9 @@ def read_journal(path: Path) -> tuple[list[JournalRow], int]:
                 continue
             nodeid = line["nodeid"]
             attempt = {
-                _shared(k): _shared_value(k, v) for k, v in line.items() if k not in ROW_FIELDS
+                _shared(k): _shared_value(k, v)
+                for k, v in line.items()
+                if k not in ROW_FIELDS and k not in leave_out
             }
             row = rows.get(nodeid)
             if row is None:
@@ -185,11 +202,27 @@ def read_journal(path: Path) -> tuple[list[JournalRow], int]:
             row.verdict = _shared(str(line.get("row_verdict") or _verdict_of(attempt)))
             stats = line.get("row_stats") or {}
             row.stats = {_shared(str(k)): v for k, v in dict(stats).items()}
-            by_attempt.setdefault(nodeid, {})[line.get("run_index", 0)] = attempt
+            by_attempt.setdefault(nodeid, {})[line.get("run_index", 0)] = (attempt, start)
+    where: dict[str, list[int]] = {}
     for nodeid, row in rows.items():
         attempts = by_attempt[nodeid]
-        row.attempts = [attempts[k] for k in sorted(attempts, key=_run_index_order)]
-    return list(rows.values()), bad
+        order = sorted(attempts, key=_run_index_order)
+        row.attempts = [attempts[k][0] for k in order]
+        where[nodeid] = [attempts[k][1] for k in order]
+    return list(rows.values()), bad, where
+
+
+def read_journal_lines(handle: IO[bytes], offsets: Sequence[int]) -> list[dict[str, Any]]:
+    """The attempts whose lines start at ``offsets`` (from :func:`scan_journal`) of a journal
+    opened with ``open(path, "rb")``, whole: as :func:`read_journal` gives them."""
+    attempts = []
+    for offset in offsets:
+        handle.seek(offset)
+        line = json.loads(handle.readline())
+        attempts.append(
+            {_shared(k): _shared_value(k, v) for k, v in line.items() if k not in ROW_FIELDS}
+        )
+    return attempts
 
 
 _SHARED_VALUES = frozenset({"dataset", "status", "error_type", "error_phase"})

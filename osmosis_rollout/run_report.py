@@ -34,7 +34,9 @@ __all__ = [
     "STOPPED_BY_KILLED",
     "build_report",
     "rebuild_report",
+    "report_head",
     "row_errored",
+    "row_verdict_entry",
     "summarize",
 ]
 
@@ -106,27 +108,54 @@ def build_report(
     preflight: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The report document: rows in ``selected`` order (others after), and the ids not run."""
+    document, ordered = report_head(
+        rows,
+        pass_threshold=pass_threshold,
+        selected=selected,
+        finished=finished,
+        config=config,
+        preflight=preflight,
+    )
+    document["rows"] = [a for r in ordered for a in r.attempts]
+    document["row_verdicts"] = [row_verdict_entry(r) for r in ordered]
+    return document
+
+
+def report_head(
+    rows: Sequence[JournalRow],
+    *,
+    pass_threshold: float,
+    selected: Sequence[str],
+    finished: Mapping[str, Any] | None,
+    config: Mapping[str, Any],
+    preflight: Sequence[Mapping[str, Any]] = (),
+) -> tuple[dict[str, Any], list[JournalRow]]:
+    """:func:`build_report` with its per-row lists (``rows``, ``row_verdicts``) left empty,
+    and the rows in report order: a writer can then stream those lists row by row."""
     position = {nodeid: i for i, nodeid in enumerate(selected)}
     ordered = sorted(rows, key=lambda r: position.get(r.nodeid, len(position)))
     done = {r.nodeid for r in rows}
     not_run = [nodeid for nodeid in selected if nodeid not in done]
-    return {
+    document = {
         "schema": REPORT_SCHEMA,
         "summary": summarize(ordered, pass_threshold, not_run=not_run, finished=finished),
-        "rows": [a for r in ordered for a in r.attempts],
-        "row_verdicts": [
-            {
-                "nodeid": r.nodeid,
-                "dataset": r.dataset,
-                "row_key": r.row_key,
-                "verdict": r.verdict,
-                **r.stats,
-            }
-            for r in ordered
-        ],
+        "rows": [],
+        "row_verdicts": [],
         "not_run": not_run,
         "preflight": [dict(p) for p in preflight],
         "config": dict(config),
+    }
+    return document, ordered
+
+
+def row_verdict_entry(row: JournalRow) -> dict[str, Any]:
+    """A row's entry in the report's ``row_verdicts``: who it is, its verdict, its statistics."""
+    return {
+        "nodeid": row.nodeid,
+        "dataset": row.dataset,
+        "row_key": row.row_key,
+        "verdict": row.verdict,
+        **row.stats,
     }
 
 

@@ -127,10 +127,7 @@ class RowItem(pytest.Item):
         )
         if decided is not None:
             verdict.outcome = record.verdict = _hook_outcome(decided)
-        # Its fields as they are (no deep copy): nothing else holds the record.
-        self.stash[RECORD_KEY] = {
-            f.name: getattr(record, f.name) for f in dataclasses.fields(record)
-        }
+        self.stash[RECORD_KEY] = dataclasses.asdict(record)
         # Flat properties, for JUnit XML readers.
         last = verdict.attempts[-1]
         for name, value in (

@@ -17,12 +17,20 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from osmosis_rollout._atomic import write_json_streamed
 from osmosis_rollout.redaction import Redactor
-from osmosis_rollout.run_journal import JOURNAL_FILENAME, JournalRow, RowJournal, read_journal
-from osmosis_rollout.run_report import build_report, row_errored, summarize
+from osmosis_rollout.run_journal import (
+    JOURNAL_FILENAME,
+    JournalRow,
+    RowJournal,
+    read_journal_lines,
+    scan_journal,
+)
+from osmosis_rollout.run_report import report_head, row_errored, row_verdict_entry, summarize
 from pytest_osmosis.verdict import RowVerdict
 
 RowRecord = JournalRow
@@ -31,6 +39,12 @@ RowRecord = JournalRow
 __all__ = ["RowRecord", "RunReport", "format_cost", "reward_word", "row_errored", "row_record"]
 
 FINISHED_NORMALLY: dict[str, Any] = {"stopped_by": None, "interrupted": False}
+
+TEXT_KEYS = frozenset(
+    {"last_assistant", "err_message", "trajectory_filename", "diagnostics_path", "blocked_loop"}
+)
+"""An attempt's texts: only the report files need them, and they read them from the journal
+row by row, so the rows kept for the summary and the gates leave them out."""
 
 
 def row_record(nodeid: str, dataset: str, row_key: str, verdict: RowVerdict) -> RowRecord:
@@ -74,6 +88,8 @@ class RunReport:
         self._in_journal: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         """Reported rows whose reported version this process journaled: their key orders."""
         self._orders: dict[tuple[tuple[str, ...], tuple[str, ...]], Any] = {}
+        self._where: dict[str, list[int]] = {}
+        """After :meth:`finish`: the journal offsets of each row read from it."""
         self.preflight: list[dict[str, Any]] = []
         self.selected: list[str] = []
         self.not_run: list[str] = []
@@ -114,9 +130,12 @@ class RunReport:
 
         Rows are the journal's (every row that finished, reported or not), each replaced by
         the record its report carried when there is one, in ``selected`` order; the rows of
-        ``selected`` with neither are the rows not run.
+        ``selected`` with neither are the rows not run. The journal's rows are kept without
+        their texts (:data:`TEXT_KEYS`): the report files read them back one row at a time.
         """
-        journaled, _ = read_journal(self.output / JOURNAL_FILENAME)
+        journaled, _, self._where = scan_journal(
+            self.output / JOURNAL_FILENAME, leave_out=TEXT_KEYS
+        )
         merged = {row.nodeid: row for row in journaled}
         for nodeid, (attempt_keys, stats_keys) in self._in_journal.items():
             row = merged.get(nodeid)
@@ -125,9 +144,9 @@ class RunReport:
                 # order of the record the row's report carried.
                 row.attempts = [_in_order(a, attempt_keys) for a in row.attempts]
                 row.stats = _in_order(row.stats, stats_keys)
-        self._in_journal = {}
         for record in self.rows:
             merged[record.nodeid] = record
+            self._where.pop(record.nodeid, None)
         position = {nodeid: i for i, nodeid in enumerate(selected)}
         self.rows = sorted(merged.values(), key=lambda r: position.get(r.nodeid, len(position)))
         self.selected = list(selected)
@@ -145,9 +164,10 @@ class RunReport:
             self.rows, self.pass_threshold, not_run=self.not_run, finished=self.finished
         )
 
-    def document(self, extra: dict[str, Any]) -> dict[str, Any]:
-        """The JSON report (redacted), with ``extra`` (gates, baseline) at the top level."""
-        document = build_report(
+    def head(self, extra: dict[str, Any]) -> tuple[dict[str, Any], list[RowRecord]]:
+        """The JSON report (redacted) without its per-row lists, with ``extra`` (gates,
+        baseline) at the top level, and the rows in report order (see :meth:`write_json`)."""
+        document, ordered = report_head(
             self.rows,
             pass_threshold=self.pass_threshold,
             selected=self.selected or [r.nodeid for r in self.rows],
@@ -157,7 +177,53 @@ class RunReport:
         )
         document.update(extra)
         redacted: dict[str, Any] = self.redactor.redact_shared(document)
-        return redacted
+        return redacted, ordered
+
+    def document(self, extra: dict[str, Any]) -> dict[str, Any]:
+        """The whole JSON report (redacted), with ``extra`` (gates, baseline) at the top level."""
+        head, ordered = self.head(extra)
+        return self.fill(head, ordered)
+
+    def fill(self, head: dict[str, Any], ordered: list[RowRecord]) -> dict[str, Any]:
+        """``head`` (from :meth:`head`) with its per-row lists, all in memory at once."""
+        document = dict(head)
+        document["rows"] = list(self._attempts_of(ordered))
+        document["row_verdicts"] = list(self._verdicts_of(ordered))
+        return document
+
+    def write_json(self, path: Path, head: dict[str, Any], ordered: list[RowRecord]) -> None:
+        """Write the JSON report to ``path``, its rows read back from the journal one by one:
+        the bytes of ``write_json_atomic(path, self.fill(head, ordered))`` without ever
+        holding every row's texts."""
+        write_json_streamed(
+            path,
+            head,
+            {
+                "rows": lambda: self._attempts_of(ordered),
+                "row_verdicts": lambda: self._verdicts_of(ordered),
+            },
+        )
+
+    def _attempts_of(self, ordered: list[RowRecord]) -> Iterator[Any]:
+        """Every attempt of ``ordered``, whole and redacted, read from the journal as needed."""
+        redact = self.redactor.redact_shared
+        if not self._where:
+            for row in ordered:
+                yield from (redact(a) for a in row.attempts)
+            return
+        with (self.output / JOURNAL_FILENAME).open("rb") as fh:
+            for row in ordered:
+                offsets = self._where.get(row.nodeid)
+                if offsets is None:
+                    yield from (redact(a) for a in row.attempts)
+                    continue
+                order = self._in_journal.get(row.nodeid)
+                for attempt in read_journal_lines(fh, offsets):
+                    yield redact(_in_order(attempt, order[0]) if order else attempt)
+
+    def _verdicts_of(self, ordered: list[RowRecord]) -> Iterator[Any]:
+        redact = self.redactor.redact_shared
+        return (redact(row_verdict_entry(row)) for row in ordered)
 
 
 def _in_order(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

@@ -19,7 +19,6 @@ import collections
 import concurrent.futures
 import datetime as dt
 import functools
-import hashlib
 import logging
 import os
 import threading
@@ -36,7 +35,6 @@ from osmosis_rollout.run_journal import (
     RunJournalError,
     read_journal,
     read_run_file,
-    write_json_atomic,
     write_run_file,
 )
 from pytest_osmosis.completion import SignalWatch, how_it_ended, incomplete_lines
@@ -165,9 +163,12 @@ class OsmosisSession:
         self.resumed: list[str] = []
         """Rows a resumed run found already journaled and did not run again."""
         self.resumed_done = 0
-        self._journaled: dict[str, tuple[bytes, bool]] = {}
-        """Per row: a digest of what the journal last got for it, and whether that is the
-        version its report carries (a late write from the rollouts' thread is then stale)."""
+        self._journaled: dict[str, RowRecord] = {}
+        """Rows the rollouts' thread journaled and pytest has not reported yet: what was written
+        (at most the run-ahead window of them)."""
+        self._journaled_as_reported: set[str] = set()
+        """Rows whose journal line is the version their report carries: a late write from the
+        rollouts' thread would be stale."""
         self._journal_lock = threading.Lock()
         self.engine: Engine | None = None
         self.engine_error: BaseException | None = None
@@ -366,17 +367,27 @@ class OsmosisSession:
         ``reported``: the version the row's report carries, which no later write replaces.
         True when the journal holds ``record`` afterwards.
         """
+        nodeid = record.nodeid
         try:
-            data = self.report.encode_row(record)
-            digest = hashlib.blake2b(data, digest_size=16).digest()
+            # Encoded on the rollouts' thread; the report's version only when it differs (the
+            # main thread's work here happens while pytest's output capture is suspended).
+            data = None if reported else self.report.encode_row(record)
             # Under the lock, so the writes of one row reach the file in the order decided here.
             with self._journal_lock:
-                last_digest, last_reported = self._journaled.get(record.nodeid, (b"", False))
-                if last_reported and not reported:
+                if reported:
+                    if self._journaled.pop(nodeid, None) == record:
+                        self._journaled_as_reported.add(nodeid)
+                        return True
+                elif nodeid in self._journaled_as_reported:
                     return False
-                if last_digest != digest and not self.report.journal.write_encoded(data):
+                if data is None:
+                    data = self.report.encode_row(record)
+                if not self.report.journal.write_encoded(data):
                     return False
-                self._journaled[record.nodeid] = (digest, reported)
+                if reported:
+                    self._journaled_as_reported.add(nodeid)
+                else:
+                    self._journaled[nodeid] = record
                 return True
         except OSError as exc:
             # The row still reaches the report through its test report; say why the
@@ -700,7 +711,9 @@ class OsmosisSession:
             testsfailed=session.testsfailed,
             exitstatus=int(exitstatus),
         )
-        document = report.document(gates.extra)
+        # The report's rows are streamed from the journal into each file, never all at once.
+        head = report.head(gates.extra)
+        document = head[0]
         writes = [
             OutputWrite(
                 "run file",
@@ -709,21 +722,30 @@ class OsmosisSession:
                     self._write_run_file, {**finished, "preflight": report.preflight}
                 ),
             ),
-            _json_write(self.output / "report.json", str(self.output / "report.json"), document),
+            OutputWrite(
+                "JSON report",
+                str(self.output / "report.json"),
+                functools.partial(report.write_json, self.output / "report.json", *head),
+            ),
         ]
         if settings.report:
+            report_path = resolve_path(config, settings.report)
             writes.append(
-                _json_write(resolve_path(config, settings.report), settings.report, document)
+                OutputWrite(
+                    "JSON report",
+                    settings.report,
+                    functools.partial(report.write_json, report_path, *head),
+                )
             )
         if settings.html:
             from pytest_osmosis.html import write_html
 
             html_path = resolve_path(config, settings.html)
-            writes.append(
-                OutputWrite(
-                    "HTML report", settings.html, functools.partial(write_html, html_path, document)
-                )
-            )
+
+            def html() -> None:
+                write_html(html_path, report.fill(*head))
+
+            writes.append(OutputWrite("HTML report", settings.html, html))
         written, failures = write_outputs(writes)
         self.result = {
             "summary": document["summary"],
@@ -799,10 +821,6 @@ def _name_blocked_loop(
 def _row_dataset(item: pytest.Item) -> str | None:
     ref = _row_ref(item)
     return ref.dataset if ref is not None else None
-
-
-def _json_write(path: Path, shown: str, document: dict[str, Any]) -> OutputWrite:
-    return OutputWrite("JSON report", shown, functools.partial(write_json_atomic, path, document))
 
 
 def _synthetic(row: DatasetRow, attempt: int, error_type: str, message: str) -> AttemptResult:

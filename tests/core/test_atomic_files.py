@@ -12,6 +12,7 @@ from osmosis_rollout._atomic import (
     atomic_file,
     copy_atomic,
     write_json_atomic,
+    write_json_streamed,
     write_text_atomic,
 )
 
@@ -83,3 +84,29 @@ def test_a_stale_temporary_of_a_reused_pid_does_not_block_the_write(tmp_path: Pa
     write_text_atomic(target, "new")
     assert target.read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([stale.name, "trajectory.json"])
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [[], [{}], [{"k": "v\n\u00e9", "n": float("nan"), "t": (1, [2, {}])}, [], "s", 3.5, None]],
+)
+def test_a_streamed_json_document_has_the_bytes_of_the_whole_one(
+    tmp_path: Path, rows: list[object]
+) -> None:
+    document = {
+        "schema": "s",
+        "summary": {"nested": {"list": [1, {"x": None}], "empty": {}}},
+        "rows": rows,
+        "path": Path("/p"),  # written as its str, like write_json_atomic does
+        "tail": [],
+    }
+    write_json_atomic(tmp_path / "whole.json", document)
+    head = {**document, "rows": None}
+    write_json_streamed(tmp_path / "streamed.json", head, {"rows": lambda: iter(rows)})
+    assert (tmp_path / "streamed.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+
+
+def test_an_empty_streamed_document_is_an_empty_object(tmp_path: Path) -> None:
+    write_json_atomic(tmp_path / "whole.json", {})
+    write_json_streamed(tmp_path / "streamed.json", {}, {})
+    assert (tmp_path / "streamed.json").read_bytes() == (tmp_path / "whole.json").read_bytes()

@@ -63,9 +63,16 @@ def test_reported_rows_leave_no_attempts_verdicts_records_or_prompts_in_memory(
         "rows with their prompt": 0,
         "row keys": [f"row-{i}" for i in range(6)],
     }
-    report = json.loads(next((root / ".osmosis" / "runs").glob("*/report.json")).read_text())
+    # The rows come back from the journal into the report: whole, in item order, keys in
+    # the order the attempt records have them, formatted as json.dump(indent=2) writes.
+    text = next((root / ".osmosis" / "runs").glob("*/report.json")).read_text()
+    report = json.loads(text)
+    assert text == json.dumps(report, indent=2) + "\n"
     assert [row["row_key"] for row in report["rows"]] == [f"row-{i}" for i in range(6)]
     assert all(row["last_assistant"] for row in report["rows"])
+    assert list(report["rows"][0])[:4] == ["row_key", "row_index", "source_row_index", "run_index"]
+    assert list(report["rows"][0])[-3:] == ["trajectory_filename", "nodeid", "dataset"]
+    assert all(Path(row["trajectory_filename"]).is_file() for row in report["rows"])
 
 
 def test_a_row_changed_by_its_report_is_reported_as_changed(
