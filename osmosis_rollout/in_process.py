@@ -19,7 +19,9 @@ serving it, because not every caller can take the in-process route:
   take the network path, so respx's routes see them exactly as before.
 
 What the caller receives is what the loopback server sends: the app's status, headers and
-body bytes (the server's own ``date``/``server`` headers and chunked framing aside). An app
+body bytes (the server's own ``date``/``server`` headers and chunked framing aside). The body
+is collected before the response is returned, so a stream's events arrive together (the
+policy endpoint computes a reply before it streams it, so none arrives later). An app
 that fails after starting its response body (a cut stream) surfaces as
 :class:`httpx.RemoteProtocolError` after the parts it sent, as a dropped connection does;
 the request's read timeout bounds the app call as it bounds a socket read.
