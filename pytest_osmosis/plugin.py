@@ -32,6 +32,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> Iterator[None]:
+    """In a run with rows, route what rollouts print (``rollout_output``).
+
+    Outermost and first, so pytest's capturing saves (and puts back) the router, not the
+    terminal stream; once capturing has started, its own streams are routed too.
+    """
+    known = early_config.known_args_namespace
+    if any(
+        getattr(known, dest, None) or early_config.getini(dest)
+        for dest in ("osmosis_dataset", "osmosis_config")
+    ):
+        from pytest_osmosis.rollout_output import install_router, route_pytest_capture
+
+        early_config.add_cleanup(install_router())
+        result = yield
+        capman = early_config.pluginmanager.getplugin("capturemanager")
+        early_config.add_cleanup(route_pytest_capture(capman))
+        return result
+    return (yield)
+
+
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from pytest_osmosis import newhooks
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from osmosis_rollout import ExecutionBackend, ExecutionRequest, ExecutionResult, RolloutContext
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.execution import execute_in_process
+from pytest_osmosis.rollout_output import rollout_output
 from pytest_osmosis.verdict import AttemptResult, classify
 
 if TYPE_CHECKING:
@@ -206,9 +207,10 @@ class InProcessRunner(_AttemptBuilder):
             # streaming (samples are identical); server mode keeps the production path.
             streaming=False,
         )
-        executed = await execute_in_process(
-            self.backend, request, context, trajectory_root=self.paths.rollouts
-        )
+        with rollout_output(rollout_id):
+            executed = await execute_in_process(
+                self.backend, request, context, trajectory_root=self.paths.rollouts
+            )
         return self.finish(
             row,
             attempt,

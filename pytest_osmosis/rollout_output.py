@@ -1,0 +1,150 @@
+"""What a rollout prints goes to ``rollouts.log``, redacted, never straight to the terminal.
+
+Rows run on the scheduler's thread while pytest's main thread reports other items. pytest's
+output capturing is suspended between an item's phases and while the live progress line is
+drawn; a rollout that prints in such a window would write straight to the terminal, past the
+redactor (a workflow echoing a model reply that holds a key, say). Capture that is active
+would instead file the text under whichever item happens to be running.
+
+So an osmosis run routes both ways the streams can be: a router goes in front of
+``sys.stdout`` and ``sys.stderr`` before pytest's capturing starts (pytest then saves, and puts
+back whenever it suspends capturing, the router rather than the terminal stream), and over the
+streams pytest's capturing puts in place while it is active (:func:`route_pytest_capture`).
+A router sends a write to the stream it wraps, unless the write is made inside a row's rollout
+(:func:`rollout_output`, a context variable that the rollout's tasks and the threads
+``asyncio.to_thread`` starts for it inherit): then each line goes to the
+``osmosis_rollout.output`` logger, which the engine routes to ``rollouts.log`` through the
+redactor, under the rollout's id. (Under ``--capture=sys``, and in a test using
+``capsys``/``capfd`` while rows run, prints made while capturing is active are still captured
+by pytest, into an item's redacted report: those streams are read back and stay pytest's.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+logger = logging.getLogger("osmosis_rollout.output")
+
+_CURRENT: contextvars.ContextVar[_RolloutOutput | None] = contextvars.ContextVar(
+    "osmosis_rollout_output", default=None
+)
+
+
+class _RolloutOutput:
+    """One rollout's printed text, logged a whole line at a time."""
+
+    def __init__(self, rollout_id: str) -> None:
+        self.rollout_id = rollout_id
+        self._partial = {"stdout": "", "stderr": ""}
+
+    def write(self, stream: str, text: str) -> None:
+        *lines, self._partial[stream] = (self._partial[stream] + text).split("\n")
+        for line in lines:
+            logger.info("%s %s: %s", self.rollout_id, stream, line)
+
+    def flush(self) -> None:
+        for stream, rest in self._partial.items():
+            if rest:
+                logger.info("%s %s: %s", self.rollout_id, stream, rest)
+        self._partial = {"stdout": "", "stderr": ""}
+
+
+class _Router:
+    """Stands in for ``sys.stdout``/``sys.stderr``: a rollout's writes go to its log."""
+
+    def __init__(self, inner: TextIO, stream: str) -> None:
+        self._inner = inner
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        output = _CURRENT.get()
+        if output is None:
+            return self._inner.write(text)
+        output.write(self._stream, text)
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if _CURRENT.get() is None:
+            self._inner.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def install_router() -> Callable[[], None]:
+    """Put the router in front of ``sys.stdout`` and ``sys.stderr``; return the undo.
+
+    Idempotent: a stream that is already a router (a nested pytest run) is left as it is.
+    The undo restores a stream only if the router is still the one in place.
+    """
+    installed: list[tuple[str, _Router]] = []
+    for name in ("stdout", "stderr"):
+        current = getattr(sys, name)
+        if current is None or isinstance(current, _Router):
+            continue
+        router = _Router(current, name)
+        setattr(sys, name, router)
+        installed.append((name, router))
+
+    def undo() -> None:
+        for name, router in installed:
+            if getattr(sys, name) is router:
+                setattr(sys, name, router._inner)
+
+    return undo
+
+
+@contextlib.contextmanager
+def rollout_output(rollout_id: str) -> Iterator[None]:
+    """Within this block (and the tasks it starts), printed text is the rollout's."""
+    output = _RolloutOutput(rollout_id)
+    token = _CURRENT.set(output)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+        output.flush()
+
+
+def route_pytest_capture(capman: Any) -> Callable[[], None]:
+    """Wrap the streams pytest's global capturing swaps into ``sys`` in routers; return the undo.
+
+    Under fd capturing pytest keeps them on the ``SysCapture`` each ``FDCapture`` holds
+    (``syscapture.tmpfile``) and sets ``sys.stdout`` to them on every resume. A pytest whose
+    capture objects look otherwise is left alone (then prints made while capturing is active
+    are captured as before, and redacted in the item's report).
+    """
+    capturing = getattr(capman, "_global_capturing", None)
+    wrapped: list[tuple[Any, _Router, str]] = []
+    for attr, stream in (("out", "stdout"), ("err", "stderr")):
+        # Only under fd capturing (pytest's default): its SysCapture's stream is written to and
+        # never read (the fd's file is), while ``--capture=sys`` reads its stream back as a
+        # ``CaptureIO`` and must keep it. There, prints made while capturing is active land in
+        # the running item's captured output, redacted like the rest of its report.
+        holder: Any = getattr(getattr(capturing, attr, None), "syscapture", None)
+        tmpfile = getattr(holder, "tmpfile", None)
+        if tmpfile is None or isinstance(tmpfile, _Router) or not hasattr(tmpfile, "write"):
+            continue
+        router = _Router(tmpfile, stream)
+        holder.tmpfile = router
+        if getattr(sys, stream) is tmpfile:  # capturing is active right now
+            setattr(sys, stream, router)
+        wrapped.append((holder, router, stream))
+
+    def undo() -> None:
+        for holder, router, stream in wrapped:
+            if holder.tmpfile is router:
+                holder.tmpfile = router._inner
+            if getattr(sys, stream) is router:
+                setattr(sys, stream, router._inner)
+
+    return undo

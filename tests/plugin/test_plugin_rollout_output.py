@@ -1,0 +1,95 @@
+"""What a rollout prints lands in ``rollouts.log``, redacted, and never on the terminal.
+
+Rows run on the scheduler's thread while pytest reports other items, and pytest's capturing
+is suspended between phases and while the progress line is drawn: a print in such a window
+went straight to the terminal, secrets and all. With ``-s`` (no capturing) every print did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from workspaces import multiply_rows
+
+SECRET = "sk-test-PRINTED-3c9e51d07a"
+
+PRINTING_MAIN = """
+import asyncio
+import os
+import sys
+
+from osmosis_rollout import AgentWorkflow, Grader
+
+
+class Printing(AgentWorkflow):
+    async def run(self, ctx):
+        text = ctx.prompt[-1]["content"]
+        print(f"printed by {text!r} key={os.environ['OPENAI_API_KEY']}")
+        print(f"to stderr from {text!r}", file=sys.stderr)
+        await asyncio.to_thread(print, f"from a worker thread for {text!r}")
+        print("no newline at the end", end="")
+        return [*ctx.prompt, {"role": "assistant", "content": "done"}]
+
+
+class Passes(Grader):
+    async def grade(self, ctx):
+        print(f"grading {ctx.label!r}")
+        ctx.set_reward(1.0)
+"""
+
+ARGS = (
+    "--osmosis-dataset=data/test.jsonl",
+    "--osmosis-policy=policy.py:policy",
+    "--osmosis-output=out",
+    "-p",
+    "no:cacheprovider",
+)
+
+
+@pytest.mark.parametrize("capture", ["-s", "--capture=fd", "--capture=sys"])
+def test_printed_lines_go_to_the_rollouts_log_redacted_and_never_to_the_terminal(
+    workspace: Callable[..., Path],
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capture: str,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    root = workspace(multiply_rows(3), main=PRINTING_MAIN)
+    result = pytester.runpytest_subprocess(*ARGS, capture)
+    assert result.ret == 0, result.stdout.str()
+    console = result.stdout.str() + result.stderr.str()
+    for text in ("printed by", "to stderr from", "from a worker thread", "no newline", "grading"):
+        assert text not in console, console
+    assert SECRET not in console
+
+    log = (root / "out" / "rollouts.log").read_text(encoding="utf-8")
+    assert SECRET not in log
+    if capture == "--capture=sys":
+        return  # prints made while pytest captures land in an item's (redacted) report there
+    for row in range(3):
+        prompt = f"What is {row + 2} times {row + 3}?"
+        assert f"stdout: printed by {prompt!r} key=[REDACTED:OPENAI_API_KEY]" in log, log
+        assert f"stderr: to stderr from {prompt!r}" in log
+        assert f"stdout: from a worker thread for {prompt!r}" in log
+    # A line left open by the workflow is finished by the grader's print, as on a terminal.
+    for label in (6, 12, 20):
+        assert f"stdout: no newline at the endgrading '{label}'" in log
+
+
+def test_a_run_without_rows_leaves_sys_stdout_alone(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_plain="""
+        import sys
+
+        def test_stdout_is_the_capture_stream():
+            assert type(sys.stdout).__name__ != "_Router"
+
+        def test_prints_are_captured(capsys):
+            print("hello")
+            assert capsys.readouterr().out == "hello\\n"
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
