@@ -7,4 +7,4 @@ source scripts/_venv.sh
 echo "== ruff"; .venv/bin/ruff check osmosis_rollout pytest_osmosis tests bench example_rollouts
 echo "== ruff format"; .venv/bin/ruff format --check osmosis_rollout pytest_osmosis tests bench example_rollouts
 echo "== mypy"; .venv/bin/mypy
-echo "== pytest"; .venv/bin/python -m pytest -n 2 -q -p no:cacheprovider "$@"
+echo "== pytest"; .venv/bin/python -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider "$@"

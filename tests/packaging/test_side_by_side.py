@@ -7,7 +7,9 @@ litellm]`` in a single ``pip install``. A set of requirements that resolves has 
 resolve too, so this also shows ``pip install "osmosis-ai[openai-agents]==0.3.8"
 ".[openai-agents]"`` and the Strands and LiteLLM pairs resolve (``rubric`` is the official
 extra that asks for LiteLLM alone). Nothing is pinned: this is what a user gets from the index
-today. Skipped, with the reason, without a Python >= 3.12 or without the index.
+today. Skipped, with the reason, without a Python >= 3.12 or without the index. The
+environment takes about a minute to build, so its tests share one xdist worker (the suite
+runs with ``--dist loadgroup``) and build it once.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from _support.venvs import (
     run,
 )
 
-pytestmark = pytest.mark.pip_index
+pytestmark = [pytest.mark.pip_index, pytest.mark.xdist_group("side-by-side")]
 
 OFFICIAL = "osmosis-ai[openai-agents,strands,rubric]==0.3.8"
 OURS_EXTRAS = "openai-agents,strands,litellm"

@@ -1,7 +1,9 @@
-"""Fixtures for the Ray tests: one local Ray cluster per test module (2 CPUs, no dashboard).
+"""Fixtures for the Ray tests: one local Ray cluster for all of them (2 CPUs, no dashboard).
 
 The cluster is ``ray start --head --block`` in a subprocess on loopback, stopped (with every
-process it started) by terminating that one command at module teardown. Token auth is
+process it started) by terminating that one command at the end of the session. Starting one
+takes ~5-10 s, so the Ray tests share it and run on one xdist worker (group ``ray``; the suite
+runs with ``--dist loadgroup``), instead of a cluster per module on each worker. Token auth is
 turned off for it and for every driver the tests start (``RAY_AUTH_MODE=disabled``), so
 tests never depend on a token in the home directory. Without Ray installed the whole
 directory is skipped.
@@ -26,9 +28,9 @@ from ray_support import (
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
-    """A 2-CPU Ray head on loopback for this module; drivers here and in subprocesses join it."""
+    """A 2-CPU Ray head on loopback; drivers here and in subprocesses join it."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RAY_AUTH_MODE", "disabled")
         patch.delenv("RAY_ADDRESS", raising=False)

@@ -33,7 +33,7 @@ from interop_support import (
     start_server,
 )
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("ray")]
 
 RESULT_WAIT_SEC = 0.5
 
