@@ -8,8 +8,8 @@ resolve too, so this also shows ``pip install "osmosis-ai[openai-agents]==0.3.8"
 ".[openai-agents]"`` and the Strands and LiteLLM pairs resolve (``rubric`` is the official
 extra that asks for LiteLLM alone). Nothing is pinned: this is what a user gets from the index
 today. Skipped, with the reason, without a Python >= 3.12 or without the index. The
-environment takes about a minute to build, so its tests share one xdist worker (the suite
-runs with ``--dist loadgroup``) and build it once.
+environment takes about a minute to build, so it is built once per session and its tests
+share one xdist worker (the suite runs with ``--dist loadgroup``).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class Shared:
     versions: dict[str, str]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Shared:
     python312 = find_python312()
     if python312 is None:

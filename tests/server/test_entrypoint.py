@@ -148,7 +148,8 @@ def test_two_backends_are_refused_with_their_names(tmp_path: Path) -> None:
 
 
 def test_classes_imported_from_helper_modules_beside_main_are_found(tmp_path: Path) -> None:
-    helpers = tmp_path / "helpers"
+    # A package name no other test imports: the Ray tests' rollout has a ``helpers`` module.
+    helpers = tmp_path / "echo_helpers"
     helpers.mkdir()
     (helpers / "__init__.py").write_text("")
     (helpers / "flow.py").write_text(textwrap.dedent(HEADER))
@@ -159,7 +160,7 @@ def test_classes_imported_from_helper_modules_beside_main_are_found(tmp_path: Pa
         "        ctx.set_reward(1.0)\n"
     )
     path = tmp_path / "main.py"
-    path.write_text("from helpers.flow import Echo\nfrom .grading import Judge\n")
+    path.write_text("from echo_helpers.flow import Echo\nfrom .grading import Judge\n")
     loaded = load_entrypoint(str(path))
     assert loaded.found == "classes"
     assert loaded.workflow is not None and loaded.workflow.__name__ == "Echo"
