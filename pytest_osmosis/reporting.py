@@ -9,8 +9,11 @@ sees every row it reported even if a worker's journal write failed; flat
 
 At the end the controller reads the journal back (rows that finished but were never
 reported, e.g. after ``-x``, count too), overlays the rows it saw reported, and builds the
-JSON report with :func:`osmosis_rollout.run_report.build_report`, the same function
-``osmosis-rollout report rebuild`` uses on a run that died.
+JSON report as :func:`osmosis_rollout.run_report.build_report` does, the function
+``osmosis-rollout report rebuild`` uses on a run that died. While pytest runs, the report
+keeps in memory only the reported rows this process did not journal itself (pytest-xdist
+workers' rows); at the end it keeps the rows without their texts for the summary, and
+streams ``report.json``'s rows from the journal one at a time.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ class RunReport:
         self._in_journal: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         """Reported rows whose reported version this process journaled: their key orders."""
         self._orders: dict[tuple[tuple[str, ...], tuple[str, ...]], Any] = {}
+        """Each distinct key order once (rows share them)."""
         self._where: dict[str, list[int]] = {}
         """After :meth:`finish`: the journal offsets of each row read from it."""
         self.preflight: list[dict[str, Any]] = []
