@@ -8,8 +8,8 @@ resolve too, so this also shows ``pip install "osmosis-ai[openai-agents]==0.3.8"
 ".[openai-agents]"`` and the Strands and LiteLLM pairs resolve (``rubric`` is the official
 extra that asks for LiteLLM alone). Nothing is pinned: this is what a user gets from the index
 today. Skipped, with the reason, without a Python >= 3.12 or without the index. The
-environment takes about a minute to build, so it is built once per session and its tests
-share one xdist worker (the suite runs with ``--dist loadgroup``).
+environment takes about a minute to build: it is built once, and the suite runs with
+``--dist loadfile`` so that this file's tests share one xdist worker.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from _support.venvs import (
     run,
 )
 
-pytestmark = [pytest.mark.pip_index, pytest.mark.xdist_group("side-by-side")]
+pytestmark = pytest.mark.pip_index
 
 OFFICIAL = "osmosis-ai[openai-agents,strands,rubric]==0.3.8"
 OURS_EXTRAS = "openai-agents,strands,litellm"

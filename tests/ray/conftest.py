@@ -1,9 +1,8 @@
 """Fixtures for the Ray tests: one local Ray cluster for all of them (2 CPUs, no dashboard).
 
 The cluster is ``ray start --head --block`` in a subprocess on loopback, stopped (with every
-process it started) by terminating that one command at the end of the session. Starting one
-takes ~5-10 s, so the Ray tests share it and run on one xdist worker (group ``ray``; the suite
-runs with ``--dist loadgroup``), instead of a cluster per module on each worker. Token auth is
+process it started) by terminating that one command at the end of the session: starting one
+takes ~5-10 s, so the Ray test files an xdist worker runs share it. Token auth is
 turned off for it and for every driver the tests start (``RAY_AUTH_MODE=disabled``), so
 tests never depend on a token in the home directory. Without Ray installed the whole
 directory is skipped.

@@ -24,7 +24,7 @@ from osmosis_rollout.controller import PolicyServer
 from osmosis_rollout.errors import EntrypointError
 from osmosis_rollout.types import ExecutionOutcome, RolloutErrorCategory
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")

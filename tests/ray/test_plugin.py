@@ -15,7 +15,7 @@ import pytest
 from ray_support import RayCluster
 from workspaces import MAIN_PY, POLICY_PY, multiply_rows, write_rows
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.timeout(600)
 
 ROWS = 100
 WRONG = {3, 50, 97}

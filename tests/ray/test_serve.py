@@ -33,7 +33,7 @@ from interop_support import (
     start_server,
 )
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.timeout(600)
 
 RESULT_WAIT_SEC = 0.5
 
