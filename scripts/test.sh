@@ -11,5 +11,4 @@ echo "== mypy"; .venv/bin/mypy
 # runs, servers starting and draining, pip building venvs). --dist loadfile keeps a file's
 # tests on one worker, so module fixtures (a Ray cluster, a venv built from the index) are
 # built once, not once per worker.
-workers=$(( $(nproc) * 2 ))
-echo "== pytest"; .venv/bin/python -m pytest -n "$workers" --dist loadfile -q -p no:cacheprovider "$@"
+echo "== pytest"; .venv/bin/python -m pytest -n "$(($(nproc) * 2))" --dist loadfile -q -p no:cacheprovider "$@"

@@ -92,8 +92,10 @@ def test_the_quickstart_block_is_exactly_the_demo_and_the_test_suite() -> None:
 def test_ci_runs_the_quickstart_commands_in_order_on_its_clean_clone() -> None:
     commands = quickstart_commands((REPO / "README.md").read_text(encoding="utf-8"))
     ci = script_commands(REPO / ".ci" / "run")
-    starts = [i for i in range(len(ci)) if ci[i : i + len(commands)] == commands]
-    assert starts, f".ci/run does not run {commands} one after the other: {ci}"
+    # Each command is a line of its own (in the foreground, so ``set -e`` sees it fail), in order.
+    assert all(command in ci for command in commands), f".ci/run does not run {commands}: {ci}"
+    positions = [ci.index(command) for command in commands]
+    assert positions == sorted(positions), f".ci/run runs {commands} out of order: {ci}"
 
 
 def test_the_test_command_runs_lint_format_types_then_pytest_with_its_arguments() -> None:

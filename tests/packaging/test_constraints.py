@@ -76,7 +76,7 @@ def test_the_lowest_constraints_pin_each_framework_at_its_lower_bound() -> None:
 
 def test_ci_tests_the_frameworks_at_their_lowest_releases() -> None:
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    assert "bash scripts/test-frameworks.sh" in [line.strip() for line in ci]
+    assert any(line.strip().startswith("bash scripts/test-frameworks.sh ") for line in ci)
     script = (REPO / "scripts" / "test-frameworks.sh").read_text(encoding="utf-8")
     assert "-c constraints-lowest.txt" in script
     assert "tests/integrations" in script
