@@ -7,8 +7,6 @@ fi
 stamp=".venv/.installed-$(cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
-    # --no-compile: Python compiles a module when it is first imported; compiling every
-    # installed file up front (Ray, pyarrow, ...) doubled the install time.
-    .venv/bin/python -m pip install -q --no-compile -c constraints.txt -e ".[dev]"
+    .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
     touch "$stamp"
 fi

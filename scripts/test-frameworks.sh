@@ -12,7 +12,7 @@ stamp="$venv/.installed-$(cat pyproject.toml constraints-lowest.txt | sha1sum | 
 if [ ! -f "$stamp" ]; then
     rm -rf "$venv"
     "${PYTHON:-python3}" -m venv --without-pip "$venv"
-    .venv/bin/python -m pip --python "$venv/bin/python" install -q --no-compile \
+    .venv/bin/python -m pip --python "$venv/bin/python" install -q \
         -c constraints-lowest.txt -e ".[openai-agents,strands,test]"
     touch "$stamp"
 fi

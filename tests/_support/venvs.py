@@ -87,22 +87,9 @@ def create_venv(path: Path, python: str = sys.executable) -> Path:
 def pip_install(
     python: Path, *requirements: str, cwd: Path | None = None, timeout: float = PIP_TIMEOUT
 ) -> Finished:
-    """``pip install REQUIREMENTS`` into the virtualenv of ``python``, with this run's pip.
-
-    ``--no-compile``: the tests import a few of the installed modules, and Python compiles
-    those on import; compiling every file up front took about half of each install.
-    """
+    """``pip install REQUIREMENTS`` into the virtualenv of ``python``, with this run's pip."""
     return run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--no-compile",
-            *requirements,
-        ],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", *requirements],
         cwd=cwd,
         timeout=timeout,
     )
