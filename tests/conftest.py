@@ -7,6 +7,22 @@ from pathlib import Path
 import pytest
 from _support.inner_runs import INNER_RUN_ADDOPTS
 
+TESTS = Path(__file__).parent
+
+#: Folders whose files take longest (venvs built from the package index, Ray clusters,
+#: thousands of rollouts, servers draining, subprocess pytest runs): collected first, so
+#: xdist (``--dist loadfile`` hands out files in collection order) starts them first instead
+#: of leaving one worker finishing them while the others are idle.
+SLOW_FIRST = ("packaging", "ray", "reliability", "examples", "interop")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        folder = item.path.relative_to(TESTS).parts[0] if TESTS in item.path.parents else ""
+        return SLOW_FIRST.index(folder) if folder in SLOW_FIRST else len(SLOW_FIRST)
+
+    items.sort(key=rank)  # stable: each file's tests stay together and in their order
+
 
 @pytest.fixture(autouse=True)
 def _artifact_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
