@@ -6,14 +6,14 @@
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/_venv.sh
+# Its own venv with its own pip, independent of .venv: CI runs it alongside the main jobs.
 venv=.venv-lowest
 stamp="$venv/.installed-$(cat pyproject.toml constraints-lowest.txt | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
     rm -rf "$venv"
-    "${PYTHON:-python3}" -m venv --without-pip "$venv"
-    .venv/bin/python -m pip --python "$venv/bin/python" install -q \
-        -c constraints-lowest.txt -e ".[openai-agents,strands,test]"
+    "${PYTHON:-python3}" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    "$venv/bin/python" -m pip install -q -c constraints-lowest.txt -e ".[openai-agents,strands,test]"
     touch "$stamp"
 fi
 echo "== pytest, lowest framework releases: $("$venv/bin/python" -c 'import importlib.metadata as m
