@@ -41,17 +41,26 @@ class _RolloutOutput:
     def __init__(self, rollout_id: str) -> None:
         self.rollout_id = rollout_id
         self._partial = {"stdout": "", "stderr": ""}
+        self.logging = False
+        """True while a line is being logged: a handler that writes to ``sys.stderr`` then
+        reaches the terminal stream instead of coming back here without end."""
 
     def write(self, stream: str, text: str) -> None:
         *lines, self._partial[stream] = (self._partial[stream] + text).split("\n")
-        for line in lines:
-            logger.info("%s %s: %s", self.rollout_id, stream, line)
+        self._log(stream, lines)
 
     def flush(self) -> None:
         for stream, rest in self._partial.items():
-            if rest:
-                logger.info("%s %s: %s", self.rollout_id, stream, rest)
-        self._partial = {"stdout": "", "stderr": ""}
+            self._partial[stream] = ""
+            self._log(stream, [rest] if rest else [])
+
+    def _log(self, stream: str, lines: list[str]) -> None:
+        self.logging = True
+        try:
+            for line in lines:
+                logger.info("%s %s: %s", self.rollout_id, stream, line)
+        finally:
+            self.logging = False
 
 
 class _Router:
@@ -63,7 +72,7 @@ class _Router:
 
     def write(self, text: str) -> int:
         output = _CURRENT.get()
-        if output is None:
+        if output is None or output.logging:
             return self._inner.write(text)
         output.write(self._stream, text)
         return len(text)
