@@ -16,7 +16,7 @@ import sysconfig
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import osmosis_rollout
@@ -89,6 +89,9 @@ class LoopWatchdog:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._blocks: list[LoopBlock] = []
+        self._ongoing: LoopBlock | None = None
+        """The block in progress (``ended`` is when it was noticed), so a rollout that fails
+        the instant the loop answers again is told about it without waiting for this thread."""
         self._thread = threading.Thread(target=self._watch, name="osmosis-watchdog", daemon=True)
 
     def start(self) -> None:
@@ -103,7 +106,10 @@ class LoopWatchdog:
     def blocks_between(self, start: float, end: float) -> list[LoopBlock]:
         """The blocks that overlap ``[start, end]`` (``time.monotonic()`` values)."""
         with self._lock:
-            return [b for b in self._blocks if b.started <= end and b.ended >= start]
+            blocks = list(self._blocks)
+            if self._ongoing is not None:
+                blocks.append(replace(self._ongoing, ended=time.monotonic()))
+        return [b for b in blocks if b.started <= end and b.ended >= start]
 
     def _ping(self) -> bool:
         self._answered.clear()
@@ -126,8 +132,11 @@ class LoopWatchdog:
             task = asyncio.current_task(self._loop)
             name = task.get_name() if task is not None else None
             where = _innermost_user_line(self._loop_thread.ident or 0)
+            with self._lock:
+                self._ongoing = LoopBlock(name, where, sent, time.monotonic())
             while not self._answered.wait(_PING_SEC):
                 if self._stop.is_set() or not self._loop_thread.is_alive():
                     break
             with self._lock:
+                self._ongoing = None
                 self._blocks.append(LoopBlock(name, where, sent, time.monotonic()))

@@ -43,10 +43,6 @@ def test_a_blocking_task_is_named_with_its_line(
         await _blocks(2.5)
 
     asyncio.run_coroutine_threadsafe(run(), loop).result(10)
-    # The block is recorded once the watchdog sees the loop answer again.
-    deadline = time.monotonic() + 10
-    while not watchdog.blocks_between(start, time.monotonic()) and time.monotonic() < deadline:
-        time.sleep(0.05)
     blocks = watchdog.blocks_between(start, time.monotonic())
     assert len(blocks) == 1
     block = blocks[0]
@@ -68,3 +64,22 @@ def test_an_idle_or_busy_but_answering_loop_is_not_blocked(
 
     asyncio.run_coroutine_threadsafe(cooperative(), loop).result(10)
     assert watchdog.blocks_between(start, time.monotonic()) == []
+
+
+def test_a_block_is_seen_while_it_lasts_not_only_once_the_loop_answers(
+    watched: tuple[asyncio.AbstractEventLoop, LoopWatchdog],
+) -> None:
+    """A rollout that fails the instant the loop answers again must already see the block."""
+    loop, watchdog = watched
+    start = time.monotonic()
+    seen_inside: list[int] = []
+
+    async def run() -> None:
+        asyncio.current_task().set_name("data.jsonl::row-3#0")  # type: ignore[union-attr]
+        time.sleep(2.5)  # the watchdog notices within 1.25 s, while this still blocks
+        seen_inside.append(len(watchdog.blocks_between(start, time.monotonic())))
+
+    asyncio.run_coroutine_threadsafe(run(), loop).result(10)
+    assert seen_inside == [1]
+    (block,) = watchdog.blocks_between(start, time.monotonic())
+    assert block.task == "data.jsonl::row-3#0"
