@@ -156,11 +156,11 @@ def read_journal(path: Path) -> tuple[list[JournalRow], int]:
 
 
 def scan_journal(
-    path: Path, *, leave_out: frozenset[str] = frozenset()
+    path: Path, *, keep: frozenset[str] | None = None
 ) -> tuple[list[JournalRow], int, dict[str, list[int]]]:
-    """:func:`read_journal`, with the attempts' keys in ``leave_out`` left out, and where
-    each row's attempt lines are: node id -> their byte offsets, in the order of the row's
-    ``attempts``, for :func:`read_journal_lines` to read them back whole.
+    """:func:`read_journal`, with only the attempts' keys in ``keep`` kept (all when None),
+    and where each row's attempt lines are: node id -> their byte offsets, in the order of
+    the row's ``attempts``, for :func:`read_journal_lines` to read them back whole.
     """
     try:
         handle = path.open("rb")
@@ -189,7 +189,7 @@ def scan_journal(
             attempt = {
                 _shared(k): _shared_value(k, v)
                 for k, v in line.items()
-                if k not in ROW_FIELDS and k not in leave_out
+                if k not in ROW_FIELDS and (keep is None or k in keep)
             }
             row = rows.get(nodeid)
             if row is None:
@@ -199,7 +199,7 @@ def scan_journal(
                     row_key=str(line.get("row_key", "")),
                     verdict="failed",
                 )
-            row.verdict = _shared(str(line.get("row_verdict") or _verdict_of(attempt)))
+            row.verdict = _shared(str(line.get("row_verdict") or _verdict_of(line)))
             stats = line.get("row_stats") or {}
             row.stats = {_shared(str(k)): v for k, v in dict(stats).items()}
             by_attempt.setdefault(nodeid, {})[line.get("run_index", 0)] = (attempt, start)

@@ -158,7 +158,8 @@ def apply_gates(
     if baseline is not None:
         current = {
             "row_verdicts": [{"nodeid": r.nodeid, "verdict": r.verdict} for r in report.rows],
-            "rows": report.attempts,
+            # The kept attempts carry only the summary's keys: each gets its row's node id.
+            "rows": [{"nodeid": r.nodeid, **a} for r in report.rows for a in r.attempts],
         }
         before = load_baseline(baseline, allow_partial=settings.allow_partial_baseline)
         diff = compare(before, current)

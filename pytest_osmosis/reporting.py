@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +44,25 @@ __all__ = ["RowRecord", "RunReport", "format_cost", "reward_word", "row_errored"
 
 FINISHED_NORMALLY: dict[str, Any] = {"stopped_by": None, "interrupted": False}
 
-TEXT_KEYS = frozenset(
-    {"last_assistant", "err_message", "trajectory_filename", "diagnostics_path", "blocked_loop"}
+SUMMARY_KEYS = frozenset(
+    {
+        "reward",
+        "status",
+        "error_type",
+        "tokens",
+        "tokens_estimated",
+        "cost_usd",
+        "cost_estimated",
+        "started_at",
+        "duration_ms",
+        "run_index",
+        "row_index",
+        "row_key",
+    }
 )
-"""An attempt's texts: only the report files need them, and they read them from the journal
-row by row, so the rows kept for the summary and the gates leave them out."""
+"""The attempt keys the summary, the gates and the terminal read. The report files read
+every attempt whole from the journal, row by row, so the rows kept until the end of a run
+hold only these (a 10,000-row run is read back when its memory peaks)."""
 
 
 def row_record(nodeid: str, dataset: str, row_key: str, verdict: RowVerdict) -> RowRecord:
@@ -134,20 +149,12 @@ class RunReport:
 
         Rows are the journal's (every row that finished, reported or not), each replaced by
         the record its report carried when there is one, in ``selected`` order; the rows of
-        ``selected`` with neither are the rows not run. The journal's rows are kept without
-        their texts (:data:`TEXT_KEYS`): the report files read them back one row at a time.
+        ``selected`` with neither are the rows not run. The journal's rows keep only the
+        attempt keys of :data:`SUMMARY_KEYS`: the report files read each row back whole, one
+        at a time, in the key order its report carried.
         """
-        journaled, _, self._where = scan_journal(
-            self.output / JOURNAL_FILENAME, leave_out=TEXT_KEYS
-        )
+        journaled, _, self._where = scan_journal(self.output / JOURNAL_FILENAME, keep=SUMMARY_KEYS)
         merged = {row.nodeid: row for row in journaled}
-        for nodeid, (attempt_keys, stats_keys) in self._in_journal.items():
-            row = merged.get(nodeid)
-            if row is not None:
-                # As reported, not as the journal sorts them: the report keeps the keys'
-                # order of the record the row's report carried.
-                row.attempts = [_in_order(a, attempt_keys) for a in row.attempts]
-                row.stats = _in_order(row.stats, stats_keys)
         for record in self.rows:
             merged[record.nodeid] = record
             self._where.pop(record.nodeid, None)
@@ -227,7 +234,12 @@ class RunReport:
 
     def _verdicts_of(self, ordered: list[RowRecord]) -> Iterator[Any]:
         redact = self.redactor.redact_shared
-        return (redact(row_verdict_entry(row)) for row in ordered)
+        for row in ordered:
+            order = self._in_journal.get(row.nodeid) if row.nodeid in self._where else None
+            if order is not None:
+                # As reported, not as the journal sorts them.
+                row = replace(row, stats=_in_order(row.stats, order[1]))
+            yield redact(row_verdict_entry(row))
 
 
 def _in_order(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

@@ -95,3 +95,46 @@ def test_a_row_changed_by_its_report_is_reported_as_changed(
         entry = json.loads(line)
         last_lines[entry["row_key"]] = entry["row_verdict"]
     assert last_lines == verdicts
+
+
+FINISH_CONFTEST = """
+import gc
+import json
+
+
+def pytest_osmosis_run_finished(summary, report_path):
+    # The report files are written: what the plugin still holds for its summary and gates.
+    from osmosis_rollout.run_journal import JournalRow
+
+    gc.collect()
+    kept = [obj for obj in gc.get_objects() if type(obj) is JournalRow]
+    with open("kept.json", "w") as fh:
+        json.dump(
+            {
+                "rows": sorted(row.row_key for row in kept),
+                "attempt keys": sorted({key for row in kept for a in row.attempts for key in a}),
+            },
+            fh,
+        )
+"""
+
+
+def test_at_the_end_each_row_keeps_only_what_the_summary_reads(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace(multiply_rows(4))
+    (root / "conftest.py").write_text(FINISH_CONFTEST)
+    result = pytester.runpytest_subprocess(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-output=out"
+    )
+    result.assert_outcomes(passed=4 + PREFLIGHT)
+    kept = json.loads((root / "kept.json").read_text())
+    assert kept["rows"] == [f"row-{i}" for i in range(4)]
+    # No answer, error text, path or id: those are read from the journal into the files.
+    assert set(kept["attempt keys"]) <= {
+        "reward", "status", "error_type", "tokens", "tokens_estimated", "cost_usd",
+        "cost_estimated", "started_at", "duration_ms", "run_index", "row_index", "row_key",
+    }  # fmt: skip
+    report = json.loads((root / "out" / "report.json").read_text())
+    assert all(row["last_assistant"] and row["rollout_id"] for row in report["rows"])
+    assert "tokens: " in result.stdout.str() or "rollout time: " in result.stdout.str()
