@@ -90,11 +90,12 @@ async def _save_trajectory(
     extra_fields: Mapping[str, Any] | None,
     policy_key: str | None,
 ) -> Path | None:
-    from osmosis_rollout.redaction import Redactor
+    from osmosis_rollout.redaction import environment_redactor
     from osmosis_rollout.trajectory import save_trajectory
 
     # The key the rollout called its policy with is as secret as the environment's keys.
-    redactor = Redactor.from_environment(extra={"POLICY_API_KEY": policy_key})
+    # Shared between rollouts while the environment's secrets stay the same.
+    redactor = environment_redactor(extra={"POLICY_API_KEY": policy_key})
 
     save = functools.partial(
         save_trajectory,

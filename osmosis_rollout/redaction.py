@@ -16,6 +16,10 @@ Usage::
     redactor.redact("error: bad key sk-abc...")          # -> "error: bad key [REDACTED:OPENAI_API_KEY]"
     redactor.redact_value({"rows": [...]})               # every string inside, keys included
     handler.setFormatter(RedactingFormatter(handler.formatter, redactor))
+
+Code that builds a redactor per write (a trajectory per rollout) uses
+:func:`environment_redactor` instead: the same secrets, shared and rebuilt only when the
+environment's secret values change.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -31,6 +36,7 @@ __all__ = [
     "SECRET_NAME",
     "RedactingFormatter",
     "Redactor",
+    "environment_redactor",
     "redact_handler",
 ]
 
@@ -84,9 +90,7 @@ class Redactor:
     ) -> Redactor:
         """Secrets of ``environ`` (default ``os.environ``) plus ``extra`` (name -> value)."""
         env = _snapshot(os.environ) if environ is None else environ
-        pairs = [(name, value) for name, value in env.items() if SECRET_NAME.search(name)]
-        pairs.extend((name, value) for name, value in (extra or {}).items() if value)
-        return cls(pairs)
+        return cls(_environment_pairs(env, extra))
 
     def _remember(self, name: str, value: str | None) -> bool:
         if not value or len(value) < MIN_SECRET_LENGTH or value in self._names:
@@ -180,6 +184,81 @@ class RedactingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return self.redactor.redact(self.inner.format(record))
+
+
+class _SharedRedactor(Redactor):
+    """A redactor handed to many callers: adding to it would change what the others redact."""
+
+    def add(self, name: str, value: str | None) -> None:
+        raise TypeError(
+            "the environment redactor is shared and read-only; build your own with "
+            "Redactor.from_environment() to add secrets to it"
+        )
+
+
+class _EnvironmentRedactors:
+    """The last environment redactor, reused while the environment's secrets are unchanged.
+
+    Reading every variable (decoding each name and value) and compiling the pattern cost
+    more than the rest of a small trajectory's write. What is compared instead: the set of
+    variable names (pytest sets and deletes ``PYTEST_CURRENT_TEST`` around every item, so a
+    few sets alternate; each set's secret names are remembered), then the raw values of the
+    secret names only. Both are read from the environment's own storage in C, which another
+    thread's set or delete cannot break mid-read.
+    """
+
+    _MAX_NAME_SETS = 8
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._secret_names: dict[frozenset[Any], tuple[Any, ...]] = {}
+        self._key: tuple[Any, ...] | None = None
+        self._redactor: Redactor | None = None
+
+    def get(self, extra: Mapping[str, str | None] | None) -> Redactor:
+        raw = getattr(os.environ, "_data", None)
+        if not isinstance(raw, dict):
+            # Not CPython's os.environ: no cheap way to tell what changed.
+            return _SharedRedactor(_environment_pairs(_snapshot(os.environ), extra))
+        names = frozenset(raw)
+        with self._lock:
+            secret = self._secret_names.get(names)
+            if secret is None:
+                if len(self._secret_names) >= self._MAX_NAME_SETS:
+                    self._secret_names.clear()
+                decode = os.environ.decodekey  # type: ignore[attr-defined]
+                secret = tuple(sorted(n for n in names if SECRET_NAME.search(decode(n))))
+                self._secret_names[names] = secret
+            key = (
+                tuple((name, raw.get(name)) for name in secret),
+                tuple((extra or {}).items()),
+            )
+            if key != self._key or self._redactor is None:
+                self._redactor = _SharedRedactor(_environment_pairs(_snapshot(os.environ), extra))
+                self._key = key
+            return self._redactor
+
+
+def _environment_pairs(
+    env: Mapping[str, str], extra: Mapping[str, str | None] | None
+) -> list[tuple[str, str]]:
+    pairs = [(name, value) for name, value in env.items() if SECRET_NAME.search(name)]
+    pairs.extend((name, value) for name, value in (extra or {}).items() if value)
+    return pairs
+
+
+_ENVIRONMENT = _EnvironmentRedactors()
+
+
+def environment_redactor(extra: Mapping[str, str | None] | None = None) -> Redactor:
+    """What ``Redactor.from_environment(extra=extra)`` returns, shared while nothing changed.
+
+    The environment is looked at on every call: a secret set in ``os.environ`` since the
+    previous call (or a changed ``extra``) yields a new redactor that knows it. The result
+    is shared with other callers, so it is read-only (:meth:`Redactor.add` raises
+    ``TypeError``).
+    """
+    return _ENVIRONMENT.get(extra)
 
 
 def redact_handler(handler: logging.Handler, redactor: Redactor) -> None:

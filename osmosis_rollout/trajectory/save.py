@@ -25,7 +25,7 @@ from osmosis_rollout import _json_safe
 from osmosis_rollout._atomic import write_text_atomic
 from osmosis_rollout._ids import is_single_path_segment
 from osmosis_rollout.artifacts import default_artifact_root
-from osmosis_rollout.redaction import Redactor
+from osmosis_rollout.redaction import Redactor, environment_redactor
 from osmosis_rollout.trajectory.atif import build_atif, format_atif
 from osmosis_rollout.trajectory.converter import convert_sample_to_trajectory
 from osmosis_rollout.trajectory.report import TrajectoryReport
@@ -89,7 +89,7 @@ def save_trajectory(
     ``extra.osmosis``). ``diagnostics`` overrides ``result.extra_fields`` for the
     ``diagnostics.json`` sidecar, which is written even when there is no sample.
     ``root=None`` means the default artifact root, resolved now. ``redactor`` defaults to
-    :meth:`Redactor.from_environment <osmosis_rollout.redaction.Redactor.from_environment>`.
+    the environment's secrets (:func:`~osmosis_rollout.redaction.environment_redactor`).
 
     Returns the path of ``trajectory.json`` when it was written, else ``None`` (no sample,
     ``trajectory_messages`` is ``None``, an unusable rollout id, or an I/O failure).
@@ -156,7 +156,7 @@ def _save_logged(
     report: TrajectoryReport | None,
 ) -> Path | None:
     try:
-        redactor = redactor if redactor is not None else Redactor.from_environment()
+        redactor = redactor if redactor is not None else environment_redactor()
         return _save(
             root, rollout_id, result, label, metadata, extra_fields, diagnostics, redactor, report
         )

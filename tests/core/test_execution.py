@@ -152,3 +152,36 @@ def test_cancellation_still_propagates() -> None:
             await task
 
     asyncio.run(main())
+
+
+LATE_SECRET = "late-secret-0123456789"
+
+
+class SaysTheLateSecret(AgentWorkflow[Any]):
+    async def run(self, ctx: AgentWorkflowContext[Any]) -> list[dict[str, Any]]:
+        return [*ctx.prompt, {"role": "assistant", "content": f"the key is {LATE_SECRET}"}]
+
+
+def test_a_secret_put_into_the_environment_mid_run_is_redacted_from_later_trajectories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LATE_API_KEY", raising=False)
+
+    async def main() -> list[str]:
+        backend = LocalBackend(workflow=SaysTheLateSecret, grader=Rewards)
+        texts = []
+        for i in range(3):
+            if i == 1:
+                monkeypatch.setenv("LATE_API_KEY", LATE_SECRET)
+            request = ExecutionRequest(id=f"r-{i}", prompt=PROMPT, label="x")
+            context = RolloutContext(rollout_id=f"r-{i}", api_key="policy-key-abcdefgh")
+            executed = await execute_in_process(backend, request, context, trajectory_root=tmp_path)
+            assert executed.trajectory is not None
+            texts.append(executed.trajectory.read_text(encoding="utf-8"))
+        return texts
+
+    before, after, again = asyncio.run(main())
+    assert LATE_SECRET in before  # not a secret yet when the first rollout was saved
+    for text in (after, again):
+        assert LATE_SECRET not in text
+        assert "[REDACTED:LATE_API_KEY]" in text

@@ -205,3 +205,49 @@ def test_reading_the_environment_survives_another_thread_changing_it() -> None:
         stop.set()
         thread.join(timeout=10)
         os.environ.pop("OSMOSIS_TEST_CHURN", None)
+
+
+def test_the_environment_redactor_follows_secrets_set_changed_and_removed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from osmosis_rollout.redaction import environment_redactor
+
+    first, second = "first-secret-value-1", "second-secret-value-2"
+    monkeypatch.delenv("MIDRUN_API_KEY", raising=False)
+    assert environment_redactor().redact(first) == first
+
+    monkeypatch.setenv("MIDRUN_API_KEY", first)
+    assert environment_redactor().redact(first) == "[REDACTED:MIDRUN_API_KEY]"
+    # A variable whose name is not a credential's changes nothing redacted.
+    monkeypatch.setenv("MIDRUN_NOT_SECRET", "x")
+    assert environment_redactor().redact(first) == "[REDACTED:MIDRUN_API_KEY]"
+
+    monkeypatch.setenv("MIDRUN_API_KEY", second)
+    redactor = environment_redactor()
+    assert redactor.redact(f"{first} {second}") == f"{first} [REDACTED:MIDRUN_API_KEY]"
+
+    monkeypatch.delenv("MIDRUN_API_KEY")
+    assert environment_redactor().redact(second) == second
+
+
+def test_the_environment_redactor_takes_extra_secrets_and_is_read_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from osmosis_rollout.redaction import environment_redactor
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    plain = environment_redactor()
+    with_key = environment_redactor(extra={"POLICY_API_KEY": "policy-key-0123"})
+    assert with_key.redact(f"{KEY} policy-key-0123") == (
+        "[REDACTED:OPENAI_API_KEY] [REDACTED:POLICY_API_KEY]"
+    )
+    assert plain.redact("policy-key-0123") == "policy-key-0123"
+    assert (
+        environment_redactor(extra={"POLICY_API_KEY": "other-key-4567"}).redact(
+            "policy-key-0123 other-key-4567"
+        )
+        == "policy-key-0123 [REDACTED:POLICY_API_KEY]"
+    )
+    with pytest.raises(TypeError, match="read-only"):
+        plain.add("MINE_TOKEN", "my-own-secret-1")
+    assert environment_redactor().redact("my-own-secret-1") == "my-own-secret-1"
