@@ -9,15 +9,22 @@ finish.
 
 The loop is private, so it works whatever pytest-asyncio (or the user's tests) do with
 theirs, and ``-x`` / ``--maxfail`` simply cancel what is still pending.
+
+Submissions made inside :meth:`RolloutScheduler.batch` reach the loop together, in one
+hand-off: each hand-off wakes the loop's thread (a write to its self-pipe, a wake-up, a
+turn at the GIL), which cost as much as a small rollout when every row was handed over
+on its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import functools
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 from pytest_osmosis.watchdog import LoopBlock, LoopWatchdog
@@ -25,6 +32,9 @@ from pytest_osmosis.watchdog import LoopBlock, LoopWatchdog
 T = TypeVar("T")
 
 _STOP_TIMEOUT_SEC = 10.0
+
+_Start = tuple[str, Callable[[], Awaitable[Any]], bool, "concurrent.futures.Future[Any]"]
+"""One submission waiting for the loop: key, factory, bounded, the caller's future."""
 
 
 class RolloutLoopStopped(RuntimeError):
@@ -56,6 +66,7 @@ class RolloutScheduler:
         self._semaphore: asyncio.Semaphore | None = None
         self._ready = threading.Event()
         self._stopped: RolloutLoopStopped | None = None
+        self._batches = threading.local()
         self.running = 0
         """How many rollouts hold a slot right now (changed on the loop's thread only)."""
         self._thread.start()
@@ -93,22 +104,69 @@ class RolloutScheduler:
     def submit(
         self, key: str, factory: Callable[[], Awaitable[T]], *, bounded: bool = True
     ) -> concurrent.futures.Future[T]:
-        """Start ``factory()`` under the concurrency bound, once per ``key``; return its future."""
+        """Start ``factory()`` under the concurrency bound, once per ``key``; return its future.
+
+        Cancelling the future cancels the rollout (before it starts, it never starts).
+        Inside :meth:`batch`, the rollout starts when the batch ends.
+        """
+        batch: list[_Start] | None = getattr(self._batches, "pending", None)
         with self._lock:
             existing = self._futures.get(key)
             if existing is not None:
                 return existing
-            future: concurrent.futures.Future[T]
+            future: concurrent.futures.Future[T] = concurrent.futures.Future()
+            start: _Start | None = None
             if self._stopped is not None:
-                future = concurrent.futures.Future()
                 future.set_exception(self._stopped)
             else:
-                future = asyncio.run_coroutine_threadsafe(
-                    self._guarded(key, factory, bounded), self._loop
-                )
+                start = (key, factory, bounded, future)
             self._futures[key] = future
             self._submitted[key] = time.monotonic()
-            return future
+        if start is not None:
+            if batch is not None:
+                batch.append(start)
+            else:
+                self._hand_over([start])
+        return future
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Hand every :meth:`submit` made inside this block (on this thread) to the loop at once."""
+        if getattr(self._batches, "pending", None) is not None:
+            yield  # nested: the outer batch hands them over
+            return
+        pending: list[_Start] = []
+        self._batches.pending = pending
+        try:
+            yield
+        finally:
+            self._batches.pending = None
+            if pending:
+                self._hand_over(pending)
+
+    def _hand_over(self, starts: list[_Start]) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._start, starts)
+        except RuntimeError as exc:
+            # The loop was closed meanwhile: nothing will run these; their items say so.
+            for *_, future in starts:
+                with contextlib.suppress(concurrent.futures.InvalidStateError):
+                    future.set_exception(exc)
+
+    def _start(self, starts: list[_Start]) -> None:
+        """On the loop: start each submission as a task tied to its caller's future."""
+        for key, factory, bounded, future in starts:
+            if future.done():
+                continue  # cancelled (or failed by a dead loop) before it could start
+            task = self._loop.create_task(self._guarded(key, factory, bounded))
+            task.add_done_callback(functools.partial(_settle, future))
+            future.add_done_callback(functools.partial(self._cancel_task, task))
+
+    def _cancel_task(self, task: asyncio.Task[Any], future: concurrent.futures.Future[Any]) -> None:
+        """The caller cancelled ``future``: cancel its task on the loop's thread."""
+        if future.cancelled() and not task.done() and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                self._loop.call_soon_threadsafe(task.cancel)
 
     def run(self, factory: Callable[[], Awaitable[T]], timeout: float | None = None) -> T:
         """Run one coroutine on the loop, unbounded, and wait for it (for fixtures)."""
@@ -201,3 +259,21 @@ class RolloutScheduler:
         self._thread.join(_STOP_TIMEOUT_SEC)
         if not self._thread.is_alive():
             self._loop.close()
+
+
+def _settle(future: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:
+    """Copy a finished task's outcome to its caller's future (unless that is already settled)."""
+    # The caller may cancel, or a dead loop fail, the future from another thread at any time.
+    with contextlib.suppress(RuntimeError, concurrent.futures.InvalidStateError):
+        if future.done():
+            return
+        if task.cancelled():
+            future.cancel()
+            return
+        if not future.set_running_or_notify_cancel():
+            return  # cancelled by the caller: it asked for no result
+        exc = task.exception()
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(task.result())

@@ -272,12 +272,22 @@ class OsmosisSession:
         return max(64, 4 * engine.scheduler.concurrency)
 
     def _top_up(self) -> None:
+        """Submit queued rows once a quarter of the window is free, all in one hand-off.
+
+        Three quarters of the window (at least three times the concurrency) are still
+        submitted meanwhile, so every slot stays busy; each hand-off wakes the loop's thread.
+        """
         if not self._ahead:
             return
         window = self._window()
         assert self.engine is not None
-        while self._ahead and self.engine.scheduler.pending() < window:
-            self._ahead.popleft()()
+        scheduler = self.engine.scheduler
+        free = window - scheduler.pending()
+        if free < max(1, window // 4) and free < len(self._ahead):
+            return
+        with scheduler.batch():
+            while self._ahead and scheduler.pending() < window:
+                self._ahead.popleft()()
 
     def submit_row(
         self,
@@ -554,8 +564,9 @@ class OsmosisSession:
         items = item.session.items
         candidates = [item, *(items[i] for i in queued if i < len(items))]
         try:
-            for candidate in candidates:
-                self._submit_item(candidate)
+            with self.ensure_engine().scheduler.batch():
+                for candidate in candidates:
+                    self._submit_item(candidate)
         except Exception:
             return
 
