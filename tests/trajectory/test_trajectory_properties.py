@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -100,3 +101,58 @@ def test_any_message_list_yields_a_valid_document_that_round_trips(messages: lis
 @given(json_values)
 def test_compact_formatting_parses_back_to_the_same_value(value: Any) -> None:
     assert json.loads(format_atif({"v": value})) == {"v": value}
+
+
+class _Label(str):
+    """A str subclass: json encodes it as a string; the fast formatter leaves it to json."""
+
+
+any_json = st.recursive(
+    st.one_of(
+        scalars,
+        st.text(alphabet=st.characters(codec=None), max_size=8),  # controls, surrogates too
+        st.floats(),  # NaN and infinities: json refuses them
+        st.integers().map(lambda i: i * 10**30),
+        st.builds(_Label, st.text(max_size=4)),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=5), inner, max_size=4),
+        st.dictionaries(st.one_of(st.integers(0, 3), st.booleans(), st.none()), inner, max_size=2),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_json)
+def test_formatting_is_json_dumps_indented_byte_for_byte(value: Any) -> None:
+    doc = {"v": value}
+    try:
+        expected = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        with pytest.raises(type(exc)):
+            format_atif(doc)
+        return
+    # format_atif then puts each array of numbers on one line: do the same to json's text.
+    assert format_atif(doc) == _compact(expected)
+
+
+def test_deep_and_circular_documents_are_formatted_or_refused_as_json_does() -> None:
+    deep: Any = "leaf"
+    for _ in range(300):
+        deep = {"k": [deep]}
+    assert format_atif({"v": deep}) == (
+        _compact(json.dumps({"v": deep}, indent=2, ensure_ascii=False, allow_nan=False))
+    )
+    circular: dict[str, Any] = {}
+    circular["self"] = circular
+    with pytest.raises(ValueError, match=r"not valid JSON|Circular"):
+        format_atif(circular)
+
+
+def _compact(text: str) -> str:
+    from osmosis_rollout.trajectory.atif import _NUMERIC_ARRAY, _compact_array
+
+    return _NUMERIC_ARRAY.sub(_compact_array, text)
