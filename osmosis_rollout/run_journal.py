@@ -42,8 +42,10 @@ __all__ = [
     "JournalRow",
     "RowJournal",
     "RunJournalError",
+    "index_journal",
     "read_journal",
     "read_journal_lines",
+    "read_journal_row",
     "read_run_file",
     "scan_journal",
     "write_json_atomic",
@@ -159,19 +161,29 @@ def scan_journal(
     path: Path, *, keep: frozenset[str] | None = None
 ) -> tuple[list[JournalRow], int, dict[str, list[int]]]:
     """:func:`read_journal`, with only the attempts' keys in ``keep`` kept (all when None),
-    and where each row's attempt lines are: node id -> their byte offsets, in the order of
-    the row's ``attempts``, for :func:`read_journal_lines` to read them back whole.
+    and where each row's attempt lines are (:func:`index_journal`)."""
+    where, bad = index_journal(path)
+    if not where:
+        return [], bad, where
+    with path.open("rb") as handle:
+        rows = [read_journal_row(handle, offsets, keep=keep) for offsets in where.values()]
+    return rows, bad, where
+
+
+def index_journal(path: Path) -> tuple[dict[str, list[int]], int]:
+    """Where each row's attempt lines are, and how many lines were unreadable.
+
+    Node id (in first-appearance order) -> the byte offsets of the row's attempt lines: the
+    last line of each ``(nodeid, run_index)``, ordered by ``run_index``. A missing file is
+    an empty journal.
     """
     try:
         handle = path.open("rb")
     except FileNotFoundError:
-        return [], 0, {}
-    rows: dict[str, JournalRow] = {}
-    by_attempt: dict[str, dict[Any, tuple[dict[str, Any], int]]] = {}
+        return {}, 0
+    by_attempt: dict[str, dict[Any, int]] = {}
     bad = 0
     offset = 0
-    # Line by line, with the keys (and the few values every row repeats) shared: a
-    # 10,000-row journal is read back at the end of the run, when memory peaks.
     with handle:
         for raw in handle:
             start, offset = offset, offset + len(raw)
@@ -185,44 +197,49 @@ def scan_journal(
             if not isinstance(line, dict) or not isinstance(line.get("nodeid"), str):
                 bad += 1
                 continue
-            nodeid = line["nodeid"]
-            attempt = {
+            by_attempt.setdefault(_shared(line["nodeid"]), {})[line.get("run_index", 0)] = start
+    return {
+        nodeid: [attempts[k] for k in sorted(attempts, key=_run_index_order)]
+        for nodeid, attempts in by_attempt.items()
+    }, bad
+
+
+def read_journal_row(
+    handle: IO[bytes], offsets: Sequence[int], *, keep: frozenset[str] | None = None
+) -> JournalRow:
+    """The row whose attempt lines start at ``offsets`` (from :func:`index_journal`) of a
+    journal opened with ``open(path, "rb")``; only the attempts' keys in ``keep`` (all when
+    None). Its verdict and statistics are those of its last line written.
+    """
+    attempts = []
+    last: dict[str, Any] = {}
+    for offset in offsets:
+        handle.seek(offset)
+        line = json.loads(handle.readline())
+        if offset == max(offsets):
+            last = line
+        attempts.append(
+            {
                 _shared(k): _shared_value(k, v)
                 for k, v in line.items()
                 if k not in ROW_FIELDS and (keep is None or k in keep)
             }
-            row = rows.get(nodeid)
-            if row is None:
-                row = rows[nodeid] = JournalRow(
-                    nodeid=nodeid,
-                    dataset=_shared(str(line.get("dataset", ""))),
-                    row_key=str(line.get("row_key", "")),
-                    verdict="failed",
-                )
-            row.verdict = _shared(str(line.get("row_verdict") or _verdict_of(line)))
-            stats = line.get("row_stats") or {}
-            row.stats = {_shared(str(k)): v for k, v in dict(stats).items()}
-            by_attempt.setdefault(nodeid, {})[line.get("run_index", 0)] = (attempt, start)
-    where: dict[str, list[int]] = {}
-    for nodeid, row in rows.items():
-        attempts = by_attempt[nodeid]
-        order = sorted(attempts, key=_run_index_order)
-        row.attempts = [attempts[k][0] for k in order]
-        where[nodeid] = [attempts[k][1] for k in order]
-    return list(rows.values()), bad, where
+        )
+    stats = last.get("row_stats") or {}
+    return JournalRow(
+        nodeid=_shared(str(last["nodeid"])),
+        dataset=_shared(str(last.get("dataset", ""))),
+        row_key=str(last.get("row_key", "")),
+        verdict=_shared(str(last.get("row_verdict") or _verdict_of(last))),
+        attempts=attempts,
+        stats={_shared(str(k)): v for k, v in dict(stats).items()},
+    )
 
 
 def read_journal_lines(handle: IO[bytes], offsets: Sequence[int]) -> list[dict[str, Any]]:
-    """The attempts whose lines start at ``offsets`` (from :func:`scan_journal`) of a journal
+    """The attempts whose lines start at ``offsets`` (from :func:`index_journal`) of a journal
     opened with ``open(path, "rb")``, whole: as :func:`read_journal` gives them."""
-    attempts = []
-    for offset in offsets:
-        handle.seek(offset)
-        line = json.loads(handle.readline())
-        attempts.append(
-            {_shared(k): _shared_value(k, v) for k, v in line.items() if k not in ROW_FIELDS}
-        )
-    return attempts
+    return read_journal_row(handle, offsets).attempts
 
 
 _SHARED_VALUES = frozenset({"dataset", "status", "error_type", "error_phase"})

@@ -17,7 +17,7 @@ result; the document's top-level ``not_run`` lists their ids).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ __all__ = [
     "REPORT_SCHEMA",
     "STOPPED_BY_KILLED",
     "build_report",
+    "in_report_order",
     "rebuild_report",
     "report_head",
     "row_errored",
@@ -51,38 +52,60 @@ def row_errored(verdict: str, attempts: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def summarize(
-    rows: Sequence[JournalRow],
+    rows: Iterable[JournalRow],
     pass_threshold: float,
     *,
     not_run: Sequence[str] = (),
     finished: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report's ``summary`` for ``rows`` (in item order) and the rows that did not run."""
-    attempts = [a for r in rows for a in r.attempts]
-    summary = aggregate(attempts, pass_threshold)
-    verdicts = Counter(r.verdict for r in rows)
+    """The report's ``summary`` for ``rows`` (in item order) and the rows that did not run.
+
+    ``rows`` is read once, one row at a time: a run's rows can be streamed from its journal.
+    """
+    verdicts: Counter[str] = Counter()
+    errored = 0
+    errors: Counter[Any] = Counter()
+    tokens_estimated = cost_estimated = False
+    cost: float | None = None
+    first: float | None = None
+    last: float | None = None
+
+    def attempts() -> Iterator[Mapping[str, Any]]:
+        nonlocal errored, tokens_estimated, cost_estimated, cost, first, last
+        for row in rows:
+            verdicts[row.verdict] += 1
+            errored += row_errored(row.verdict, row.attempts)
+            for a in row.attempts:
+                if a.get("status") == "failed":
+                    errors[a.get("error_type")] += 1
+                tokens_estimated = tokens_estimated or bool(a.get("tokens_estimated"))
+                cost_estimated = cost_estimated or bool(a.get("cost_estimated"))
+                if a.get("cost_usd") is not None:
+                    cost = (cost or 0) + a["cost_usd"]
+                if a.get("started_at"):
+                    end = a["started_at"] + a.get("duration_ms", 0) / 1000.0
+                    first = a["started_at"] if first is None else min(first, a["started_at"])
+                    last = end if last is None else max(last, end)
+                yield a
+
+    summary = aggregate(attempts(), pass_threshold)
     scored_rows = verdicts["passed"] + verdicts["failed"]
     summary["rows"] = {
-        "total": len(rows),
+        "total": sum(verdicts.values()),
         "passed": verdicts["passed"],
         "failed": verdicts["failed"],
         # The failed rows whose rollouts errored (no reward), not merely scored low.
-        "errored": sum(1 for r in rows if row_errored(r.verdict, r.attempts)),
+        "errored": errored,
         "skipped": verdicts["skipped"],
         "pass_rate": (verdicts["passed"] / scored_rows) if scored_rows else 0,
         "not_run": len(not_run),
     }
-    errors = Counter(a.get("error_type") for a in attempts if a.get("status") == "failed")
     summary["errors_by_type"] = dict(errors.most_common())
-    summary["tokens_estimated"] = any(a.get("tokens_estimated") for a in attempts)
-    costs = [a["cost_usd"] for a in attempts if a.get("cost_usd") is not None]
+    summary["tokens_estimated"] = tokens_estimated
     # None when nothing was priced (a scripted policy and no --osmosis-price-in/-out).
-    summary["cost_usd"] = round(sum(costs), 10) if costs else None
-    summary["cost_estimated"] = any(a.get("cost_estimated") for a in attempts)
-    timed = [a for a in attempts if a.get("started_at")]
-    if timed:
-        first = min(a["started_at"] for a in timed)
-        last = max(a["started_at"] + a.get("duration_ms", 0) / 1000.0 for a in timed)
+    summary["cost_usd"] = round(cost, 10) if cost is not None else None
+    summary["cost_estimated"] = cost_estimated
+    if first is not None and last is not None:
         # Wall time from the first rollout's start to the last one's end: what concurrency buys.
         summary["rollouts_wall_s"] = round(last - first, 3)
     if finished is None:
@@ -108,11 +131,12 @@ def build_report(
     preflight: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The report document: rows in ``selected`` order (others after), and the ids not run."""
-    document, ordered = report_head(
-        rows,
-        pass_threshold=pass_threshold,
-        selected=selected,
-        finished=finished,
+    ordered = in_report_order(rows, selected)
+    done = {r.nodeid for r in rows}
+    not_run = [nodeid for nodeid in selected if nodeid not in done]
+    document = report_head(
+        summarize(ordered, pass_threshold, not_run=not_run, finished=finished),
+        not_run=not_run,
         config=config,
         preflight=preflight,
     )
@@ -121,31 +145,30 @@ def build_report(
     return document
 
 
+def in_report_order(rows: Iterable[JournalRow], selected: Sequence[str]) -> list[JournalRow]:
+    """``rows`` in ``selected`` order, the rows no one selected after them."""
+    position = {nodeid: i for i, nodeid in enumerate(selected)}
+    return sorted(rows, key=lambda r: position.get(r.nodeid, len(position)))
+
+
 def report_head(
-    rows: Sequence[JournalRow],
+    summary: dict[str, Any],
     *,
-    pass_threshold: float,
-    selected: Sequence[str],
-    finished: Mapping[str, Any] | None,
+    not_run: Sequence[str],
     config: Mapping[str, Any],
     preflight: Sequence[Mapping[str, Any]] = (),
-) -> tuple[dict[str, Any], list[JournalRow]]:
-    """:func:`build_report` with its per-row lists (``rows``, ``row_verdicts``) left empty,
-    and the rows in report order: a writer can then stream those lists row by row."""
-    position = {nodeid: i for i, nodeid in enumerate(selected)}
-    ordered = sorted(rows, key=lambda r: position.get(r.nodeid, len(position)))
-    done = {r.nodeid for r in rows}
-    not_run = [nodeid for nodeid in selected if nodeid not in done]
-    document = {
+) -> dict[str, Any]:
+    """The report document with its per-row lists (``rows``, ``row_verdicts``) left empty,
+    for a writer to fill, or stream, row by row."""
+    return {
         "schema": REPORT_SCHEMA,
-        "summary": summarize(ordered, pass_threshold, not_run=not_run, finished=finished),
+        "summary": summary,
         "rows": [],
         "row_verdicts": [],
-        "not_run": not_run,
+        "not_run": list(not_run),
         "preflight": [dict(p) for p in preflight],
         "config": dict(config),
     }
-    return document, ordered
 
 
 def row_verdict_entry(row: JournalRow) -> dict[str, Any]:

@@ -156,11 +156,12 @@ def apply_gates(
             )
             override = pytest.ExitCode.TESTS_FAILED
     if baseline is not None:
-        current = {
-            "row_verdicts": [{"nodeid": r.nodeid, "verdict": r.verdict} for r in report.rows],
-            # The kept attempts carry only the summary's keys: each gets its row's node id.
-            "rows": [{"nodeid": r.nodeid, **a} for r in report.rows for a in r.attempts],
-        }
+        current: dict[str, list[dict[str, Any]]] = {"row_verdicts": [], "rows": []}
+        for row in report.iter_rows():
+            current["row_verdicts"].append({"nodeid": row.nodeid, "verdict": row.verdict})
+            current["rows"].extend(
+                {"nodeid": row.nodeid, "reward": a.get("reward")} for a in row.attempts
+            )
         before = load_baseline(baseline, allow_partial=settings.allow_partial_baseline)
         diff = compare(before, current)
         extra["baseline"] = {"path": settings.baseline, **diff}

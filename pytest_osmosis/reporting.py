@@ -12,15 +12,18 @@ reported, e.g. after ``-x``, count too), overlays the rows it saw reported, and 
 JSON report as :func:`osmosis_rollout.run_report.build_report` does, the function
 ``osmosis-rollout report rebuild`` uses on a run that died. While pytest runs, the report
 keeps in memory only the reported rows this process did not journal itself (pytest-xdist
-workers' rows); at the end it keeps the rows without their texts for the summary, and
-streams ``report.json``'s rows from the journal one at a time.
+workers' rows); at the end it keeps only where each row's lines are in the journal, and the
+summary, the gates, the terminal and the report files each read the rows back one at a time.
 """
 
 from __future__ import annotations
 
+import copy
+import heapq
 import math
 import statistics
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,8 +34,8 @@ from osmosis_rollout.run_journal import (
     JOURNAL_FILENAME,
     JournalRow,
     RowJournal,
-    read_journal_lines,
-    scan_journal,
+    index_journal,
+    read_journal_row,
 )
 from osmosis_rollout.run_report import report_head, row_errored, row_verdict_entry, summarize
 from pytest_osmosis.verdict import RowVerdict
@@ -60,9 +63,8 @@ SUMMARY_KEYS = frozenset(
         "row_key",
     }
 )
-"""The attempt keys the summary, the gates and the terminal read. The report files read
-every attempt whole from the journal, row by row, so the rows kept until the end of a run
-hold only these (a 10,000-row run is read back when its memory peaks)."""
+"""The attempt keys the summary, the gates and the terminal read from each row as it is read
+back (the report files read every attempt whole)."""
 
 
 def row_record(nodeid: str, dataset: str, row_key: str, verdict: RowVerdict) -> RowRecord:
@@ -101,14 +103,18 @@ class RunReport:
             output / JOURNAL_FILENAME, fresh=not resume, redactor=self.redactor
         )
         self.rows: list[RowRecord] = []
-        """Until :meth:`finish`: the reported rows the journal may not hold as reported; then
-        every row of the report."""
+        """The reported rows the journal may not hold as reported (pytest-xdist workers')."""
         self._in_journal: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         """Reported rows whose reported version this process journaled: their key orders."""
         self._orders: dict[tuple[tuple[str, ...], tuple[str, ...]], Any] = {}
         """Each distinct key order once (rows share them)."""
         self._where: dict[str, list[int]] = {}
         """After :meth:`finish`: the journal offsets of each row read from it."""
+        self._held: dict[str, RowRecord] = {}
+        """After :meth:`finish`: the rows of the report that are not read from the journal."""
+        self._order: list[str] | None = None
+        """After :meth:`finish`: every row's node id, in report order."""
+        self._summary: dict[str, Any] | None = None
         self.preflight: list[dict[str, Any]] = []
         self.selected: list[str] = []
         self.not_run: list[str] = []
@@ -145,96 +151,93 @@ class RunReport:
         self.journal.close()
 
     def finish(self, *, selected: list[str], finished: dict[str, Any]) -> None:
-        """Take in the journal's rows and say how the run ended.
+        """Index the journal's rows and say how the run ended.
 
         Rows are the journal's (every row that finished, reported or not), each replaced by
         the record its report carried when there is one, in ``selected`` order; the rows of
-        ``selected`` with neither are the rows not run. The journal's rows keep only the
-        attempt keys of :data:`SUMMARY_KEYS`: the report files read each row back whole, one
-        at a time, in the key order its report carried.
+        ``selected`` with neither are the rows not run. Only where each row's lines are is
+        kept: the summary, the gates and the report files read the rows back one at a time
+        (:meth:`iter_rows`), so the end of a 10,000-row run does not hold them all.
         """
-        journaled, _, self._where = scan_journal(self.output / JOURNAL_FILENAME, keep=SUMMARY_KEYS)
-        merged = {row.nodeid: row for row in journaled}
-        for record in self.rows:
-            merged[record.nodeid] = record
-            self._where.pop(record.nodeid, None)
+        where, _ = index_journal(self.output / JOURNAL_FILENAME)
+        held = {record.nodeid: record for record in self.rows}
+        done = [*where, *(nodeid for nodeid in held if nodeid not in where)]
+        for nodeid in held:
+            where.pop(nodeid, None)
+        self._where = where
+        self._held = held
         position = {nodeid: i for i, nodeid in enumerate(selected)}
-        self.rows = sorted(merged.values(), key=lambda r: position.get(r.nodeid, len(position)))
+        self._order = sorted(done, key=lambda nodeid: position.get(nodeid, len(position)))
+        finished_ids = set(done)
         self.selected = list(selected)
-        self.not_run = [nodeid for nodeid in selected if nodeid not in merged]
+        self.not_run = [nodeid for nodeid in selected if nodeid not in finished_ids]
         self.finished = dict(finished)
+        self._summary = None
 
-    @property
-    def attempts(self) -> list[dict[str, Any]]:
-        """Every attempt's index row, in item order."""
-        return [a for r in self.rows for a in r.attempts]
+    def iter_rows(self, keep: frozenset[str] | None = SUMMARY_KEYS) -> Iterator[RowRecord]:
+        """Every row in report order (after :meth:`finish`; the held rows before it), those
+        of the journal read back one at a time with only the attempt keys in ``keep`` (all
+        when None)."""
+        if self._order is None:
+            yield from self.rows
+            return
+        with ExitStack() as stack:
+            handle = None
+            if self._where:
+                handle = stack.enter_context((self.output / JOURNAL_FILENAME).open("rb"))
+            for nodeid in self._order:
+                offsets = self._where.get(nodeid)
+                if offsets is None or handle is None:
+                    yield self._held[nodeid]
+                else:
+                    yield read_journal_row(handle, offsets, keep=keep)
 
     def summary(self) -> dict[str, Any]:
         """The official ``metrics.json`` summary keys, plus row-level counts and completeness."""
-        return summarize(
-            self.rows, self.pass_threshold, not_run=self.not_run, finished=self.finished
-        )
+        if self._summary is None or self._order is None:
+            self._summary = summarize(
+                self.iter_rows(), self.pass_threshold, not_run=self.not_run, finished=self.finished
+            )
+        return copy.deepcopy(self._summary)
 
-    def head(self, extra: dict[str, Any]) -> tuple[dict[str, Any], list[RowRecord]]:
+    def head(self, extra: dict[str, Any]) -> dict[str, Any]:
         """The JSON report (redacted) without its per-row lists, with ``extra`` (gates,
-        baseline) at the top level, and the rows in report order (see :meth:`write_json`)."""
-        document, ordered = report_head(
-            self.rows,
-            pass_threshold=self.pass_threshold,
-            selected=self.selected or [r.nodeid for r in self.rows],
-            finished=self.finished,
-            config=self.settings,
-            preflight=self.preflight,
+        baseline) at the top level (see :meth:`write_json`)."""
+        document = report_head(
+            self.summary(), not_run=self.not_run, config=self.settings, preflight=self.preflight
         )
         document.update(extra)
         redacted: dict[str, Any] = self.redactor.redact_shared(document)
-        return redacted, ordered
+        return redacted
 
     def document(self, extra: dict[str, Any]) -> dict[str, Any]:
         """The whole JSON report (redacted), with ``extra`` (gates, baseline) at the top level."""
-        head, ordered = self.head(extra)
-        return self.fill(head, ordered)
+        return self.fill(self.head(extra))
 
-    def fill(self, head: dict[str, Any], ordered: list[RowRecord]) -> dict[str, Any]:
+    def fill(self, head: dict[str, Any]) -> dict[str, Any]:
         """``head`` (from :meth:`head`) with its per-row lists, all in memory at once."""
         document = dict(head)
-        document["rows"] = list(self._attempts_of(ordered))
-        document["row_verdicts"] = list(self._verdicts_of(ordered))
+        document["rows"] = list(self._attempts())
+        document["row_verdicts"] = list(self._verdicts())
         return document
 
-    def write_json(self, path: Path, head: dict[str, Any], ordered: list[RowRecord]) -> None:
+    def write_json(self, path: Path, head: dict[str, Any]) -> None:
         """Write the JSON report to ``path``, its rows read back from the journal one by one:
-        the bytes of ``write_json_atomic(path, self.fill(head, ordered))`` without ever
-        holding every row's texts."""
-        write_json_streamed(
-            path,
-            head,
-            {
-                "rows": lambda: self._attempts_of(ordered),
-                "row_verdicts": lambda: self._verdicts_of(ordered),
-            },
-        )
+        the bytes of ``write_json_atomic(path, self.fill(head))`` without ever holding every
+        row's texts."""
+        write_json_streamed(path, head, {"rows": self._attempts, "row_verdicts": self._verdicts})
 
-    def _attempts_of(self, ordered: list[RowRecord]) -> Iterator[Any]:
-        """Every attempt of ``ordered``, whole and redacted, read from the journal as needed."""
+    def _attempts(self) -> Iterator[Any]:
+        """Every attempt, whole and redacted, in the key order its row's report carried."""
         redact = self.redactor.redact_shared
-        if not self._where:
-            for row in ordered:
-                yield from (redact(a) for a in row.attempts)
-            return
-        with (self.output / JOURNAL_FILENAME).open("rb") as fh:
-            for row in ordered:
-                offsets = self._where.get(row.nodeid)
-                if offsets is None:
-                    yield from (redact(a) for a in row.attempts)
-                    continue
-                order = self._in_journal.get(row.nodeid)
-                for attempt in read_journal_lines(fh, offsets):
-                    yield redact(_in_order(attempt, order[0]) if order else attempt)
+        for row in self.iter_rows(keep=None):
+            order = self._in_journal.get(row.nodeid) if row.nodeid in self._where else None
+            for attempt in row.attempts:
+                yield redact(_in_order(attempt, order[0]) if order else attempt)
 
-    def _verdicts_of(self, ordered: list[RowRecord]) -> Iterator[Any]:
+    def _verdicts(self) -> Iterator[Any]:
         redact = self.redactor.redact_shared
-        for row in ordered:
+        for row in self.iter_rows(keep=frozenset()):
             order = self._in_journal.get(row.nodeid) if row.nodeid in self._where else None
             if order is not None:
                 # As reported, not as the journal sorts them.
@@ -399,26 +402,32 @@ def _detail_lines(report: RunReport, summary: dict[str, Any], slowest: int) -> l
             f"cost: {format_cost(cost)}{per}"
             + (" (estimated)" if summary.get("cost_estimated") else "")
         )
-    attempts = report.attempts
-    if attempts:
-        durations = [a["duration_ms"] for a in attempts]
+    durations: list[float] = []
+    slowest_attempts: list[tuple[float, int, str]] = []
+    flaky: list[str] = []
+    for row in report.iter_rows():
+        for attempt in row.attempts:
+            durations.append(attempt["duration_ms"])
+            label = _attempt_label(attempt)
+            # The first of equal durations stays first, as a stable sort keeps it.
+            item = (attempt["duration_ms"], -len(durations), label)
+            if len(slowest_attempts) < slowest:
+                heapq.heappush(slowest_attempts, item)
+            elif slowest and item > slowest_attempts[0]:
+                heapq.heapreplace(slowest_attempts, item)
+        if row.stats.get("flaky"):
+            flaky.append(f"{row.row_key} {row.stats['passed_attempts']}/{row.stats['attempts']}")
+    if durations:
         wall = summary.get("rollouts_wall_s")
         lines.append(
             f"rollout time: sum {sum(durations) / 1000:.2f}s  median {statistics.median(durations) / 1000:.3f}s"
             + (f"  wall {wall:.2f}s" if wall is not None else "")
         )
-        top = sorted(attempts, key=lambda a: a["duration_ms"], reverse=True)[:slowest]
-        if len(attempts) > 1:
+        if len(durations) > 1:
+            top = sorted(slowest_attempts, reverse=True)
             lines.append(
-                "slowest: "
-                + ", ".join(f"{_attempt_label(a)} {a['duration_ms'] / 1000:.2f}s" for a in top)
+                "slowest: " + ", ".join(f"{label} {ms / 1000:.2f}s" for ms, _, label in top)
             )
-    flaky = [r for r in report.rows if r.stats.get("flaky")]
     if flaky:
-        lines.append(
-            "flaky rows (mixed results): "
-            + ", ".join(
-                f"{r.row_key} {r.stats['passed_attempts']}/{r.stats['attempts']}" for r in flaky
-            )
-        )
+        lines.append("flaky rows (mixed results): " + ", ".join(flaky))
     return lines

@@ -724,7 +724,7 @@ class OsmosisSession:
         )
         # The report's rows are streamed from the journal into each file, never all at once.
         head = report.head(gates.extra)
-        document = head[0]
+        document = head
         writes = [
             OutputWrite(
                 "run file",
@@ -736,7 +736,7 @@ class OsmosisSession:
             OutputWrite(
                 "JSON report",
                 str(self.output / "report.json"),
-                functools.partial(report.write_json, self.output / "report.json", *head),
+                functools.partial(report.write_json, self.output / "report.json", head),
             ),
         ]
         if settings.report:
@@ -745,7 +745,7 @@ class OsmosisSession:
                 OutputWrite(
                     "JSON report",
                     settings.report,
-                    functools.partial(report.write_json, report_path, *head),
+                    functools.partial(report.write_json, report_path, head),
                 )
             )
         if settings.html:
@@ -754,7 +754,7 @@ class OsmosisSession:
             html_path = resolve_path(config, settings.html)
 
             def html() -> None:
-                write_html(html_path, report.fill(*head))
+                write_html(html_path, report.fill(head))
 
             writes.append(OutputWrite("HTML report", settings.html, html))
         written, failures = write_outputs(writes)
