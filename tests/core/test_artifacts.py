@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 from pathlib import Path
 from typing import Any
@@ -123,10 +124,14 @@ async def test_creation_returns_none_when_the_dir_cannot_be_written(
 ) -> None:
     # mkdir succeeds but the writability probe cannot be written (root ignores chmod,
     # so the write itself is made to fail).
-    def refuse(self: Path, *args: Any, **kwargs: Any) -> int:
-        raise PermissionError(f"{self} is read-only")
+    real_open = os.open
 
-    monkeypatch.setattr(pathlib.Path, "write_text", refuse)
+    def refuse(path: Any, *args: Any, **kwargs: Any) -> int:
+        if Path(path).name == HEALTH_MARKER:
+            raise PermissionError(f"{path} is read-only")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)
     assert await create_rollout_artifacts_dir(tmp_path, "r") is None
     assert (tmp_path / "r" / "artifacts").is_dir()
     assert not (tmp_path / "r" / HEALTH_MARKER).exists()

@@ -110,3 +110,36 @@ def test_an_empty_streamed_document_is_an_empty_object(tmp_path: Path) -> None:
     write_json_atomic(tmp_path / "whole.json", {})
     write_json_streamed(tmp_path / "streamed.json", {}, {})
     assert (tmp_path / "streamed.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+
+
+def test_a_text_write_has_the_bytes_and_permissions_of_a_text_file_write(tmp_path: Path) -> None:
+    text = "line one\nünïcödé ✓ \U0001f600\nlone \ud800 end\n" * 50
+    plain = tmp_path / "plain.json"
+    with plain.open("w", encoding="utf-8", errors="backslashreplace") as handle:
+        handle.write(text)
+    atomic = tmp_path / "new" / "atomic.json"  # its directory is made too
+    write_text_atomic(atomic, text, errors="backslashreplace")
+    assert atomic.read_bytes() == plain.read_bytes()
+    assert atomic.stat().st_mode == plain.stat().st_mode
+    write_text_atomic(atomic, "")
+    assert atomic.read_bytes() == b""
+    assert sorted(p.name for p in atomic.parent.iterdir()) == ["atomic.json"]
+
+
+def test_a_text_write_that_cannot_finish_leaves_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    target = tmp_path / "trajectory.json"
+    write_text_atomic(target, "old")
+
+    def full_disk(fd: int, data: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        write_text_atomic(target, "new")
+    monkeypatch.undo()
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["trajectory.json"]
