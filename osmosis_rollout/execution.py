@@ -52,6 +52,8 @@ class ExecutedRollout:
     """The result to report (the grader's when it ran, else the workflow's)."""
     trajectory: Path | None = None
     """``trajectory.json`` when one was saved."""
+    diagnostics: Path | None = None
+    """``diagnostics.json`` when one was saved (the saved result had ``extra_fields``)."""
 
     @property
     def phase(self) -> str | None:
@@ -89,9 +91,11 @@ async def _save_trajectory(
     result: ExecutionResult,
     extra_fields: Mapping[str, Any] | None,
     policy_key: str | None,
-) -> Path | None:
+) -> tuple[Path | None, Path | None]:
+    """Save ``result``'s files; return the paths of its trajectory and diagnostics."""
     from osmosis_rollout.redaction import environment_redactor
     from osmosis_rollout.trajectory import save_trajectory
+    from osmosis_rollout.trajectory.save import DIAGNOSTICS_FILENAME
 
     # The key the rollout called its policy with is as secret as the environment's keys.
     # Shared between rollouts while the environment's secrets stay the same.
@@ -111,9 +115,16 @@ async def _save_trajectory(
     if _small(result):
         # A few messages take tens of microseconds to write: less than the hop to a thread
         # and back, which on a busy machine also waits for the GIL twice.
-        return save()
-    # Off the loop: a large trajectory must not stall the other rollouts sharing it.
-    return await asyncio.to_thread(save)
+        trajectory = save()
+    else:
+        # Off the loop: a large trajectory must not stall the other rollouts sharing it.
+        trajectory = await asyncio.to_thread(save)
+    diagnostics = None
+    if result.extra_fields is not None:
+        # Written whenever there are extra fields, unless the write failed: look.
+        candidate = root / request.id / DIAGNOSTICS_FILENAME
+        diagnostics = candidate if candidate.is_file() else None
+    return trajectory, diagnostics
 
 
 def _small(result: ExecutionResult) -> bool:
@@ -188,16 +199,18 @@ async def execute_in_process(
         phase = _phase_of(context)
         logger.error("rollout %s: the %s raised %r", request.id, phase, exc, exc_info=True)
         result = _escaped_failure(exc, phase)
-    trajectory: Path | None = None
+    trajectory = diagnostics = None
     if outcome is not None and trajectory_root is not None:
-        trajectory = await _save_trajectory(
+        trajectory, diagnostics = await _save_trajectory(
             trajectory_root,
             request,
             outcome.result_to_save,
             trajectory_extra_fields,
             context.api_key,
         )
-    return ExecutedRollout(rollout_id=request.id, result=result, trajectory=trajectory)
+    return ExecutedRollout(
+        rollout_id=request.id, result=result, trajectory=trajectory, diagnostics=diagnostics
+    )
 
 
 __all__ = ["PHASE_GRADER", "PHASE_WORKFLOW", "ExecutedRollout", "execute_in_process"]

@@ -110,6 +110,7 @@ class _AttemptBuilder:
         started: float,
         trajectory: Path | None,
         *,
+        diagnostics: str | None,
         phase: str | None = None,
     ) -> AttemptResult:
         log = self.policy_server.release(rollout_id)
@@ -147,7 +148,7 @@ class _AttemptBuilder:
             duration_ms=round(duration * 1000.0, 3),
             started_at=round(time.time() - duration, 6),
             trajectory_path=str(trajectory) if trajectory else None,
-            diagnostics_path=_existing(self.paths.rollouts / rollout_id / "diagnostics.json"),
+            diagnostics_path=diagnostics,
             last_assistant=_clip(last_assistant_text(sample.get("messages")), MAX_ANSWER_CHARS),
             policy_calls=len(getattr(log, "calls", []) or []),
             error_phase=phase if status == "failed" else None,
@@ -218,6 +219,7 @@ class InProcessRunner(_AttemptBuilder):
             _wire(rollout_id, executed.result),
             started,
             executed.trajectory,
+            diagnostics=str(executed.diagnostics) if executed.diagnostics else None,
             phase=executed.phase,
         )
 
@@ -278,7 +280,10 @@ class ServerRunner(_AttemptBuilder):
         if self.server_artifact_root is not None:
             candidate = self.server_artifact_root / rollout_id / "trajectory.json"
             trajectory = candidate if candidate.exists() else None
-        return self.finish(row, attempt, rollout_id, wire, started, trajectory)
+        diagnostics = _existing(self.paths.rollouts / rollout_id / "diagnostics.json")
+        return self.finish(
+            row, attempt, rollout_id, wire, started, trajectory, diagnostics=diagnostics
+        )
 
 
 def _failed_wire(rollout_id: str, category: str, message: str) -> dict[str, Any]:

@@ -185,3 +185,19 @@ def test_a_secret_put_into_the_environment_mid_run_is_redacted_from_later_trajec
     for text in (after, again):
         assert LATE_SECRET not in text
         assert "[REDACTED:LATE_API_KEY]" in text
+
+
+class Raises(AgentWorkflow[Any]):
+    async def run(self, ctx: AgentWorkflowContext[Any]) -> None:
+        raise RuntimeError("boom")
+
+
+def test_the_executed_rollout_names_its_diagnostics_only_when_they_were_saved(
+    tmp_path: Path,
+) -> None:
+    passed = _run(Echo, root=tmp_path / "ok")
+    assert passed.diagnostics is None
+    assert not (tmp_path / "ok" / "r-1" / "diagnostics.json").exists()
+    failed = _run(Raises, root=tmp_path / "failed")
+    assert failed.diagnostics == tmp_path / "failed" / "r-1" / "diagnostics.json"
+    assert json.loads(failed.diagnostics.read_text())["exception_type"] == "RuntimeError"

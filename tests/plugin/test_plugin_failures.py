@@ -206,3 +206,21 @@ def test_a_blocked_loop_is_named_with_the_rollout_and_line_in_every_row_it_faile
         prefix, _, rest = blocked.partition("{}")
         assert line.startswith(prefix) and line.endswith(rest), line
     assert "fix: blocking code in an async function" in out
+
+
+def test_a_failed_row_points_at_its_diagnostics_and_a_passing_row_has_none(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    trigger = 'if text == "row 1": raise RuntimeError("the tool server is down")'
+    root = workspace(_rows(2), main=_main(trigger=trigger))
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-output=out")
+    result.assert_outcomes(passed=1 + PREFLIGHT, failed=1)
+    lines = (root / "out" / "rows.jsonl").read_text().splitlines()
+    attempts = {a["row_key"]: a for a in map(json.loads, lines)}
+    assert attempts["row-0"]["diagnostics_path"] is None
+    diagnostics = Path(attempts["row-1"]["diagnostics_path"])
+    assert diagnostics == root / "out" / "rollouts" / attempts["row-1"]["rollout_id"] / (
+        "diagnostics.json"
+    )
+    assert json.loads(diagnostics.read_text())["exception_type"] == "RuntimeError"
+    assert f"  diagnostics: {diagnostics}\n" in _out(result)
