@@ -16,6 +16,10 @@ shared with other work, wall time also counts the waits for a core, CPU time muc
 ``--base DIR`` (a source tree of another revision, e.g. ``git archive REV osmosis_rollout
 pytest_osmosis | tar -x -C DIR``) adds the plugin run with ``DIR`` first on ``PYTHONPATH``,
 interleaved with the others, so a change is measured under the same load as its baseline.
+
+The last line is the floor the spec sets: the CPU time of just the file-system calls each
+rollout makes (its directory, ``artifacts/``, the writability marker, the trajectory's
+temporary file and its rename: ``spec/protocol.md`` II.3.7), made on the same disk.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -60,6 +65,27 @@ def run(root: Path, kind: str, rows: int, base: Path | None = None) -> tuple[flo
     if report["rc"] != 0:
         raise SystemExit(f"{kind} with {rows} rows exited {report['rc']}")
     return float(report["wall"]), float(report["cpu"])
+
+
+def file_floor(root: Path, rows: int) -> tuple[float, float]:
+    """(wall, CPU) seconds per row of the per-rollout files alone, written ``rows`` times."""
+    base = root / "floor"
+    base.mkdir()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    for i in range(rows):
+        rollout = base / f"row-{i}.0.0123abcd"
+        rollout.mkdir()
+        (rollout / "artifacts").mkdir()
+        fd = os.open(rollout / ".osmosis-health-check", flags, 0o666)
+        os.write(fd, b"ok\n")
+        os.close(fd)
+        tmp = rollout / f".trajectory.json.{os.getpid()}.{i}.tmp"
+        fd = os.open(tmp, flags, 0o666)
+        os.write(fd, b"{}\n" * 200)
+        os.close(fd)
+        os.replace(tmp, rollout / "trajectory.json")
+    return (time.perf_counter() - wall0) / rows, (time.process_time() - cpu0) / rows
 
 
 def main() -> None:
@@ -119,6 +145,13 @@ def main() -> None:
             f"base plugin: {per_row['plugin (base)'] / per_row['parametrize']:.2f}x (wall), "
             f"{cpu_per_row['plugin (base)'] / cpu_per_row['parametrize']:.2f}x (cpu)"
         )
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
+        floor_wall, floor_cpu = file_floor(Path(tmp), args.rows)
+    print(
+        f"per-rollout files alone (2 mkdir, 2 file creations, 1 rename): "
+        f"{floor_wall * 1000:.3f} ms wall, {floor_cpu * 1000:.3f} ms CPU per row "
+        f"= {floor_cpu / cpu_per_row['parametrize']:.2f}x a parametrized test's CPU"
+    )
     print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
