@@ -7,6 +7,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from osmosis_rollout._atomic import (
     atomic_file,
@@ -143,3 +145,54 @@ def test_a_text_write_that_cannot_finish_leaves_the_old_file(
     monkeypatch.undo()
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["trajectory.json"]
+
+
+class _Name(str):
+    """A str subclass (json encodes it as a string)."""
+
+
+_any_json = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers().map(lambda i: i * 10**20),
+        st.floats(),  # NaN and infinities are written as json writes them
+        st.text(alphabet=st.characters(codec=None), max_size=8),
+        st.builds(_Name, st.text(max_size=4)),
+        st.builds(Path, st.sampled_from(["a", "b/c"])),  # written as its str (default=str)
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=5), inner, max_size=4),
+        st.dictionaries(st.one_of(st.integers(0, 3), st.booleans(), st.none()), inner, max_size=2),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_any_json, st.integers(0, 3))
+def test_a_nested_value_is_written_as_indented_json_writes_it(value: object, level: int) -> None:
+    from osmosis_rollout._atomic import _nested_json
+
+    expected = json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * level)
+    assert _nested_json(value, level) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [float("nan"), float("inf"), float("-inf"), -0.0, 1e300, 2**70],
+        {"é": "ünï ✓ \U0001f600", "lone": "\ud800", "ctl": '\x00\x1f"\\'},
+        {"deep": [[[[{}]]]], "empty": [], "none": None, "t": True, "f": False},
+        {"tuple": (1, 2), "path": Path("a/b"), 1: "int key", None: "null key"},
+    ],
+    ids=["numbers", "strings", "shapes", "foreign"],
+)
+def test_edge_values_nest_as_indented_json_writes_them(value: object) -> None:
+    from osmosis_rollout._atomic import _nested_json
+
+    for level in (0, 2):
+        expected = json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * level)
+        assert _nested_json(value, level) == expected
