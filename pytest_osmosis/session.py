@@ -314,42 +314,26 @@ class OsmosisSession:
             )
             for attempt in range(self.settings.n)
         ]
-        if self.watcher is not None:
-            self._watch(key, futures)
-        if dataset is not None:
-            self._journal_when_done(key, dataset, row.key, futures)
-
-    def _watch(self, key: str, futures: list[concurrent.futures.Future[Any]]) -> None:
-        """Tell the watcher the row's verdict as soon as its last attempt finishes."""
         watcher = self.watcher
-        assert watcher is not None
-        if key in self._watched:
-            return  # submitted again by the item that waits for it: already watched
-        self._watched.add(key)
-        left = [len(futures)]
-        lock = threading.Lock()
+        if watcher is not None:
+            if key in self._watched:
+                watcher = None  # submitted again by the item that waits for it: already watched
+            else:
+                self._watched.add(key)
+        journal = (dataset, row.key) if dataset is not None else None
+        if watcher is not None or journal is not None:
+            self._when_done(key, futures, journal=journal, watcher=watcher)
 
-        def done(_: concurrent.futures.Future[Any]) -> None:
-            with lock:
-                left[0] -= 1
-                if left[0]:
-                    return
-            results = [f.result() for f in futures if not f.cancelled() and f.exception() is None]
-            if len(results) == len(futures):
-                verdict = row_verdict(results, self.settings.pass_threshold, self.settings.row_pass)
-                watcher.row_done(key, verdict)
-
-        for future in futures:
-            future.add_done_callback(done)
-
-    def _journal_when_done(
+    def _when_done(
         self,
         key: str,
-        dataset: str,
-        row_key: str,
         futures: list[concurrent.futures.Future[AttemptResult]],
+        *,
+        journal: tuple[str, str] | None,
+        watcher: RowWatcher | None,
     ) -> None:
-        """Journal the row from the rollout loop's thread as soon as all its attempts finished."""
+        """As soon as the row's last attempt finishes (on the rollout loop's thread), journal
+        it (``journal``: its dataset and row key) and tell ``watcher`` its verdict."""
         pending = [len(futures)]
         lock = threading.Lock()
 
@@ -366,7 +350,10 @@ class OsmosisSession:
                 self.settings.pass_threshold,
                 self.settings.row_pass,
             )
-            self._journal(row_record(key, dataset, row_key, verdict))
+            if journal is not None:
+                self._journal(row_record(key, journal[0], journal[1], verdict))
+            if watcher is not None:
+                watcher.row_done(key, verdict)
 
         for future in futures:
             future.add_done_callback(done)
