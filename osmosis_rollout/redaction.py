@@ -197,7 +197,7 @@ class _SharedRedactor(Redactor):
 
 
 class _EnvironmentRedactors:
-    """The last environment redactor, reused while the environment's secrets are unchanged.
+    """Environment redactors (one per ``extra``), reused while the environment's secrets hold.
 
     Reading every variable (decoding each name and value) and compiling the pattern cost
     more than the rest of a small trajectory's write. What is compared instead: the set of
@@ -208,12 +208,13 @@ class _EnvironmentRedactors:
     """
 
     _MAX_NAME_SETS = 8
+    _MAX_EXTRAS = 16
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._secret_names: dict[frozenset[Any], tuple[Any, ...]] = {}
-        self._key: tuple[Any, ...] | None = None
-        self._redactor: Redactor | None = None
+        self._by_extra: dict[tuple[Any, ...], tuple[tuple[Any, ...], Redactor]] = {}
+        """Per ``extra``: the secret values it was built from, and the redactor."""
 
     def get(self, extra: Mapping[str, str | None] | None) -> Redactor:
         raw = getattr(os.environ, "_data", None)
@@ -229,14 +230,16 @@ class _EnvironmentRedactors:
                 decode = os.environ.decodekey  # type: ignore[attr-defined]
                 secret = tuple(sorted(n for n in names if SECRET_NAME.search(decode(n))))
                 self._secret_names[names] = secret
-            key = (
-                tuple((name, raw.get(name)) for name in secret),
-                tuple((extra or {}).items()),
-            )
-            if key != self._key or self._redactor is None:
-                self._redactor = _SharedRedactor(_environment_pairs(_snapshot(os.environ), extra))
-                self._key = key
-            return self._redactor
+            values = tuple((name, raw.get(name)) for name in secret)
+            extra_key = tuple((extra or {}).items())
+            cached = self._by_extra.get(extra_key)
+            if cached is not None and cached[0] == values:
+                return cached[1]
+            if len(self._by_extra) >= self._MAX_EXTRAS:
+                self._by_extra.clear()  # many distinct keys (a server's per-rollout keys)
+            redactor = _SharedRedactor(_environment_pairs(_snapshot(os.environ), extra))
+            self._by_extra[extra_key] = (values, redactor)
+            return redactor
 
 
 def _environment_pairs(
