@@ -365,3 +365,18 @@ def test_a_blocked_loop_is_shown_and_the_fix_says_what_to_change() -> None:
         in (lines)
     )
     assert lines[-1].startswith("  fix: blocking code in an async function stalls every rollout")
+
+
+def test_rollout_ids_are_readable_unique_single_path_segments() -> None:
+    import re
+
+    from osmosis_rollout._ids import is_valid_rollout_id
+    from pytest_osmosis.runners import make_rollout_id
+
+    # 32 random bits each: 200 ids collide with a chance of about 5 in a million.
+    ids = {make_rollout_id("data/test.jsonl::row 7", 2) for _ in range(200)}
+    assert len(ids) == 200
+    for rollout_id in ids:
+        assert re.fullmatch(r"data_test\.jsonl_row_7\.2\.[0-9a-f]{8}", rollout_id)
+        assert is_valid_rollout_id(rollout_id)
+    assert make_rollout_id("../..", 0).startswith("row.0.")
