@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from pathlib import PurePosixPath, PureWindowsPath
+from pathlib import PureWindowsPath
 
 
 def is_single_path_segment(value: str) -> bool:
@@ -14,8 +14,11 @@ def is_single_path_segment(value: str) -> bool:
         return False
     # The official SDK checks ``Path(value).name`` of the host it runs on: ``"run:1"`` is
     # one segment on POSIX (a drive on Windows), and refusing it would break the wire.
-    pure_path = PureWindowsPath if os.name == "nt" else PurePosixPath
-    return pure_path(value).name == value
+    if os.name != "nt":
+        # On POSIX only "/" separates and only "." and ".." are special, all refused above:
+        # PurePosixPath(value).name is value itself (and building it costs more than the rest).
+        return True
+    return PureWindowsPath(value).name == value
 
 
 def ensure_single_path_segment(value: str, *, label: str = "id") -> str:

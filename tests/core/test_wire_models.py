@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from osmosis_rollout import (
@@ -190,3 +192,20 @@ def test_result_response_round_trips_a_terminal_result() -> None:
 def test_cancel_request_defaults_to_cancelling_nothing() -> None:
     request = CancelRolloutsRequest()
     assert request.ids is None and request.prefix is None and request.all is False
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(codec=None), max_size=8))
+def test_a_single_path_segment_is_what_the_hosts_path_says_is_one(value: str) -> None:
+    import os
+    from pathlib import PurePosixPath, PureWindowsPath
+
+    from osmosis_rollout._ids import is_single_path_segment
+
+    pure_path = PureWindowsPath if os.name == "nt" else PurePosixPath
+    expected = (
+        value not in {"", ".", ".."}
+        and not any(ch in value for ch in "/\\\x00")
+        and pure_path(value).name == value
+    )
+    assert is_single_path_segment(value) is expected
