@@ -49,6 +49,9 @@ SECRET_NAME = re.compile(
 MIN_SECRET_LENGTH = 8
 """Shorter values are not redacted (too likely to occur by chance)."""
 
+_ATOMS = frozenset({int, float, bool, type(None)})
+"""Exact types a JSON-like walk returns as they are."""
+
 
 def _snapshot(environ: Mapping[str, str]) -> dict[str, str]:
     """A copy of ``environ`` that another thread's set/delete cannot break.
@@ -76,6 +79,7 @@ class Redactor:
         """``secrets`` maps a name (shown in the marker) to its value."""
         self._names: dict[str, str] = {}
         self._pattern: re.Pattern[str] | None = None
+        self._shortest = MIN_SECRET_LENGTH
         pairs = secrets.items() if isinstance(secrets, Mapping) else secrets
         for name, value in pairs:
             self._remember(name, value)
@@ -104,6 +108,9 @@ class Redactor:
             return
         # Longest first, so a key that contains another is replaced whole.
         alternatives = sorted(self._names, key=len, reverse=True)
+        # Shortest before pattern: a reader on another thread never skips a text the new
+        # pattern must see (secrets are only added, so the shortest only shrinks).
+        self._shortest = len(alternatives[-1])
         self._pattern = re.compile("|".join(re.escape(v) for v in alternatives))
 
     def add(self, name: str, value: str | None) -> None:
@@ -122,8 +129,8 @@ class Redactor:
     def redact(self, text: str) -> str:
         """``text`` with every known secret replaced by ``[REDACTED:NAME]``."""
         pattern = self._pattern
-        if pattern is None or not text:
-            return text
+        if pattern is None or len(text) < self._shortest:
+            return text  # too short to hold any secret (most strings of a report are)
         names = self._names
         return pattern.sub(lambda m: f"[REDACTED:{names.get(m.group(0), 'SECRET')}]", text)
 
@@ -165,6 +172,16 @@ class Redactor:
         return value
 
     def _walk(self, value: Any) -> Any:
+        # Exact types first: the ABC check (Mapping) is slow, and JSON-like values are plain.
+        kind = type(value)
+        if kind is str:
+            return self.redact(value)
+        if kind is dict:
+            return {self._walk(k): self._walk(v) for k, v in value.items()}
+        if kind is list:
+            return [self._walk(v) for v in value]
+        if kind in _ATOMS:
+            return value
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, Mapping):

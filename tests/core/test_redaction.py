@@ -251,3 +251,29 @@ def test_the_environment_redactor_takes_extra_secrets_and_is_read_only(
     with pytest.raises(TypeError, match="read-only"):
         plain.add("MINE_TOKEN", "my-own-secret-1")
     assert environment_redactor().redact("my-own-secret-1") == "my-own-secret-1"
+
+
+def test_a_text_that_is_exactly_the_shortest_secret_is_redacted_and_foreign_values_walked() -> None:
+    from collections import OrderedDict
+    from types import MappingProxyType
+
+    class Name(str):
+        pass
+
+    redactor = Redactor({"SHORT_TOKEN": "12345678", "LONG_API_KEY": "a-much-longer-secret"})
+    assert redactor.redact("12345678") == "[REDACTED:SHORT_TOKEN]"
+    assert redactor.redact("1234567") == "1234567"
+    redactor.add("SHORTER_TOKEN", "abcdefgh")
+    assert redactor.redact("abcdefgh") == "[REDACTED:SHORTER_TOKEN]"
+    value = {
+        "tuple": ("12345678", 1, 2.5, None, True),
+        "ordered": OrderedDict(k=Name("x 12345678")),
+        "proxy": MappingProxyType({"12345678": [Name("ok")]}),
+        "number": 12345678,
+    }
+    assert redactor.redact_value(value) == {
+        "tuple": ["[REDACTED:SHORT_TOKEN]", 1, 2.5, None, True],
+        "ordered": {"k": "x [REDACTED:SHORT_TOKEN]"},
+        "proxy": {"[REDACTED:SHORT_TOKEN]": ["ok"]},
+        "number": 12345678,
+    }
