@@ -15,6 +15,7 @@ import json
 import math
 import os
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -433,32 +434,51 @@ def _baseline_section(baseline: dict[str, Any]) -> str:
     )
 
 
+RowGroups = Callable[[], Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]]
+"""Each row's ``row_verdicts`` entry and its attempts (the report's ``rows`` of that row), in
+report order; called once per pass."""
+
+
 def render(document: dict[str, Any]) -> str:
     """The whole report as one HTML string."""
-    summary = document["summary"]
+    return "".join(render_parts(document, lambda: _groups_of(document)))
+
+
+def _groups_of(document: dict[str, Any]) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
     attempts_by_node: dict[str, list[dict[str, Any]]] = {}
     for attempt in document.get("rows", []):
         attempts_by_node.setdefault(attempt["nodeid"], []).append(attempt)
-    verdicts = document.get("row_verdicts", [])
-    baseline = document.get("baseline") or {}
-    all_attempts = document.get("rows", [])
-    columns = {
-        "pass_at_k": any(v.get("pass_at_k") for v in verdicts),
-        "baseline": bool(baseline),
-        "cost": any(_num(a.get("cost_usd")) is not None for a in all_attempts),
-    }
-    outcomes: Counter[str] = Counter(
-        row_outcome(v["verdict"], attempts_by_node.get(v["nodeid"], [])) for v in verdicts
-    )
-    body = "".join(
-        _row_group(v, attempts_by_node.get(v["nodeid"], []), baseline, columns) for v in verdicts
-    )
-    error_types = Counter(str(a["error_type"]) for a in all_attempts if a.get("status") == "failed")
-    rewards = [r for r in (_num(a.get("reward")) for a in all_attempts) if r is not None]
-    latencies = [
-        d / 1000 for d in (_num(a.get("duration_ms")) for a in all_attempts) if d is not None
-    ]
-    tokens = [float(a["tokens"]) for a in all_attempts if _num(a.get("tokens")) is not None]
+    for verdict in document.get("row_verdicts", []):
+        yield verdict, attempts_by_node.get(verdict["nodeid"], [])
+
+
+def render_parts(head: dict[str, Any], groups: RowGroups) -> Iterator[str]:
+    """The report's HTML in pieces: ``head`` is the report without its per-row lists, and
+    ``groups`` gives the rows twice (once for the charts and counts, once for the table),
+    so no more than one row is held at a time."""
+    summary = head["summary"]
+    baseline = head.get("baseline") or {}
+    columns = {"pass_at_k": False, "baseline": bool(baseline), "cost": False}
+    outcomes: Counter[str] = Counter()
+    error_types: Counter[str] = Counter()
+    rewards: list[float] = []
+    latencies: list[float] = []
+    tokens: list[float] = []
+    for verdict, attempts in groups():
+        columns["pass_at_k"] = columns["pass_at_k"] or bool(verdict.get("pass_at_k"))
+        outcomes[row_outcome(verdict["verdict"], attempts)] += 1
+        for a in attempts:
+            columns["cost"] = columns["cost"] or _num(a.get("cost_usd")) is not None
+            if a.get("status") == "failed":
+                error_types[str(a["error_type"])] += 1
+            reward = _num(a.get("reward"))
+            if reward is not None:
+                rewards.append(reward)
+            duration = _num(a.get("duration_ms"))
+            if duration is not None:
+                latencies.append(duration / 1000)
+            if _num(a.get("tokens")) is not None:
+                tokens.append(float(a["tokens"]))
     charts = (
         '<div class="charts">'
         + _histogram("reward", rewards, fixed=(0.0, 1.0))
@@ -485,11 +505,11 @@ def render(document: dict[str, Any]) -> str:
     headers += [("error", "text"), ("latency s", "num"), ("tokens", "num")]
     if columns["cost"]:
         headers.append(("cost", "num"))
-    head = "".join(
+    head_cells = "".join(
         f'<th class="sortable" data-col="{i}" data-type="{t}">{_e(name)}</th>'
         for i, (name, t) in enumerate(headers)
     )
-    config = document.get("config") or {}
+    config = head.get("config") or {}
     sub = ", ".join(
         f"{k} {_e(config[k])}"
         for k in ("mode", "entrypoint", "policy", "n", "concurrency")
@@ -502,26 +522,32 @@ def render(document: dict[str, Any]) -> str:
             + ", ".join(f"{_e(k)} &times;{v}" for k, v in error_types.most_common())
             + "</p>"
         )
-    return (
+    yield (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>pytest-osmosis report</title><style>{_CSS}</style></head><body>"
-        f'<h1>pytest-osmosis report</h1><p class="sub">{sub}</p>{_banners(document)}'
-        f'<div class="cards">{_cards(document, outcomes)}</div>'
+        f'<h1>pytest-osmosis report</h1><p class="sub">{sub}</p>{_banners(head)}'
+        f'<div class="cards">{_cards(head, outcomes)}</div>'
         f"<h2>Distributions</h2>{charts}{_baseline_section(baseline)}{errors_html}"
         '<h2>Rows</h2><div class="controls">'
         '<input id="search" type="search" placeholder="search rows, errors, answers" aria-label="search rows">'
         f'<span class="filters">{buttons}</span>'
         f'<select id="errtype" aria-label="error type">{options}</select>'
         '<span id="count" class="count"></span></div>'
-        f'<table id="rows"><thead><tr>{head}</tr></thead>{body}</table>'
-        f"<script>{_JS}</script></body></html>\n"
+        f'<table id="rows"><thead><tr>{head_cells}</tr></thead>'
     )
+    for verdict, attempts in groups():
+        yield _row_group(verdict, attempts, baseline, columns)
+    yield f"</table><script>{_JS}</script></body></html>\n"
 
 
-def write_html(path: Path, document: dict[str, Any]) -> None:
-    """Write the report to ``path`` atomically."""
-    from osmosis_rollout._atomic import write_text_atomic
+def write_html(path: Path, head: dict[str, Any], groups: RowGroups | None = None) -> None:
+    """Write the report to ``path`` atomically; its rows from ``groups`` (see
+    :func:`render_parts`) one at a time, or from ``head`` itself when it is the whole report."""
+    from osmosis_rollout._atomic import atomic_file
 
-    write_text_atomic(path, render(document))
+    parts = render_parts(head, groups if groups is not None else lambda: _groups_of(head))
+    with atomic_file(path) as handle:
+        for part in parts:
+            handle.write(part)

@@ -210,39 +210,36 @@ class RunReport:
         redacted: dict[str, Any] = self.redactor.redact_shared(document)
         return redacted
 
-    def document(self, extra: dict[str, Any]) -> dict[str, Any]:
-        """The whole JSON report (redacted), with ``extra`` (gates, baseline) at the top level."""
-        return self.fill(self.head(extra))
-
-    def fill(self, head: dict[str, Any]) -> dict[str, Any]:
-        """``head`` (from :meth:`head`) with its per-row lists, all in memory at once."""
-        document = dict(head)
-        document["rows"] = list(self._attempts())
-        document["row_verdicts"] = list(self._verdicts())
-        return document
-
     def write_json(self, path: Path, head: dict[str, Any]) -> None:
         """Write the JSON report to ``path``, its rows read back from the journal one by one:
-        the bytes of ``write_json_atomic(path, self.fill(head))`` without ever holding every
-        row's texts."""
+        the bytes of ``write_json_atomic`` of the whole document, without ever holding
+        every row's texts."""
         write_json_streamed(path, head, {"rows": self._attempts, "row_verdicts": self._verdicts})
 
+    def row_groups(self) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        """Each row's ``row_verdicts`` entry and its attempts, whole and redacted, in report
+        order, as the report files hold them (for a writer that renders a row at a time)."""
+        return self._as_reported(keep=None)
+
     def _attempts(self) -> Iterator[Any]:
-        """Every attempt, whole and redacted, in the key order its row's report carried."""
-        redact = self.redactor.redact_shared
-        for row in self.iter_rows(keep=None):
-            order = self._in_journal.get(row.nodeid) if row.nodeid in self._where else None
-            for attempt in row.attempts:
-                yield redact(_in_order(attempt, order[0]) if order else attempt)
+        for _, attempts in self._as_reported(keep=None):
+            yield from attempts
 
     def _verdicts(self) -> Iterator[Any]:
+        for verdict, _ in self._as_reported(keep=frozenset()):
+            yield verdict
+
+    def _as_reported(
+        self, keep: frozenset[str] | None
+    ) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        """Each row redacted, in the key order its report carried (the journal sorts keys)."""
         redact = self.redactor.redact_shared
-        for row in self.iter_rows(keep=frozenset()):
+        for row in self.iter_rows(keep=keep):
             order = self._in_journal.get(row.nodeid) if row.nodeid in self._where else None
+            attempts = [redact(_in_order(a, order[0]) if order else a) for a in row.attempts]
             if order is not None:
-                # As reported, not as the journal sorts them.
                 row = replace(row, stats=_in_order(row.stats, order[1]))
-            yield redact(row_verdict_entry(row))
+            yield redact(row_verdict_entry(row)), attempts
 
 
 def _in_order(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

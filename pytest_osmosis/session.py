@@ -741,7 +741,7 @@ class OsmosisSession:
             html_path = resolve_path(config, settings.html)
 
             def html() -> None:
-                write_html(html_path, report.fill(head))
+                write_html(html_path, head, report.row_groups)
 
             writes.append(OutputWrite("HTML report", settings.html, html))
         written, failures = write_outputs(writes)

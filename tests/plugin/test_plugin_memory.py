@@ -132,3 +132,23 @@ def test_the_end_of_a_run_reads_its_rows_back_one_at_a_time_and_keeps_none(
     assert all(row["last_assistant"] and row["rollout_id"] for row in report["rows"])
     out = result.stdout.str()
     assert "rollout time: sum " in out and "slowest: row-" in out
+
+
+def test_the_html_report_is_rendered_row_by_row_into_the_same_page(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    from pytest_osmosis.html import render
+
+    root = workspace(multiply_rows(3))
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl",
+        POLICY,
+        "--osmosis-output=out",
+        "--osmosis-n=2",
+        "--osmosis-html=report.html",
+    )
+    result.assert_outcomes(passed=3 + PREFLIGHT)
+    page = (root / "report.html").read_text()
+    # Streamed from the journal a row at a time: the page a whole-document render gives.
+    assert page == render(json.loads((root / "out" / "report.json").read_text()))
+    assert page.count('class="group') >= 3 and page.endswith("</html>\n")
