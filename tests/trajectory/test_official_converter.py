@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -110,20 +112,35 @@ def test_anything_else_yields_no_report(response: httpx.Response) -> None:
     assert report_from_response(response) is None
 
 
-def test_the_client_path_gives_the_controller_client_and_the_protocol_errors() -> None:
-    from osmosis_rollout import controller, errors
-    from osmosis_rollout.client import (
-        RolloutAdmissionTimeoutError,
-        RolloutClient,
-        RolloutHandle,
-        RolloutProtocolError,
-    )
-    from osmosis_rollout.client.client import RolloutClient as Nested
+CLIENT_PATH_CHECK = """
+from osmosis_rollout import controller, errors
+from osmosis_rollout.client import (
+    RolloutAdmissionTimeoutError,
+    RolloutClient,
+    RolloutHandle,
+    RolloutProtocolError,
+)
+from osmosis_rollout.client.client import RolloutClient as Nested
 
-    assert RolloutClient is controller.RolloutClient is Nested
-    assert RolloutHandle is controller.RolloutHandle
-    assert RolloutProtocolError is errors.RolloutProtocolError
-    assert RolloutAdmissionTimeoutError is errors.RolloutAdmissionTimeoutError
+assert RolloutClient is controller.RolloutClient is Nested
+assert RolloutHandle is controller.RolloutHandle
+assert RolloutProtocolError is errors.RolloutProtocolError
+assert RolloutAdmissionTimeoutError is errors.RolloutAdmissionTimeoutError
+print("ok")
+"""
+
+
+def test_the_client_path_gives_the_controller_client_and_the_protocol_errors() -> None:
+    # A fresh interpreter, as a user's import sees it: in this process an in-process pytester
+    # run (another test file on the same worker) drops the modules it imported first.
+    done = subprocess.run(
+        [sys.executable, "-c", CLIENT_PATH_CHECK],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
 def _result(sample: RolloutSample | None, **kwargs: Any) -> Any:
