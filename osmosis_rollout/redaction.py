@@ -129,7 +129,7 @@ class Redactor:
     def redact(self, text: str) -> str:
         """``text`` with every known secret replaced by ``[REDACTED:NAME]``."""
         pattern = self._pattern
-        if pattern is None or len(text) < self._shortest:
+        if pattern is None or not text or len(text) < self._shortest:
             return text  # too short to hold any secret (most strings of a report are)
         names = self._names
         return pattern.sub(lambda m: f"[REDACTED:{names.get(m.group(0), 'SECRET')}]", text)
@@ -254,7 +254,12 @@ class _EnvironmentRedactors:
                 return cached[1]
             if len(self._by_extra) >= self._MAX_EXTRAS:
                 self._by_extra.clear()  # many distinct keys (a server's per-rollout keys)
-            redactor = _SharedRedactor(_environment_pairs(_snapshot(os.environ), extra))
+            # Built from the very values it is cached under (a second read of the
+            # environment could see another thread's change and cache a stale redactor).
+            decode_key = os.environ.decodekey  # type: ignore[attr-defined]
+            decode_value = os.environ.decodevalue  # type: ignore[attr-defined]
+            current = {decode_key(n): decode_value(v) for n, v in values if v is not None}
+            redactor = _SharedRedactor(_environment_pairs(current, extra))
             self._by_extra[extra_key] = (values, redactor)
             return redactor
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -277,3 +280,40 @@ def test_a_text_that_is_exactly_the_shortest_secret_is_redacted_and_foreign_valu
         "proxy": {"[REDACTED:SHORT_TOKEN]": ["ok"]},
         "number": 12345678,
     }
+
+
+def test_the_shared_redactor_matches_the_secret_it_is_cached_under_while_another_thread_changes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A redactor cached for one value of a key must redact that value, whatever another
+    thread set in between (the cache key and the redactor come from one read)."""
+    from osmosis_rollout.redaction import environment_redactor
+
+    first, second = "sk-" + "X" * 24, "sk-" + "Y" * 24
+    monkeypatch.setenv("RACE_API_KEY", first)
+    stop = threading.Event()
+
+    def toggle() -> None:
+        while not stop.is_set():
+            os.environ["RACE_API_KEY"] = second
+            os.environ["RACE_API_KEY"] = first
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    misses = checks = 0
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            thread = threading.Thread(target=toggle)
+            thread.start()
+            for _ in range(50):
+                environment_redactor()
+            stop.set()
+            thread.join(5)
+            stop.clear()
+            os.environ["RACE_API_KEY"] = first
+            checks += 1
+            misses += first in environment_redactor().redact(f"key={first}")
+    finally:
+        sys.setswitchinterval(interval)
+    assert checks and misses == 0
