@@ -747,6 +747,8 @@ class OsmosisSession:
         written, failures = write_outputs(writes)
         self.result = {
             "summary": document["summary"],
+            # Read from the journal now: a run-finished hook may move the run directory.
+            "segments": summary_segments(report, document["summary"]),
             "not_run": document["not_run"],
             "gate_lines": gates.lines,
             "verdicts": gates.verdicts,
@@ -766,7 +768,7 @@ class OsmosisSession:
         if result is None:
             return
         terminalreporter.section("osmosis summary")
-        for segments in summary_segments(self.report, result["summary"]):
+        for segments in result["segments"]:
             for text, markup in segments:
                 terminalreporter.write(text, **markup)
             terminalreporter.line("")

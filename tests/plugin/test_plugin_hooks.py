@@ -156,3 +156,27 @@ def test_a_verdict_hook_returning_nonsense_is_named(
     result = pytester.runpytest(*ARGS)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*pytest_osmosis_row_verdict returned 'maybe'*"])
+
+
+def test_a_run_finished_hook_may_move_the_run_directory_before_the_summary_is_printed(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace(multiply_rows(3, wrong={1}))
+    pytester.makeconftest(
+        """
+        import os
+        import shutil
+
+
+        def pytest_osmosis_run_finished(summary, report_path):
+            # A CI step archiving the run for upload.
+            run = os.path.dirname(report_path)
+            shutil.move(run, run + "-archived")
+        """
+    )
+    result = pytester.runpytest(*ARGS, "--osmosis-output=out")
+    result.assert_outcomes(passed=2 + 2, failed=1)
+    out = result.stdout.str()
+    assert "INTERNALERROR" not in out
+    assert "rollout time: sum " in out and "slowest: row-" in out
+    assert (root / "out-archived" / "report.json").is_file()
