@@ -65,7 +65,11 @@ def atomic_file(path: Path, *, errors: str = "strict") -> Iterator[IO[str]]:
         raise
 
 
-_CREATE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+# O_BINARY: on Windows a descriptor opened without it translates "\n" on write, and the
+# text is already translated to os.linesep.
+_CREATE_NEW = (
+    os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+)
 
 
 def _create_temporary(path: Path) -> tuple[Path, int]:

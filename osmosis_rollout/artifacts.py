@@ -44,7 +44,10 @@ def _make_artifacts_dir(rollout_dir: Path) -> Path:
 
 
 _MARKER_TEXT = ("ok" + os.linesep).encode("utf-8")  # what a text-mode write of "ok\n" leaves
-_WRITE_NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+# O_BINARY: on Windows a descriptor opened without it translates "\n" on write.
+_WRITE_NEW = (
+    os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+)
 
 
 def _write_marker(marker: Path) -> None:

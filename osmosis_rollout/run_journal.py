@@ -96,7 +96,8 @@ class RowJournal:
     def _open(self) -> int:
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if self._fresh else 0)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
+            flags |= os.O_TRUNC if self._fresh else 0
             self._fd = os.open(self.path, flags, 0o644)
         return self._fd
 
@@ -158,15 +159,24 @@ def read_journal(path: Path) -> tuple[list[JournalRow], int]:
 
 
 def scan_journal(
-    path: Path, *, keep: frozenset[str] | None = None
+    path: Path,
+    *,
+    keep: frozenset[str] | None = None,
+    leave_out: frozenset[str] = frozenset(),
 ) -> tuple[list[JournalRow], int, dict[str, list[int]]]:
-    """:func:`read_journal`, with only the attempts' keys in ``keep`` kept (all when None),
-    and where each row's attempt lines are (:func:`index_journal`)."""
+    """:func:`read_journal`, with only the attempts' keys in ``keep`` kept (all when None)
+    and those in ``leave_out`` left out, and where each row's attempt lines are
+    (:func:`index_journal`)."""
     where, bad = index_journal(path)
     if not where:
         return [], bad, where
     with path.open("rb") as handle:
         rows = [read_journal_row(handle, offsets, keep=keep) for offsets in where.values()]
+    if leave_out:
+        for row in rows:
+            row.attempts = [
+                {k: v for k, v in a.items() if k not in leave_out} for a in row.attempts
+            ]
     return rows, bad, where
 
 

@@ -66,12 +66,12 @@ def summarize(
     errored = 0
     errors: Counter[Any] = Counter()
     tokens_estimated = cost_estimated = False
-    cost: float | None = None
+    costs: list[float] = []
     first: float | None = None
     last: float | None = None
 
     def attempts() -> Iterator[Mapping[str, Any]]:
-        nonlocal errored, tokens_estimated, cost_estimated, cost, first, last
+        nonlocal errored, tokens_estimated, cost_estimated, first, last
         for row in rows:
             verdicts[row.verdict] += 1
             errored += row_errored(row.verdict, row.attempts)
@@ -81,7 +81,7 @@ def summarize(
                 tokens_estimated = tokens_estimated or bool(a.get("tokens_estimated"))
                 cost_estimated = cost_estimated or bool(a.get("cost_estimated"))
                 if a.get("cost_usd") is not None:
-                    cost = (cost or 0) + a["cost_usd"]
+                    costs.append(a["cost_usd"])
                 if a.get("started_at"):
                     end = a["started_at"] + a.get("duration_ms", 0) / 1000.0
                     first = a["started_at"] if first is None else min(first, a["started_at"])
@@ -103,7 +103,8 @@ def summarize(
     summary["errors_by_type"] = dict(errors.most_common())
     summary["tokens_estimated"] = tokens_estimated
     # None when nothing was priced (a scripted policy and no --osmosis-price-in/-out).
-    summary["cost_usd"] = round(cost, 10) if cost is not None else None
+    # sum() of the list, as before: from Python 3.12 it compensates rounding, a loop does not.
+    summary["cost_usd"] = round(sum(costs), 10) if costs else None
     summary["cost_estimated"] = cost_estimated
     if first is not None and last is not None:
         # Wall time from the first rollout's start to the last one's end: what concurrency buys.

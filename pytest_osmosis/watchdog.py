@@ -131,6 +131,9 @@ class LoopWatchdog:
                 return
             task = asyncio.current_task(self._loop)
             name = task.get_name() if task is not None else None
+            with self._lock:
+                # Seen at once; the line is filled in once the stack has been read.
+                self._ongoing = LoopBlock(name, "a line not read yet", sent, time.monotonic())
             where = _innermost_user_line(self._loop_thread.ident or 0)
             with self._lock:
                 self._ongoing = LoopBlock(name, where, sent, time.monotonic())
