@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from _support.json_values import json_like
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -151,7 +152,7 @@ class _Name(str):
     """A str subclass (json encodes it as a string)."""
 
 
-_any_json = st.recursive(
+_any_json = json_like(
     st.one_of(
         st.none(),
         st.booleans(),
@@ -160,14 +161,7 @@ _any_json = st.recursive(
         st.text(alphabet=st.characters(codec=None), max_size=8),
         st.builds(_Name, st.text(max_size=4)),
         st.builds(Path, st.sampled_from(["a", "b/c"])),  # written as its str (default=str)
-    ),
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4),
-        st.lists(inner, max_size=3).map(tuple),
-        st.dictionaries(st.text(max_size=5), inner, max_size=4),
-        st.dictionaries(st.one_of(st.integers(0, 3), st.booleans(), st.none()), inner, max_size=2),
-    ),
-    max_leaves=20,
+    )
 )
 
 

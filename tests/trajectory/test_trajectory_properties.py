@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from _support.json_values import json_like
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -107,21 +108,14 @@ class _Label(str):
     """A str subclass: json encodes it as a string; the fast formatter leaves it to json."""
 
 
-any_json = st.recursive(
+any_json = json_like(
     st.one_of(
         scalars,
         st.text(alphabet=st.characters(codec=None), max_size=8),  # controls, surrogates too
         st.floats(),  # NaN and infinities: json refuses them
         st.integers().map(lambda i: i * 10**30),
         st.builds(_Label, st.text(max_size=4)),
-    ),
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4),
-        st.lists(inner, max_size=3).map(tuple),
-        st.dictionaries(st.text(max_size=5), inner, max_size=4),
-        st.dictionaries(st.one_of(st.integers(0, 3), st.booleans(), st.none()), inner, max_size=2),
-    ),
-    max_leaves=20,
+    )
 )
 
 
