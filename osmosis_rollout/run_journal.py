@@ -44,10 +44,8 @@ __all__ = [
     "RunJournalError",
     "index_journal",
     "read_journal",
-    "read_journal_lines",
     "read_journal_row",
     "read_run_file",
-    "scan_journal",
     "write_json_atomic",
     "write_run_file",
 ]
@@ -154,30 +152,11 @@ def read_journal(path: Path) -> tuple[list[JournalRow], int]:
     The last line of each ``(nodeid, run_index)`` wins; a row's verdict and statistics are
     those of its last line. A missing file is an empty journal (no row finished).
     """
-    rows, bad, _ = scan_journal(path)
-    return rows, bad
-
-
-def scan_journal(
-    path: Path,
-    *,
-    keep: frozenset[str] | None = None,
-    leave_out: frozenset[str] = frozenset(),
-) -> tuple[list[JournalRow], int, dict[str, list[int]]]:
-    """:func:`read_journal`, with only the attempts' keys in ``keep`` kept (all when None)
-    and those in ``leave_out`` left out, and where each row's attempt lines are
-    (:func:`index_journal`)."""
     where, bad = index_journal(path)
     if not where:
-        return [], bad, where
+        return [], bad
     with path.open("rb") as handle:
-        rows = [read_journal_row(handle, offsets, keep=keep) for offsets in where.values()]
-    if leave_out:
-        for row in rows:
-            row.attempts = [
-                {k: v for k, v in a.items() if k not in leave_out} for a in row.attempts
-            ]
-    return rows, bad, where
+        return [read_journal_row(handle, offsets) for offsets in where.values()], bad
 
 
 def index_journal(path: Path) -> tuple[dict[str, list[int]], int]:
@@ -223,10 +202,11 @@ def read_journal_row(
     """
     attempts = []
     last: dict[str, Any] = {}
+    written_last = max(offsets)
     for offset in offsets:
         handle.seek(offset)
         line = json.loads(handle.readline())
-        if offset == max(offsets):
+        if offset == written_last:
             last = line
         attempts.append(
             {
@@ -244,12 +224,6 @@ def read_journal_row(
         attempts=attempts,
         stats={_shared(str(k)): v for k, v in dict(stats).items()},
     )
-
-
-def read_journal_lines(handle: IO[bytes], offsets: Sequence[int]) -> list[dict[str, Any]]:
-    """The attempts whose lines start at ``offsets`` (from :func:`index_journal`) of a journal
-    opened with ``open(path, "rb")``, whole: as :func:`read_journal` gives them."""
-    return read_journal_row(handle, offsets).attempts
 
 
 _SHARED_VALUES = frozenset({"dataset", "status", "error_type", "error_phase"})

@@ -23,7 +23,6 @@ import heapq
 import math
 import statistics
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -181,13 +180,13 @@ class RunReport:
         if self._order is None:
             yield from self.rows
             return
-        with ExitStack() as stack:
-            handle = None
-            if self._where:
-                handle = stack.enter_context((self.output / JOURNAL_FILENAME).open("rb"))
+        if not self._where:
+            yield from (self._held[nodeid] for nodeid in self._order)
+            return
+        with (self.output / JOURNAL_FILENAME).open("rb") as handle:
             for nodeid in self._order:
                 offsets = self._where.get(nodeid)
-                if offsets is None or handle is None:
+                if offsets is None:
                     yield self._held[nodeid]
                 else:
                     yield read_journal_row(handle, offsets, keep=keep)
@@ -400,20 +399,23 @@ def _detail_lines(report: RunReport, summary: dict[str, Any], slowest: int) -> l
             + (" (estimated)" if summary.get("cost_estimated") else "")
         )
     durations: list[float] = []
-    slowest_attempts: list[tuple[float, int, str]] = []
     flaky: list[str] = []
-    for row in report.iter_rows():
-        for attempt in row.attempts:
-            durations.append(attempt["duration_ms"])
-            label = _attempt_label(attempt)
-            # The first of equal durations stays first, as a stable sort keeps it.
-            item = (attempt["duration_ms"], -len(durations), label)
-            if len(slowest_attempts) < slowest:
-                heapq.heappush(slowest_attempts, item)
-            elif slowest and item > slowest_attempts[0]:
-                heapq.heapreplace(slowest_attempts, item)
-        if row.stats.get("flaky"):
-            flaky.append(f"{row.row_key} {row.stats['passed_attempts']}/{row.stats['attempts']}")
+
+    def timed() -> Iterator[tuple[float, str]]:
+        for row in report.iter_rows():
+            if row.stats.get("flaky"):
+                flaky.append(
+                    f"{row.row_key} {row.stats['passed_attempts']}/{row.stats['attempts']}"
+                )
+            for attempt in row.attempts:
+                durations.append(attempt["duration_ms"])
+                yield attempt["duration_ms"], _attempt_label(attempt)
+
+    pairs = timed()
+    # nlargest is sorted(..., reverse=True)[:n], ties in order, without holding every label.
+    top = heapq.nlargest(slowest, pairs, key=lambda pair: pair[0])
+    for _ in pairs:
+        pass  # nlargest(0, ...) reads nothing: the durations and flaky rows need every row
     if durations:
         wall = summary.get("rollouts_wall_s")
         lines.append(
@@ -421,10 +423,7 @@ def _detail_lines(report: RunReport, summary: dict[str, Any], slowest: int) -> l
             + (f"  wall {wall:.2f}s" if wall is not None else "")
         )
         if len(durations) > 1:
-            top = sorted(slowest_attempts, reverse=True)
-            lines.append(
-                "slowest: " + ", ".join(f"{label} {ms / 1000:.2f}s" for ms, _, label in top)
-            )
+            lines.append("slowest: " + ", ".join(f"{label} {ms / 1000:.2f}s" for ms, label in top))
     if flaky:
         lines.append("flaky rows (mixed results): " + ", ".join(flaky))
     return lines

@@ -711,7 +711,6 @@ class OsmosisSession:
         )
         # The report's rows are streamed from the journal into each file, never all at once.
         head = report.head(gates.extra)
-        document = head
         writes = [
             OutputWrite(
                 "run file",
@@ -746,10 +745,10 @@ class OsmosisSession:
             writes.append(OutputWrite("HTML report", settings.html, html))
         written, failures = write_outputs(writes)
         self.result = {
-            "summary": document["summary"],
+            "summary": head["summary"],
             # Read from the journal now: a run-finished hook may move the run directory.
-            "segments": summary_segments(report, document["summary"]),
-            "not_run": document["not_run"],
+            "segments": summary_segments(report, head["summary"]),
+            "not_run": head["not_run"],
             "gate_lines": gates.lines,
             "verdicts": gates.verdicts,
             "paths": [str(resolve_path(config, w)) for w in written if not w.endswith("run.json")],
@@ -759,7 +758,7 @@ class OsmosisSession:
             session.exitstatus = gates.exit_override
         report_json = str(self.output / "report.json")
         config.hook.pytest_osmosis_run_finished(
-            summary=document["summary"], report_path=report_json if report_json in written else None
+            summary=head["summary"], report_path=report_json if report_json in written else None
         )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
