@@ -10,7 +10,7 @@ the innermost frame of its allocation traceback that is not the standard library
 (``osmosis_rollout``, ``pytest_osmosis``, ``_pytest``, ``pluggy``, another site-package or
 the test module); blocks allocated by the standard library alone are ``stdlib``. Prints
 live bytes per extra row for each owner between the two sizes, plus the tracemalloc peak
-and ``ru_maxrss``. tracemalloc with deep tracebacks slows the run several times: use small
+and ``ru_maxrss``, then the allocation sites (ours and pytest's) that grow the most per row. tracemalloc with deep tracebacks slows the run several times: use small
 sizes.
 
 It prints the tables twice: at the start of ``pytest_sessionfinish`` and at the end of the
@@ -67,9 +67,11 @@ def snapshot():
     for stat in snap.statistics("traceback"):
         who = owner(stat.traceback)
         by[who] += stat.size
-        if who.startswith("ours"):
-            here = next(f for f in reversed(stat.traceback) if "osmosis_rollout/" in f.filename or "pytest_osmosis/" in f.filename)
-            lines[f"{here.filename.rsplit('/', 2)[-2]}/{here.filename.rsplit('/', 1)[-1]}:{here.lineno}"] += stat.size
+        if who.startswith("ours") or who.startswith("pytest"):
+            mine = ("osmosis_rollout/", "pytest_osmosis/") if who.startswith("ours") else ("/_pytest/",)
+            here = next(f for f in reversed(stat.traceback) if any(m in f.filename for m in mine))
+            where = f"{here.filename.rsplit('/', 2)[-2]}/{here.filename.rsplit('/', 1)[-1]}:{here.lineno}"
+            lines[f"{who.split(':')[0].split(' ')[0]} at {where}"] += stat.size
     return {"owners": dict(by), "lines": dict(lines), "current": current, "peak": peak,
             "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 
@@ -186,14 +188,15 @@ def print_owners(
                  f"{(hi['peak'] - lo['peak']) / extra:.0f}"])  # fmt: skip
     body.append(["ru_maxrss", f"{lo['maxrss_kb'] / 1024:.1f}", f"{hi['maxrss_kb'] / 1024:.1f}",
                  f"{(hi['maxrss_kb'] - lo['maxrss_kb']) * 1024 / extra:.0f}"])  # fmt: skip
-    if mode == "plugin":
-        ours = sorted(
-            set(lo["lines"]) | set(hi["lines"]),
+    for who, top in (("ours", 10), ("pytest", 8)):
+        sites = sorted(
+            (k for k in set(lo["lines"]) | set(hi["lines"]) if k.startswith(who)),
             key=lambda k: -(hi["lines"].get(k, 0) - lo["lines"].get(k, 0)),
-        )[:8]
-        for key in ours:
+        )[:top]
+        for key in sites:
             grown = hi["lines"].get(key, 0) - lo["lines"].get(key, 0)
-            body.append([f"  ours at {key}", "", "", f"{grown / extra:.0f}"])
+            if grown / extra >= 16:
+                body.append([f"  {key}", "", "", f"{grown / extra:.0f}"])
     print(f"\n{mode}: live {when}, payload {args.payload} B, {args.frames} frames")
     print(table(["owner", f"MB @{small}", f"MB @{large}", "B/extra row"], body))
 
