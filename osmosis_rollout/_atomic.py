@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,26 +121,67 @@ def write_json_atomic(path: Path, document: Any) -> None:
         handle.write("\n")
 
 
+class JsonListSpool:
+    """A list of a JSON document's top level, kept formatted in an anonymous temporary file.
+
+    Items are formatted once, as :func:`write_json_atomic` writes them in such a list, as
+    they are appended; :func:`write_json_streamed` copies the text into each document that
+    holds the list. A list made once for several files never exists whole in memory.
+    """
+
+    def __init__(self) -> None:
+        # Kept open until close(); newline="": the text is copied as it was written (the
+        # report file translates newlines).
+        self._file = tempfile.TemporaryFile("w+", encoding="utf-8", newline="")  # noqa: SIM115
+        self.count = 0
+        """How many items were appended."""
+
+    def append(self, item: Any) -> None:
+        """Format ``item`` into the list."""
+        pad = "\n" + " " * (2 * _INDENT)
+        self._file.write((pad if self.count == 0 else "," + pad) + _nested_json(item, 2))
+        self.count += 1
+
+    def write_to(self, handle: IO[str]) -> None:
+        """Write the list, as a value of the document's top level, to ``handle``."""
+        if self.count == 0:
+            handle.write("[]")
+            return
+        handle.write("[")
+        self._file.seek(0)
+        shutil.copyfileobj(self._file, handle)
+        handle.write("\n" + " " * _INDENT + "]")
+
+    def close(self) -> None:
+        """Remove the temporary file."""
+        self._file.close()
+
+
 def write_json_streamed(
     path: Path,
     document: Mapping[str, Any],
-    streamed: Mapping[str, Callable[[], Iterable[Any]]],
+    streamed: Mapping[str, Callable[[], Iterable[Any]] | JsonListSpool],
 ) -> None:
     """:func:`write_json_atomic` of ``document`` whose keys in ``streamed`` are lists made
-    item by item: ``streamed[key]()`` yields them as they are written (its value in
-    ``document`` only holds the key's place). The bytes are those :func:`write_json_atomic`
-    writes for the document with those lists in it, which never exist whole.
+    item by item: ``streamed[key]()`` yields them as they are written, or they were
+    formatted into a :class:`JsonListSpool` (the key's value in ``document`` only holds its
+    place). The bytes are those :func:`write_json_atomic` writes for the document with
+    those lists in it, which never exist whole.
     """
     pad = " " * _INDENT
     with atomic_file(path) as handle:
         handle.write("{" if document else "{}")
         for index, (key, value) in enumerate(document.items()):
             handle.write(("\n" if index == 0 else ",\n") + pad + json.dumps(key) + ": ")
-            if key not in streamed:
+            source = streamed.get(key)
+            if source is None:
                 handle.write(_nested_json(value, 1))
                 continue
+            if isinstance(source, JsonListSpool):
+                source.write_to(handle)
+                continue
             empty = True
-            for item in streamed[key]():
+            for item in source():
                 handle.write(("[\n" if empty else ",\n") + pad * 2 + _nested_json(item, 2))
                 empty = False
             handle.write("[]" if empty else "\n" + pad + "]")
@@ -169,6 +211,7 @@ def copy_atomic(source: Path, path: Path) -> None:
 
 
 __all__ = [
+    "JsonListSpool",
     "atomic_file",
     "copy_atomic",
     "write_json_atomic",

@@ -23,11 +23,11 @@ import heapq
 import math
 import statistics
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from osmosis_rollout._atomic import write_json_streamed
+from osmosis_rollout._atomic import JsonListSpool, write_json_streamed
 from osmosis_rollout.redaction import Redactor
 from osmosis_rollout.run_journal import (
     JOURNAL_FILENAME,
@@ -113,7 +113,8 @@ class RunReport:
         """After :meth:`finish`: the rows of the report that are not read from the journal."""
         self._order: list[str] | None = None
         """After :meth:`finish`: every row's node id, in report order."""
-        self._summary: dict[str, Any] | None = None
+        self._read: _ReadBack | None = None
+        """After :meth:`finish`, once asked for: the rows as read back (see :meth:`summary`)."""
         self.preflight: list[dict[str, Any]] = []
         self.selected: list[str] = []
         self.not_run: list[str] = []
@@ -146,8 +147,15 @@ class RunReport:
         return len(self.rows) + len(self._in_journal)
 
     def close(self) -> None:
-        """Stop journaling (late rollouts of a stopped run are not written)."""
+        """Stop journaling (late rollouts of a stopped run are not written); drop what was
+        read back."""
         self.journal.close()
+        self._release()
+
+    def _release(self) -> None:
+        if self._read is not None:
+            self._read.close()
+            self._read = None
 
     def finish(self, *, selected: list[str], finished: dict[str, Any]) -> None:
         """Index the journal's rows and say how the run ended.
@@ -171,7 +179,7 @@ class RunReport:
         self.selected = list(selected)
         self.not_run = [nodeid for nodeid in selected if nodeid not in finished_ids]
         self.finished = dict(finished)
-        self._summary = None
+        self._release()
 
     def iter_rows(self, keep: frozenset[str] | None = SUMMARY_KEYS) -> Iterator[RowRecord]:
         """Every row in report order (after :meth:`finish`; the held rows before it), those
@@ -193,11 +201,11 @@ class RunReport:
 
     def summary(self) -> dict[str, Any]:
         """The official ``metrics.json`` summary keys, plus row-level counts and completeness."""
-        if self._summary is None or self._order is None:
-            self._summary = summarize(
+        if self._order is None:
+            return summarize(
                 self.iter_rows(), self.pass_threshold, not_run=self.not_run, finished=self.finished
             )
-        return copy.deepcopy(self._summary)
+        return copy.deepcopy(self._read_back().summary)
 
     def head(self, extra: dict[str, Any]) -> dict[str, Any]:
         """The JSON report (redacted) without its per-row lists, with ``extra`` (gates,
@@ -210,35 +218,147 @@ class RunReport:
         return redacted
 
     def write_json(self, path: Path, head: dict[str, Any]) -> None:
-        """Write the JSON report to ``path``, its rows read back from the journal one by one:
-        the bytes of ``write_json_atomic`` of the whole document, without ever holding
-        every row's texts."""
-        write_json_streamed(path, head, {"rows": self._attempts, "row_verdicts": self._verdicts})
+        """Write the JSON report to ``path``: the bytes of ``write_json_atomic`` of the whole
+        document, its rows read back from the journal one by one (once for every file, see
+        :meth:`finish`), never all held at once."""
+        if self._order is not None:
+            self._read_back().write_json(path, head)
+            return
+        read = self._read_rows()
+        try:
+            read.write_json(path, head)
+        finally:
+            read.close()
+
+    def timings(self, slowest: int) -> Timings:
+        """The rollouts' durations, the ``slowest`` longest and the flaky rows, for the
+        terminal summary."""
+        if self._order is not None and self._read_back().timings.top >= slowest:
+            return self._read_back().timings.first(slowest)
+        tally = _TimingsTally(slowest)
+        for row in self.iter_rows():
+            tally.add(row)
+        return tally.result()
 
     def row_groups(self) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
         """Each row's ``row_verdicts`` entry and its attempts, whole and redacted, in report
         order, as the report files hold them (for a writer that renders a row at a time)."""
-        return self._as_reported(keep=None)
+        for row in self.iter_rows(keep=None):
+            yield self._as_reported(row)
 
-    def _attempts(self) -> Iterator[Any]:
-        for _, attempts in self._as_reported(keep=None):
-            yield from attempts
+    def _read_back(self) -> _ReadBack:
+        """Every row read back from the journal once (after :meth:`finish`): the summary,
+        the timings and the report's two row lists, formatted into temporary files."""
+        if self._read is None:
+            self._read = self._read_rows()
+        return self._read
 
-    def _verdicts(self) -> Iterator[Any]:
-        for verdict, _ in self._as_reported(keep=frozenset()):
-            yield verdict
+    def _read_rows(self) -> _ReadBack:
+        rows, verdicts = JsonListSpool(), JsonListSpool()
+        tally = _TimingsTally(SLOWEST)
 
-    def _as_reported(
-        self, keep: frozenset[str] | None
-    ) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
-        """Each row redacted, in the key order its report carried (the journal sorts keys)."""
+        def read() -> Iterator[RowRecord]:
+            for row in self.iter_rows(keep=None):
+                verdict, attempts = self._as_reported(row)
+                verdicts.append(verdict)
+                for attempt in attempts:
+                    rows.append(attempt)
+                tally.add(row)
+                yield row
+
+        try:
+            summary = summarize(
+                read(), self.pass_threshold, not_run=self.not_run, finished=self.finished
+            )
+        except BaseException:
+            rows.close()
+            verdicts.close()
+            raise
+        return _ReadBack(summary, tally.result(), rows, verdicts)
+
+    def _as_reported(self, row: RowRecord) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """``row`` redacted, in the key order its report carried (the journal sorts keys)."""
         redact = self.redactor.redact_shared
-        for row in self.iter_rows(keep=keep):
-            order = self._in_journal.get(row.nodeid) if row.nodeid in self._where else None
-            attempts = [redact(_in_order(a, order[0]) if order else a) for a in row.attempts]
-            if order is not None:
-                row = replace(row, stats=_in_order(row.stats, order[1]))
-            yield redact(row_verdict_entry(row)), attempts
+        order = self._in_journal.get(row.nodeid) if row.nodeid in self._where else None
+        attempts = [redact(_in_order(a, order[0]) if order else a) for a in row.attempts]
+        if order is not None:
+            row = replace(row, stats=_in_order(row.stats, order[1]))
+        return redact(row_verdict_entry(row)), attempts
+
+
+@dataclass
+class _ReadBack:
+    """What one reading of the rows gave: the summary, the timings, the report's row lists."""
+
+    summary: dict[str, Any]
+    timings: Timings
+    rows: JsonListSpool
+    verdicts: JsonListSpool
+
+    def write_json(self, path: Path, head: dict[str, Any]) -> None:
+        write_json_streamed(path, head, {"rows": self.rows, "row_verdicts": self.verdicts})
+
+    def close(self) -> None:
+        self.rows.close()
+        self.verdicts.close()
+
+
+SLOWEST = 5
+"""How many of the slowest rollouts the terminal summary names."""
+
+
+@dataclass(frozen=True)
+class Timings:
+    """The rollouts' durations (ms) as the terminal summary shows them."""
+
+    count: int
+    total_ms: float
+    median_ms: float | None
+    slowest: list[tuple[float, str]]
+    """Up to ``top`` (duration, label), longest first, equal ones in row order."""
+    top: int
+    flaky: list[str]
+    """``row_key passed/attempts`` of each row with mixed results."""
+
+    def first(self, slowest: int) -> Timings:
+        """These timings naming only the ``slowest`` longest rollouts."""
+        return replace(self, slowest=self.slowest[:slowest], top=slowest)
+
+
+class _TimingsTally:
+    """Builds :class:`Timings` from rows read one at a time (only the durations are kept)."""
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.durations: list[float] = []
+        self.heap: list[tuple[float, int, str]] = []
+        self.flaky: list[str] = []
+
+    def add(self, row: RowRecord) -> None:
+        if row.stats.get("flaky"):
+            self.flaky.append(
+                f"{row.row_key} {row.stats['passed_attempts']}/{row.stats['attempts']}"
+            )
+        for attempt in row.attempts:
+            ms = attempt["duration_ms"]
+            self.durations.append(ms)
+            # Of equal durations the earlier ranks higher: -position orders them so.
+            entry = (ms, -len(self.durations))
+            if len(self.heap) < self.top:
+                heapq.heappush(self.heap, (*entry, _attempt_label(attempt)))
+            elif self.heap and entry > self.heap[0][:2]:
+                heapq.heapreplace(self.heap, (*entry, _attempt_label(attempt)))
+
+    def result(self) -> Timings:
+        durations = self.durations
+        return Timings(
+            count=len(durations),
+            total_ms=sum(durations),
+            median_ms=statistics.median(durations) if durations else None,
+            slowest=[(ms, label) for ms, _, label in sorted(self.heap, reverse=True)],
+            top=self.top,
+            flaky=self.flaky,
+        )
 
 
 def _in_order(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -398,32 +518,19 @@ def _detail_lines(report: RunReport, summary: dict[str, Any], slowest: int) -> l
             f"cost: {format_cost(cost)}{per}"
             + (" (estimated)" if summary.get("cost_estimated") else "")
         )
-    durations: list[float] = []
-    flaky: list[str] = []
-
-    def timed() -> Iterator[tuple[float, str]]:
-        for row in report.iter_rows():
-            if row.stats.get("flaky"):
-                flaky.append(
-                    f"{row.row_key} {row.stats['passed_attempts']}/{row.stats['attempts']}"
-                )
-            for attempt in row.attempts:
-                durations.append(attempt["duration_ms"])
-                yield attempt["duration_ms"], _attempt_label(attempt)
-
-    pairs = timed()
-    # nlargest is sorted(..., reverse=True)[:n], ties in order, without holding every label.
-    top = heapq.nlargest(slowest, pairs, key=lambda pair: pair[0])
-    for _ in pairs:
-        pass  # nlargest(0, ...) reads nothing: the durations and flaky rows need every row
-    if durations:
+    timings = report.timings(slowest)
+    if timings.count:
         wall = summary.get("rollouts_wall_s")
+        median = timings.median_ms or 0.0
         lines.append(
-            f"rollout time: sum {sum(durations) / 1000:.2f}s  median {statistics.median(durations) / 1000:.3f}s"
+            f"rollout time: sum {timings.total_ms / 1000:.2f}s  median {median / 1000:.3f}s"
             + (f"  wall {wall:.2f}s" if wall is not None else "")
         )
-        if len(durations) > 1:
-            lines.append("slowest: " + ", ".join(f"{label} {ms / 1000:.2f}s" for ms, label in top))
-    if flaky:
-        lines.append("flaky rows (mixed results): " + ", ".join(flaky))
+        if timings.count > 1:
+            lines.append(
+                "slowest: "
+                + ", ".join(f"{label} {ms / 1000:.2f}s" for ms, label in timings.slowest)
+            )
+    if timings.flaky:
+        lines.append("flaky rows (mixed results): " + ", ".join(timings.flaky))
     return lines

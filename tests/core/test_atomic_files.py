@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from osmosis_rollout._atomic import (
+    JsonListSpool,
     atomic_file,
     copy_atomic,
     write_json_atomic,
@@ -107,6 +108,14 @@ def test_a_streamed_json_document_has_the_bytes_of_the_whole_one(
     head = {**document, "rows": None}
     write_json_streamed(tmp_path / "streamed.json", head, {"rows": lambda: iter(rows)})
     assert (tmp_path / "streamed.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+    spool = JsonListSpool()
+    for row in rows:
+        spool.append(row)
+    # A spooled list is formatted once and copied into each document that holds it.
+    for name in ("spooled.json", "spooled-again.json"):
+        write_json_streamed(tmp_path / name, head, {"rows": spool})
+        assert (tmp_path / name).read_bytes() == (tmp_path / "whole.json").read_bytes()
+    spool.close()
 
 
 def test_an_empty_streamed_document_is_an_empty_object(tmp_path: Path) -> None:

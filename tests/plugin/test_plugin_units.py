@@ -380,3 +380,71 @@ def test_rollout_ids_are_readable_unique_single_path_segments() -> None:
         assert re.fullmatch(r"data_test\.jsonl_row_7\.2\.[0-9a-f]{8}", rollout_id)
         assert is_valid_rollout_id(rollout_id)
     assert make_rollout_id("../..", 0).startswith("row.0.")
+
+
+def _journaled_report(tmp_path: Path, durations: list[float]) -> RunReport:
+    """A report whose rows were journaled by this process, attempt keys in reported order."""
+    report = RunReport(tmp_path / "out", pass_threshold=1.0, settings={"n": 1})
+    for i, ms in enumerate(durations):
+        nodeid = f"data.jsonl::row-{i}"
+        record = RowRecord(
+            nodeid=nodeid,
+            dataset="data.jsonl",
+            row_key=f"row-{i}",
+            verdict="passed",
+            attempts=[
+                {
+                    "row_key": f"row-{i}",
+                    "run_index": 0,
+                    "status": "success",
+                    "reward": 1.0,
+                    "duration_ms": ms,
+                    "started_at": 100.0 + i,
+                    "nodeid": nodeid,
+                    "dataset": "data.jsonl",
+                }
+            ],
+            stats={"attempts": 1, "passed_attempts": 1, "flaky": False},
+        )
+        report.journal_row(record)
+        report.add(record, journaled=True)
+    report.close()
+    return report
+
+
+def test_every_report_file_and_the_terminal_summary_come_from_one_reading_of_the_journal(
+    tmp_path: Path,
+) -> None:
+    from osmosis_rollout.run_journal import read_journal
+    from osmosis_rollout.run_report import build_report
+    from pytest_osmosis.reporting import summary_lines
+
+    report = _journaled_report(tmp_path, [5000.0, 9000.0, 5000.0, 9000.0, 1000.0, 9000.0])
+    selected = [f"data.jsonl::row-{i}" for i in range(7)]  # row-6 never ran
+    finished = {"stopped_by": None, "interrupted": False}
+    report.finish(selected=selected, finished=finished)
+    head = report.head({})
+    report.write_json(tmp_path / "report.json", head)
+    report.write_json(tmp_path / "again.json", head)
+    text = (tmp_path / "report.json").read_text()
+    assert (tmp_path / "again.json").read_text() == text
+    document = json.loads(text)
+    assert text == json.dumps(document, indent=2) + "\n"
+    rows, _ = read_journal(tmp_path / "out" / "rows.jsonl")
+    expected = build_report(
+        rows, pass_threshold=1.0, selected=selected, finished=finished, config={"n": 1}
+    )
+    assert document == expected
+    assert document["not_run"] == ["data.jsonl::row-6"]
+    # The journal sorts keys; the report keeps the order the rows were reported with.
+    assert list(document["rows"][0])[:3] == ["row_key", "run_index", "status"]
+    assert list(document["row_verdicts"][0])[4:] == ["attempts", "passed_attempts", "flaky"]
+    # The slowest rollouts, longest first, equal ones in row order: as many as asked.
+    for asked, named in [
+        (5, "row-1 9.00s, row-3 9.00s, row-5 9.00s, row-0 5.00s, row-2 5.00s"),
+        (2, "row-1 9.00s, row-3 9.00s"),
+        (7, "row-1 9.00s, row-3 9.00s, row-5 9.00s, row-0 5.00s, row-2 5.00s, row-4 1.00s"),
+    ]:
+        lines = summary_lines(report, report.summary(), slowest=asked)
+        assert f"slowest: {named}" in lines
+        assert "rollout time: sum 38.00s  median 7.000s  wall 14.00s" in lines
