@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from types import TracebackType
 
 
 class ConcurrencyLimiter:
@@ -39,23 +38,9 @@ class ConcurrencyLimiter:
             self._loop = loop
         return self._semaphore
 
-    @asynccontextmanager
-    async def acquire(self) -> AsyncIterator[None]:
-        """Hold one slot for the duration of the block."""
-        semaphore = self._semaphore_for_running_loop()
-        if semaphore is not None:
-            self.queued += 1
-            try:
-                await semaphore.acquire()
-            finally:
-                self.queued -= 1
-        self.running += 1
-        try:
-            yield
-        finally:
-            self.running -= 1
-            if semaphore is not None:
-                semaphore.release()
+    def acquire(self) -> _Slot:
+        """Hold one slot for the duration of an ``async with`` block."""
+        return _Slot(self)
 
     def snapshot(self) -> dict[str, int | None]:
         """``{"max_concurrent", "queued", "running"}`` as ``health()`` reports them."""
@@ -64,3 +49,37 @@ class ConcurrencyLimiter:
             "queued": self.queued,
             "running": self.running,
         }
+
+
+class _Slot:
+    """One ``async with limiter.acquire()`` block: waits for a slot, holds it, gives it back.
+
+    A class rather than an ``asynccontextmanager`` generator: every rollout enters one.
+    """
+
+    __slots__ = ("_limiter", "_semaphore")
+
+    def __init__(self, limiter: ConcurrencyLimiter) -> None:
+        self._limiter = limiter
+        self._semaphore: asyncio.Semaphore | None = None
+
+    async def __aenter__(self) -> None:
+        limiter = self._limiter
+        semaphore = self._semaphore = limiter._semaphore_for_running_loop()
+        if semaphore is not None:
+            limiter.queued += 1
+            try:
+                await semaphore.acquire()
+            finally:
+                limiter.queued -= 1
+        limiter.running += 1
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._limiter.running -= 1
+        if self._semaphore is not None:
+            self._semaphore.release()

@@ -25,22 +25,39 @@ def default_artifact_root() -> Path:
     return Path(override) if override else Path.home() / ".osmosis"
 
 
-def _make_artifacts_dir(rollout_dir: Path) -> Path:
-    artifacts = rollout_dir / "artifacts"
-    # Parent first (one mkdir when the root exists, as it does for a run): mkdir -p of the
-    # leaf would fail on the missing parent, make it, and try the leaf again.
+def _make_artifacts_dir(rollout_dir: str) -> str:
+    # Plain strings and os calls: pathlib's joins and conversions cost more than the
+    # mkdir itself on a fast disk, and this runs once per rollout.
+    artifacts = os.path.join(rollout_dir, "artifacts")
+    fresh = _new_dir(rollout_dir)  # False: a re-admitted id reuses its directory (and marker)
     try:
-        rollout_dir.mkdir(parents=True)
-        fresh = True
-    except FileExistsError:
-        fresh = False  # a re-admitted id reuses its directory (and its marker)
-    artifacts.mkdir(exist_ok=True)
-    marker = rollout_dir / HEALTH_MARKER
-    if fresh or not marker.exists():
+        os.mkdir(artifacts)
+    except OSError:
+        if not os.path.isdir(artifacts):
+            raise
+    marker = os.path.join(rollout_dir, HEALTH_MARKER)
+    if fresh or not os.path.exists(marker):
         _write_marker(marker)
     if not os.access(artifacts, os.W_OK):
         raise PermissionError(f"{artifacts} is not writable")
     return artifacts
+
+
+def _new_dir(path: str) -> bool:
+    """Make ``path`` (and its missing parents); ``False`` when it already existed."""
+    # Parent first (one mkdir when the root exists, as it does for a run): os.makedirs
+    # would look the parent up before every mkdir.
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        return False
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            return False
+    return True
 
 
 _MARKER_TEXT = ("ok" + os.linesep).encode("utf-8")  # what a text-mode write of "ok\n" leaves
@@ -50,7 +67,7 @@ _WRITE_NEW = (
 )
 
 
-def _write_marker(marker: Path) -> None:
+def _write_marker(marker: str) -> None:
     # Through the descriptor: a text file object adds a fstat, an isatty and a lseek, per rollout.
     fd = os.open(marker, _WRITE_NEW, 0o666)
     try:
@@ -67,7 +84,7 @@ async def create_rollout_artifacts_dir(
     for attempt in range(attempts):
         try:
             # A mkdir and a tiny write: cheaper inline than a thread hop per rollout.
-            return _make_artifacts_dir(root / rollout_id)
+            return Path(_make_artifacts_dir(os.path.join(root, rollout_id)))
         except OSError as exc:
             last_error = exc
             if attempt < attempts - 1:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from osmosis_rollout import ExecutionBackend, ExecutionRequest, ExecutionResult, RolloutContext
+from osmosis_rollout._copy import deep_copy
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.execution import execute_in_process
 from pytest_osmosis.rollout_output import rollout_output
@@ -194,9 +195,9 @@ class InProcessRunner(_AttemptBuilder):
         started = time.perf_counter()
         request = ExecutionRequest(
             id=rollout_id,
-            prompt=copy.deepcopy(row.initial_messages),
+            prompt=deep_copy(row.initial_messages),
             label=row.label,
-            metadata=copy.deepcopy(row.metadata),
+            metadata=deep_copy(row.metadata),
             agent_timeout_sec=self.agent_timeout,
             grader_timeout_sec=self.grader_timeout,
         )

@@ -18,6 +18,7 @@ so they cannot stall other rollouts), and ``max_queue_depth`` bounds the queue s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
 import functools
@@ -130,21 +131,30 @@ async def call_user_code(
 
 
 class _Deadline:
-    """An ``asyncio.timeout`` that also remembers when it started, to catch late returns."""
+    """An ``asyncio.timeout`` that also remembers when it started, to catch late returns.
+
+    Without a budget there is nothing to time: ``scope`` is then a no-op context.
+    """
 
     def __init__(self, budget: float | None) -> None:
         self.budget = budget
-        self.timeout = asyncio.timeout(budget)
+        self.timeout = asyncio.timeout(budget) if budget is not None else None
+        self.scope: contextlib.AbstractAsyncContextManager[object] = (
+            self.timeout if self.timeout is not None else _NO_DEADLINE
+        )
         self.started = time.monotonic()
 
     def fired(self) -> bool:
-        return self.timeout.expired()
+        return self.timeout is not None and self.timeout.expired()
 
     def overrun(self) -> bool:
         """True when the deadline fired or wall time passed the budget (loop was blocked)."""
         if self.budget is None:
             return False
-        return self.timeout.expired() or time.monotonic() - self.started > self.budget
+        return self.fired() or time.monotonic() - self.started > self.budget
+
+
+_NO_DEADLINE = contextlib.nullcontext()
 
 
 def _failure(
@@ -304,7 +314,7 @@ class LocalBackend(ExecutionBackend):
         late = deadline_message("workflow", limit, queued_sec)
         deadline = _Deadline(budget)
         try:
-            async with deadline.timeout:
+            async with deadline.scope:
                 with rollout_ctx:
                     workflow = self.workflow_cls(config)
                     output = coerce_output(
@@ -348,7 +358,7 @@ class LocalBackend(ExecutionBackend):
         late = deadline_message("grader", limit, 0.0)
         deadline = _Deadline(limit)
         try:
-            async with deadline.timeout:
+            async with deadline.scope:
                 grader = self.grader_cls(self.grader_config)
                 await call_user_code(grader.grade, ctx, executor=self._sync_executor())
                 validate_graded_sample(ctx.sample)

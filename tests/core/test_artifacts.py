@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import pathlib
 from pathlib import Path
 from typing import Any
 
@@ -89,16 +88,16 @@ async def test_creating_returns_the_artifacts_dir_and_writes_the_marker(tmp_path
 async def test_creation_retries_past_a_transient_mkdir_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_backoff: None
 ) -> None:
-    real_mkdir = pathlib.Path.mkdir
+    real_mkdir = os.mkdir
     failures: list[Path] = []
 
-    def flaky_mkdir(self: Path, *args: Any, **kwargs: Any) -> None:
+    def flaky_mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
         if not failures:
-            failures.append(self)
+            failures.append(Path(path))
             raise OSError("filesystem not ready")
-        real_mkdir(self, *args, **kwargs)
+        real_mkdir(path, *args, **kwargs)
 
-    monkeypatch.setattr(pathlib.Path, "mkdir", flaky_mkdir)
+    monkeypatch.setattr(os, "mkdir", flaky_mkdir)
     directory = await create_rollout_artifacts_dir(tmp_path, "flaky")
     assert failures == [tmp_path / "flaky"]  # the rollout's directory, made first
     assert directory == tmp_path / "flaky" / "artifacts" and directory.is_dir()
@@ -109,12 +108,12 @@ async def test_creation_gives_up_with_none_when_mkdir_always_fails(
 ) -> None:
     calls = 0
 
-    def broken_mkdir(self: Path, *args: Any, **kwargs: Any) -> None:
+    def broken_mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
         nonlocal calls
         calls += 1
         raise OSError("read-only filesystem")
 
-    monkeypatch.setattr(pathlib.Path, "mkdir", broken_mkdir)
+    monkeypatch.setattr(os, "mkdir", broken_mkdir)
     assert await create_rollout_artifacts_dir(tmp_path, "never") is None
     assert calls == artifacts.CREATE_ATTEMPTS
 
@@ -143,6 +142,21 @@ async def test_creation_returns_none_when_the_root_is_a_file(
     root_file = tmp_path / "file-root"
     root_file.write_text("x")
     assert await create_rollout_artifacts_dir(root_file, "r") is None
+
+
+async def test_a_missing_root_is_made_with_its_parents(tmp_path: Path) -> None:
+    root = tmp_path / "not" / "yet"
+    directory = await create_rollout_artifacts_dir(root, "first")
+    assert directory == root / "first" / "artifacts" and directory.is_dir()
+    assert (root / "first" / HEALTH_MARKER).read_text() == "ok\n"
+
+
+async def test_an_artifacts_path_taken_by_a_file_disables_artifacts(
+    tmp_path: Path, no_backoff: None
+) -> None:
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "artifacts").write_text("not a directory")
+    assert await create_rollout_artifacts_dir(tmp_path, "r") is None
 
 
 async def test_a_second_call_keeps_the_existing_marker(tmp_path: Path) -> None:
