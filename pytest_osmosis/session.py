@@ -175,6 +175,9 @@ class OsmosisSession:
         self.result: dict[str, Any] | None = None
         """What ``pytest_sessionfinish`` computed for the terminal summary."""
         self._ahead: collections.deque[Callable[[], None]] = collections.deque()
+        self._settled: dict[str, concurrent.futures.Future[RowVerdict | None]] = {}
+        """Each submitted row's verdict, decided where its last attempt finished, until the
+        item that waits for the row takes it (None when an attempt gave no result)."""
         self._consumed: set[str] = set()
         self._in_journal: set[str] = set()
         """Rows whose reported version this process journaled, until their report is collected."""
@@ -321,8 +324,7 @@ class OsmosisSession:
             else:
                 self._watched.add(key)
         journal = (dataset, row.key) if dataset is not None else None
-        if watcher is not None or journal is not None:
-            self._when_done(key, futures, journal=journal, watcher=watcher)
+        self._when_done(key, futures, journal=journal, watcher=watcher)
 
     def _when_done(
         self,
@@ -332,26 +334,32 @@ class OsmosisSession:
         journal: tuple[str, str] | None,
         watcher: RowWatcher | None,
     ) -> None:
-        """As soon as the row's last attempt finishes (on the rollout loop's thread), journal
-        it (``journal``: its dataset and row key) and tell ``watcher`` its verdict."""
+        """As soon as the row's last attempt finishes (on the rollout loop's thread), decide
+        its verdict once: hand it to the item that waits for the row, journal it
+        (``journal``: its dataset and row key) and tell ``watcher``."""
         pending = [len(futures)]
         lock = threading.Lock()
+        settled: concurrent.futures.Future[RowVerdict | None] = concurrent.futures.Future()
+        self._settled[key] = settled
 
         def done(_: concurrent.futures.Future[AttemptResult]) -> None:
             with lock:
                 pending[0] -= 1
                 if pending[0]:
                     return
-            if any(f.cancelled() or f.exception() is not None for f in futures):
-                # Not a result: the item reports (and journals) what became of it.
-                return
-            verdict = row_verdict(
-                [f.result() for f in futures],
-                self.settings.pass_threshold,
-                self.settings.row_pass,
-            )
-            if journal is not None:
-                self._journal(row_record(key, journal[0], journal[1], verdict))
+            verdict: RowVerdict | None = None
+            try:
+                if not any(f.cancelled() or f.exception() is not None for f in futures):
+                    verdict = self._verdict([f.result() for f in futures])
+                    if journal is not None:
+                        verdict.record = row_record(key, journal[0], journal[1], verdict)
+            finally:
+                # Whatever happened, the item that waits for the row must not wait for this.
+                settled.set_result(verdict)
+            if verdict is None:
+                return  # not a result: the item reports (and journals) what became of it
+            if verdict.record is not None:
+                self._journal(verdict.record)
             if watcher is not None:
                 watcher.row_done(key, verdict)
 
@@ -407,11 +415,16 @@ class OsmosisSession:
         cassette_key: str | None = None,
         dataset: str | None = None,
     ) -> RowVerdict:
-        """Wait for the attempts submitted under ``key`` (submitting them if needed)."""
+        """Wait for the attempts submitted under ``key`` (submitting them if needed).
+
+        When every attempt gave a result, the verdict is the one decided where the last of
+        them finished, with the record the journal got (:attr:`RowVerdict.record`).
+        """
         self.submit_row(key, row, cassette_key=cassette_key, dataset=dataset)
         assert self.engine is not None
         scheduler = self.engine.scheduler
         deadline = self.item_deadline()
+        settled = self._settled.pop(key, None)
         attempts: list[AttemptResult] = []
         submitted: list[float] = []
         for attempt in range(self.settings.n):
@@ -424,6 +437,7 @@ class OsmosisSession:
             try:
                 attempts.append(self._result(future, remaining))
             except concurrent.futures.TimeoutError:
+                settled = None
                 future.cancel()
                 attempts.append(
                     _synthetic(
@@ -434,18 +448,26 @@ class OsmosisSession:
                     )
                 )
             except concurrent.futures.CancelledError:
+                settled = None
                 attempts.append(_synthetic(row, attempt, "cancelled", "the rollout was cancelled"))
             except RolloutLoopStopped as exc:
+                settled = None
                 attempts.append(_synthetic(row, attempt, "rollout_loop_stopped", str(exc)))
             except Exception as exc:
+                settled = None
                 attempts.append(
                     _synthetic(row, attempt, "plugin_error", f"{type(exc).__name__}: {exc}")
                 )
             finally:
                 scheduler.forget(future_key)
-        _name_blocked_loop(scheduler, attempts, submitted)
+        verdict = self._settled_verdict(settled) if settled is not None else None
+        if _name_blocked_loop(scheduler, attempts, submitted) and verdict is not None:
+            verdict.record = None  # built before the attempts were told of the block
         self._consumed.add(key)
         self._top_up()
+        return verdict if verdict is not None else self._verdict(attempts)
+
+    def _verdict(self, attempts: list[AttemptResult]) -> RowVerdict:
         settings = self.settings
         return row_verdict(
             attempts,
@@ -453,6 +475,17 @@ class OsmosisSession:
             settings.row_pass,
             ungraded_passes=not settings.pass_threshold_set,
         )
+
+    @staticmethod
+    def _settled_verdict(
+        settled: concurrent.futures.Future[RowVerdict | None],
+    ) -> RowVerdict | None:
+        """The verdict decided where the row's last attempt finished (it is being decided now:
+        every attempt's result is in), or None to decide it here."""
+        try:
+            return settled.result(timeout=ITEM_GRACE_SEC)
+        except concurrent.futures.TimeoutError:
+            return None
 
     def _result(self, future: concurrent.futures.Future[AttemptResult], timeout: float) -> Any:
         """``future.result(timeout)``, letting the watcher draw while the main thread waits."""
@@ -806,15 +839,19 @@ class OsmosisSession:
 
 def _name_blocked_loop(
     scheduler: RolloutScheduler, attempts: list[AttemptResult], submitted: list[float]
-) -> None:
-    """Tell each failed attempt when something blocked the loop while it was in flight."""
+) -> bool:
+    """Tell each failed attempt when something blocked the loop while it was in flight;
+    True when one was told."""
     now = time.monotonic()
+    told = False
     for attempt, started in zip(attempts, submitted, strict=True):
         if attempt.status != "failed":
             continue
         blocks = scheduler.blocks_between(started, now)
         if blocks:
             attempt.blocked_loop = max(blocks, key=lambda b: b.seconds).describe()
+            told = True
+    return told
 
 
 def _row_dataset(item: pytest.Item) -> str | None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_osmosis.options import RowPassRule
+
+if TYPE_CHECKING:
+    from osmosis_rollout.run_journal import JournalRow
 
 STATUS_SUCCESS, STATUS_FAILED, STATUS_SKIPPED = "success", "failed", "skipped"
 
@@ -97,6 +100,10 @@ class RowVerdict:
     attempts: list[AttemptResult] = field(default_factory=list)
     passed_attempts: int = 0
     scored_attempts: int = 0
+    record: JournalRow | None = field(default=None, compare=False, repr=False)
+    """The row's record as it was journaled where the row finished
+    (:func:`pytest_osmosis.reporting.row_record`), for its report to reuse; None when it was
+    not journaled there or no longer matches the attempts."""
 
     def stats(self) -> dict[str, Any]:
         """The row's statistics for the report (:func:`osmosis_rollout.metrics.row_stats`)."""

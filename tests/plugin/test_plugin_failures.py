@@ -206,6 +206,11 @@ def test_a_blocked_loop_is_named_with_the_rollout_and_line_in_every_row_it_faile
         prefix, _, rest = blocked.partition("{}")
         assert line.startswith(prefix) and line.endswith(rest), line
     assert "fix: blocking code in an async function" in out
+    # The report's rows name the block too (the row records are built after it was found).
+    (report,) = (root / ".osmosis" / "runs").glob("*/report.json")
+    noted = [row["blocked_loop"] for row in json.loads(report.read_text())["rows"]]
+    said = prefix.removeprefix("  blocked loop: ")
+    assert len(noted) == 4 and all(str(n).startswith(said) for n in noted), noted
 
 
 def test_a_failed_row_points_at_its_diagnostics_and_a_passing_row_has_none(

@@ -146,6 +146,10 @@ def test_a_verdict_hook_replaces_the_threshold_rule_and_says_so(
     report = json.loads((root / "out" / "report.json").read_text())
     verdicts = {v["row_key"]: v["verdict"] for v in report["row_verdicts"]}
     assert verdicts == {"row-0": "skipped", "row-1": "passed", "row-2": "passed", "row-3": "failed"}
+    # The journal's last line of each row (what a rebuilt report reads) carries the hook's word.
+    journal = (root / "out" / "rows.jsonl").read_text().splitlines()
+    last = {line["row_key"]: line["row_verdict"] for line in map(json.loads, journal)}
+    assert last == verdicts
 
 
 def test_a_verdict_hook_returning_nonsense_is_named(

@@ -228,3 +228,27 @@ def test_a_usage_error_leaves_no_run_directory(pytester: pytest.Pytester, mistak
     result = pytester.runpytest_subprocess(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     assert not (root / ".osmosis").exists(), sorted(p.name for p in (root / ".osmosis").rglob("*"))
+
+
+UNGRADED_MAIN = """
+from osmosis_rollout import AgentWorkflow
+
+
+class NoGrader(AgentWorkflow):
+    async def run(self, ctx):
+        return [*ctx.prompt, {"role": "assistant", "content": "ok"}]
+"""
+
+
+def test_an_ungraded_row_is_journaled_once_with_the_verdict_it_is_reported_with(
+    pytester: pytest.Pytester,
+) -> None:
+    # No grader and no --osmosis-pass-threshold: the rows pass. The line written where the
+    # row finished must already say so (a run stopped before the report keeps that line).
+    root = write_workspace(pytester.path, ["answer", "answer", "answer"])
+    (root / "rollouts" / "steps" / "main.py").write_text(UNGRADED_MAIN, encoding="utf-8")
+    pytester.runpytest(*RUN).assert_outcomes(passed=3 + PREFLIGHT)
+    lines = journal_lines(root / "out")
+    assert sorted(str(line["nodeid"]) for line in lines) == row_ids(range(3))
+    assert {line["row_verdict"] for line in lines} == {"passed"}
+    assert {line["passed"] for line in lines} == {True}
