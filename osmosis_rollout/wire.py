@@ -32,11 +32,15 @@ WIRE_SAMPLE_KEYS = ("messages", "label", "reward", "remove_sample", "metrics", "
 """The keys of a wire sample, in the order they are sent."""
 
 
+# The encoder json.dumps would build for these arguments on every call (it keeps no state).
+_STRICT_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+)
+
+
 def strict_json_bytes(content: Any) -> bytes:
     """Encode ``content`` exactly as Starlette's ``JSONResponse`` does (NaN and surrogates raise)."""
-    return json.dumps(
-        content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
-    ).encode("utf-8")
+    return _STRICT_ENCODER.encode(content).encode("utf-8")
 
 
 def replace_surrogates(text: str) -> str:
@@ -44,8 +48,13 @@ def replace_surrogates(text: str) -> str:
     return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
+_NOT_SENT = {"trajectory_messages"}  # never mutated
+
+
 def _sample_dict(sample: RolloutSample) -> dict[str, Any]:
-    dumped = sample.model_dump(mode="json", exclude={"trajectory_messages"})
+    dumped = sample.model_dump(mode="json", exclude=_NOT_SENT)
+    if tuple(dumped) == WIRE_SAMPLE_KEYS:
+        return dumped  # RolloutSample's own fields, already in wire order
     return {key: dumped[key] for key in WIRE_SAMPLE_KEYS}
 
 

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from osmosis_rollout import ExecutionBackend, ExecutionRequest, ExecutionResult, RolloutContext
+from osmosis_rollout import ExecutionBackend, ExecutionRequest, RolloutContext, sample_text
 from osmosis_rollout._copy import deep_copy
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.execution import execute_in_process
+from osmosis_rollout.wire import to_wire_result
 from pytest_osmosis.rollout_output import rollout_output
 from pytest_osmosis.verdict import AttemptResult, classify
 
@@ -71,21 +72,10 @@ class RunPaths:
 def last_assistant_text(messages: Any) -> str | None:
     """The last assistant text of a sample in chat, OpenAI Agents or Strands shape."""
     try:
-        from osmosis_rollout.sample_text import last_assistant_text as extract
-    except ImportError:  # pragma: no cover - the toolkit ships with the package
-        return None
-    try:
-        text = extract(messages or [])
+        text = sample_text.last_assistant_text(messages or [])
     except Exception:
         return None
     return text or None
-
-
-def _wire(rollout_id: str, result: ExecutionResult) -> dict[str, Any]:
-    from osmosis_rollout.wire import to_wire_result
-
-    wire: dict[str, Any] = to_wire_result(rollout_id, result)
-    return wire
 
 
 class _AttemptBuilder:
@@ -218,7 +208,7 @@ class InProcessRunner(_AttemptBuilder):
             row,
             attempt,
             rollout_id,
-            _wire(rollout_id, executed.result),
+            to_wire_result(rollout_id, executed.result),
             started,
             executed.trajectory,
             diagnostics=str(executed.diagnostics) if executed.diagnostics else None,

@@ -183,14 +183,14 @@ def _save(
     if not isinstance(rollout_id, str) or not is_single_path_segment(rollout_id):
         logger.warning("not saving a trajectory for unsafe rollout id %r", rollout_id)
         return None
-    rollout_dir = (Path(root) if root is not None else default_artifact_root()) / rollout_id
+    base = Path(root) if root is not None else default_artifact_root()
 
     payload = diagnostics if diagnostics is not None else result.extra_fields
     if payload is not None:
         # Written first and on its own: a failed rollout with no sample still leaves a record.
         try:
             _write_atomic(
-                rollout_dir / DIAGNOSTICS_FILENAME,
+                base.joinpath(rollout_id, DIAGNOSTICS_FILENAME),
                 _diagnostics_text(redactor.redact_value(dict(payload))),
             )
         except Exception:
@@ -217,7 +217,7 @@ def _save(
             ", ".join(sorted(set(dropped))),
             exc,
         )
-    dest = rollout_dir / TRAJECTORY_FILENAME
+    dest = base.joinpath(rollout_id, TRAJECTORY_FILENAME)  # one join: this runs per rollout
     _write_atomic(dest, text + "\n")
     return dest
 
