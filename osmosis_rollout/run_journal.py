@@ -42,8 +42,11 @@ __all__ = [
     "JournalRow",
     "RowJournal",
     "RunJournalError",
+    "holds_no_secret",
     "index_journal",
+    "parse_journal_row",
     "read_journal",
+    "read_journal_lines",
     "read_journal_row",
     "read_run_file",
     "write_json_atomic",
@@ -85,7 +88,9 @@ class RowJournal:
 
     def __init__(self, path: Path, *, fresh: bool, redactor: Redactor | None = None) -> None:
         self.path = path
-        self.redactor = redactor or Redactor()
+        # Not `redactor or ...`: one with no secret yet is falsy, and is still the one
+        # the policy endpoint's key joins when the engine starts.
+        self.redactor = redactor if redactor is not None else Redactor()
         self._fresh = fresh
         self._fd: int | None = None
         self._lock = threading.Lock()
@@ -120,9 +125,7 @@ class RowJournal:
         lines = []
         for attempt in attempts:
             line = {**attempt, "row_verdict": verdict, "row_stats": dict(stats)}
-            lines.append(
-                json.dumps(self.redactor.redact_value(line), sort_keys=True, default=str) + "\n"
-            )
+            lines.append(_encode_redacted(line, self.redactor) + "\n")
         return "".join(lines).encode("utf-8", errors="backslashreplace")
 
     def write_encoded(self, data: bytes) -> bool:
@@ -144,6 +147,25 @@ class RowJournal:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+
+
+def _encode_redacted(line: dict[str, Any], redactor: Redactor) -> str:
+    """``line`` redacted, as one line of JSON (keys sorted, other objects as their ``str``)."""
+    try:
+        text = json.dumps(line, sort_keys=True)
+    except (TypeError, ValueError):
+        text = None  # objects JSON cannot encode (written as their str) or a cycle
+    if text is not None and holds_no_secret(text, redactor):
+        return text  # what redacting the values first gives, without walking them
+    return json.dumps(redactor.redact_value(line), sort_keys=True, default=str)
+
+
+def holds_no_secret(text: str, redactor: Redactor) -> bool:
+    """Whether the value ``text`` encodes as JSON certainly holds no secret of ``redactor``
+    (so redacting it would change nothing): no known secret in the text, and no escape in
+    it, so that every string of the value stands in the text as it is.
+    """
+    return "\\" not in text and redactor.redact(text) == text
 
 
 def read_journal(path: Path) -> tuple[list[JournalRow], int]:
@@ -194,35 +216,62 @@ def index_journal(path: Path) -> tuple[dict[str, list[int]], int]:
 
 
 def read_journal_row(
-    handle: IO[bytes], offsets: Sequence[int], *, keep: frozenset[str] | None = None
+    handle: IO[bytes],
+    offsets: Sequence[int],
+    *,
+    keep: frozenset[str] | None = None,
+    share: bool = True,
 ) -> JournalRow:
     """The row whose attempt lines start at ``offsets`` (from :func:`index_journal`) of a
     journal opened with ``open(path, "rb")``; only the attempts' keys in ``keep`` (all when
     None). Its verdict and statistics are those of its last line written.
+
+    ``share``: keys and oft-repeated values are interned, for a caller that holds many rows;
+    one that reads a row at a time and lets it go passes False (it is faster).
     """
-    attempts = []
-    last: dict[str, Any] = {}
-    written_last = max(offsets)
+    lines = read_journal_lines(handle, offsets)
+    return parse_journal_row(lines, last=offsets.index(max(offsets)), keep=keep, share=share)
+
+
+def read_journal_lines(handle: IO[bytes], offsets: Sequence[int]) -> list[bytes]:
+    """The lines that start at ``offsets`` of a journal opened with ``open(path, "rb")``."""
+    lines = []
     for offset in offsets:
         handle.seek(offset)
-        line = json.loads(handle.readline())
-        if offset == written_last:
-            last = line
-        attempts.append(
-            {
-                _shared(k): _shared_value(k, v)
-                for k, v in line.items()
-                if k not in ROW_FIELDS and (keep is None or k in keep)
-            }
-        )
-    stats = last.get("row_stats") or {}
+        lines.append(handle.readline())
+    return lines
+
+
+def parse_journal_row(
+    lines: Sequence[bytes],
+    *,
+    last: int,
+    keep: frozenset[str] | None = None,
+    share: bool = True,
+) -> JournalRow:
+    """The row of a row's attempt lines (``lines[last]`` written last), as
+    :func:`read_journal_row` reads it."""
+    attempts = []
+    last_line: dict[str, Any] = {}
+    last_fields: tuple[Any, Any] = (None, None)
+    for index, raw in enumerate(lines):
+        line = json.loads(raw)
+        fields = (line.pop("row_verdict", None), line.pop("row_stats", None))
+        if index == last:
+            last_line, last_fields = line, fields
+        if keep is not None:
+            line = {k: v for k, v in line.items() if k in keep}
+        if share:
+            line = {_shared(k): _shared_value(k, v) for k, v in line.items()}
+        attempts.append(line)
+    verdict, stats = last_fields
     return JournalRow(
-        nodeid=_shared(str(last["nodeid"])),
-        dataset=_shared(str(last.get("dataset", ""))),
-        row_key=str(last.get("row_key", "")),
-        verdict=_shared(str(last.get("row_verdict") or _verdict_of(last))),
+        nodeid=_shared(str(last_line["nodeid"])),
+        dataset=_shared(str(last_line.get("dataset", ""))),
+        row_key=str(last_line.get("row_key", "")),
+        verdict=_shared(str(verdict or _verdict_of(last_line))),
         attempts=attempts,
-        stats={_shared(str(k)): v for k, v in dict(stats).items()},
+        stats={_shared(str(k)): v for k, v in dict(stats or {}).items()},
     )
 
 

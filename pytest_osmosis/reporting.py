@@ -33,8 +33,10 @@ from osmosis_rollout.run_journal import (
     JOURNAL_FILENAME,
     JournalRow,
     RowJournal,
+    holds_no_secret,
     index_journal,
-    read_journal_row,
+    parse_journal_row,
+    read_journal_lines,
 )
 from osmosis_rollout.run_report import report_head, row_errored, row_verdict_entry, summarize
 from pytest_osmosis.verdict import RowVerdict
@@ -97,7 +99,9 @@ class RunReport:
         self.output = output
         self.pass_threshold = pass_threshold
         self.settings = settings
-        self.redactor = redactor or Redactor()
+        # Not `redactor or ...`: one with no secret yet is falsy, and is still the one
+        # the policy endpoint's key joins when the engine starts.
+        self.redactor = redactor if redactor is not None else Redactor()
         self.journal = RowJournal(
             output / JOURNAL_FILENAME, fresh=not resume, redactor=self.redactor
         )
@@ -185,19 +189,36 @@ class RunReport:
         """Every row in report order (after :meth:`finish`; the held rows before it), those
         of the journal read back one at a time with only the attempt keys in ``keep`` (all
         when None)."""
+        for row, _ in self._rows(keep, check=False):
+            yield row
+
+    def _rows(
+        self, keep: frozenset[str] | None, *, check: bool
+    ) -> Iterator[tuple[RowRecord, bool]]:
+        """:meth:`iter_rows`, each row with whether redacting it would certainly change
+        nothing (``check``: its journal lines hold no secret of the redactor)."""
         if self._order is None:
-            yield from self.rows
+            for row in self.rows:
+                yield row, False
             return
         if not self._where:
-            yield from (self._held[nodeid] for nodeid in self._order)
+            for nodeid in self._order:
+                yield self._held[nodeid], False
             return
         with (self.output / JOURNAL_FILENAME).open("rb") as handle:
             for nodeid in self._order:
                 offsets = self._where.get(nodeid)
                 if offsets is None:
-                    yield self._held[nodeid]
-                else:
-                    yield read_journal_row(handle, offsets, keep=keep)
+                    yield self._held[nodeid], False
+                    continue
+                lines = read_journal_lines(handle, offsets)
+                last = offsets.index(max(offsets))
+                row = parse_journal_row(lines, last=last, keep=keep, share=False)
+                yield row, check and all(self._holds_no_secret(line) for line in lines)
+
+    def _holds_no_secret(self, line: bytes) -> bool:
+        # An ASCII line decodes the same whichever encoding json.loads detected in it.
+        return line.isascii() and holds_no_secret(line.decode("ascii"), self.redactor)
 
     def summary(self) -> dict[str, Any]:
         """The official ``metrics.json`` summary keys, plus row-level counts and completeness."""
@@ -243,8 +264,8 @@ class RunReport:
     def row_groups(self) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
         """Each row's ``row_verdicts`` entry and its attempts, whole and redacted, in report
         order, as the report files hold them (for a writer that renders a row at a time)."""
-        for row in self.iter_rows(keep=None):
-            yield self._as_reported(row)
+        for row, clean in self._rows(None, check=True):
+            yield self._as_reported(row, redacted=clean)
 
     def _read_back(self) -> _ReadBack:
         """Every row read back from the journal once (after :meth:`finish`): the summary,
@@ -258,8 +279,8 @@ class RunReport:
         tally = _TimingsTally(SLOWEST)
 
         def read() -> Iterator[RowRecord]:
-            for row in self.iter_rows(keep=None):
-                verdict, attempts = self._as_reported(row)
+            for row, clean in self._rows(None, check=True):
+                verdict, attempts = self._as_reported(row, redacted=clean)
                 verdicts.append(verdict)
                 for attempt in attempts:
                     rows.append(attempt)
@@ -276,14 +297,20 @@ class RunReport:
             raise
         return _ReadBack(summary, tally.result(), rows, verdicts)
 
-    def _as_reported(self, row: RowRecord) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """``row`` redacted, in the key order its report carried (the journal sorts keys)."""
-        redact = self.redactor.redact_shared
+    def _as_reported(
+        self, row: RowRecord, *, redacted: bool = False
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """``row`` redacted (unless it is known to hold no secret: ``redacted``), in the key
+        order its report carried (the journal sorts keys)."""
+        redact = _as_it_is if redacted else self.redactor.redact_shared
         order = self._in_journal.get(row.nodeid) if row.nodeid in self._where else None
-        attempts = [redact(_in_order(a, order[0]) if order else a) for a in row.attempts]
-        if order is not None:
-            row = replace(row, stats=_in_order(row.stats, order[1]))
-        return redact(row_verdict_entry(row)), attempts
+        if order is None:
+            return redact(row_verdict_entry(row)), [redact(a) for a in row.attempts]
+        attempts = [redact(_in_order(a, order[0])) for a in row.attempts]
+        stats = _in_order(row.stats, order[1])
+        # Not dataclasses.replace, which costs several times more per row.
+        ordered = RowRecord(row.nodeid, row.dataset, row.row_key, row.verdict, row.attempts, stats)
+        return redact(row_verdict_entry(ordered)), attempts
 
 
 @dataclass
@@ -359,6 +386,10 @@ class _TimingsTally:
             top=self.top,
             flaky=self.flaky,
         )
+
+
+def _as_it_is(value: Any) -> Any:
+    return value
 
 
 def _in_order(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.json_values import json_like
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from osmosis_rollout.cli import main as cli_main
 from osmosis_rollout.redaction import Redactor
@@ -233,3 +236,72 @@ def test_report_rebuild_refuses_a_directory_that_is_not_a_run(
     with pytest.raises(RunJournalError, match="not a pytest-osmosis run file"):
         (tmp_path / "run.json").write_text('{"schema": "other"}')
         read_run_file(tmp_path)
+
+
+_SECRETS = {"OPENAI_API_KEY": "sk-secret-0123456789", "ODD_TOKEN": 'quo"te\\d\n-é-9'}
+_secret_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(alphabet='ab-k"\\\n\u00e9', max_size=6),
+    st.sampled_from(list(_SECRETS.values())).map(lambda s: f"key {s}!"),
+    st.builds(Path, st.sampled_from(["a", "sk-secret-0123456789"])),  # written as its str
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fields=st.dictionaries(st.text(alphabet="abk-", max_size=4), json_like(_secret_leaves)))
+def test_a_journal_line_has_the_bytes_of_its_values_redacted_then_encoded(
+    fields: dict[str, Any],
+) -> None:
+    # Lines with no secret skip the walk over their values; the bytes must not tell.
+    redactor = Redactor(_SECRETS)
+    journal = RowJournal(Path("unused.jsonl"), fresh=True, redactor=redactor)
+    line = {**fields, "row_verdict": "passed", "row_stats": {"attempts": 1}}
+    try:
+        expected = json.dumps(redactor.redact_value(line), sort_keys=True, default=str)
+    except TypeError as exc:  # keys json cannot sort (an int beside None): the same error
+        with pytest.raises(type(exc)):
+            journal.encode_row([fields], verdict="passed", stats={"attempts": 1})
+        return
+    encoded = journal.encode_row([fields], verdict="passed", stats={"attempts": 1})
+    assert encoded == (expected + "\n").encode("utf-8", errors="backslashreplace")
+
+
+def test_the_report_redacts_journal_lines_written_before_their_secret_was_known(
+    tmp_path: Path,
+) -> None:
+    from pytest_osmosis.reporting import RunReport
+
+    secret = "sk-secret-0123456789"
+    texts = [f"key {secret}", f"line one\nkey {secret}", f"caf\u00e9 {secret}", "no secret here"]
+    # Written by a resumed run's first half, which did not know the secret.
+    early = RowJournal(tmp_path / "rows.jsonl", fresh=True)
+    for i, text in enumerate(texts):
+        early.write_row(
+            [attempt(f"data/test.jsonl::row-{i}", last_assistant=text)],
+            verdict="passed",
+            stats={"attempts": 1, "note": text},
+        )
+    early.close()
+    assert secret in (tmp_path / "rows.jsonl").read_text()
+    report = RunReport(
+        tmp_path, pass_threshold=1.0, settings={}, redactor=Redactor({"OPENAI_API_KEY": secret})
+    )
+    selected = [f"data/test.jsonl::row-{i}" for i in range(len(texts))]
+    report.finish(selected=selected, finished={"stopped_by": None, "interrupted": False})
+    report.write_json(tmp_path / "report.json", report.head({}))
+    written = (tmp_path / "report.json").read_text()
+    assert secret not in written
+    document = json.loads(written)
+    marker = "[REDACTED:OPENAI_API_KEY]"
+    assert [row["last_assistant"] for row in document["rows"]] == [
+        t.replace(secret, marker) for t in texts
+    ]
+    assert [row["note"] for row in document["row_verdicts"]] == [
+        t.replace(secret, marker) for t in texts
+    ]
+    groups = list(report.row_groups())
+    assert secret not in json.dumps(groups)
+    assert groups[3][1][0]["last_assistant"] == "no secret here"

@@ -7,13 +7,17 @@ went straight to the terminal, secrets and all. With ``-s`` (no capturing) every
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from workspaces import multiply_rows
 
+from osmosis_rollout.redaction import SECRET_NAME
+
 SECRET = "sk-test-PRINTED-3c9e51d07a"
+PREFLIGHT = 2
 
 PRINTING_MAIN = """
 import asyncio
@@ -93,3 +97,45 @@ def test_a_run_without_rows_leaves_sys_stdout_alone(pytester: pytest.Pytester) -
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
+
+
+KEY_LEAKING_MAIN = """
+from pathlib import Path
+
+from osmosis_rollout import AgentWorkflow, Grader
+from osmosis_rollout.context import get_rollout_context
+
+
+class Leaks(AgentWorkflow):
+    async def run(self, ctx):
+        key = get_rollout_context().api_key
+        Path("policy_key.txt").write_text(key)
+        if ctx.prompt[-1]["content"].startswith("What is 2 "):
+            raise RuntimeError(f"the policy refused key {key}")
+        return [*ctx.prompt, {"role": "assistant", "content": f"key {key}"}]
+
+
+class Passes(Grader):
+    async def grade(self, ctx):
+        ctx.set_reward(1.0)
+"""
+
+
+def test_the_policy_key_never_reaches_the_journal_or_the_report_files(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No secret in the environment: the policy endpoint's key is the redactor's only one.
+    for name in list(os.environ):
+        if SECRET_NAME.search(name):
+            monkeypatch.delenv(name)
+    root = workspace(multiply_rows(3), main=KEY_LEAKING_MAIN)
+    result = pytester.runpytest_subprocess(*ARGS, "--osmosis-html=report.html")
+    result.assert_outcomes(passed=2 + PREFLIGHT, failed=1)
+    key = (root / "policy_key.txt").read_text()
+    assert len(key) >= 16
+    report = (root / "out" / "report.json").read_text(encoding="utf-8")
+    assert "the policy refused key [REDACTED:POLICY_API_KEY]" in report
+    for path in (root / "out" / "report.json", root / "out" / "rows.jsonl", root / "report.html"):
+        text = path.read_text(encoding="utf-8")
+        assert "[REDACTED:POLICY_API_KEY]" in text, path
+        assert key not in text, path
