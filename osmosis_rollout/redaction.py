@@ -24,6 +24,7 @@ environment's secret values change.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -80,6 +81,8 @@ class Redactor:
         self._names: dict[str, str] = {}
         self._pattern: re.Pattern[str] | None = None
         self._shortest = MIN_SECRET_LENGTH
+        self._verbatim_in_json = True
+        """Whether every secret is written by JSON as it is (nothing in it gets escaped)."""
         pairs = secrets.items() if isinstance(secrets, Mapping) else secrets
         for name, value in pairs:
             self._remember(name, value)
@@ -108,9 +111,12 @@ class Redactor:
             return
         # Longest first, so a key that contains another is replaced whole.
         alternatives = sorted(self._names, key=len, reverse=True)
-        # Shortest before pattern: a reader on another thread never skips a text the new
-        # pattern must see (secrets are only added, so the shortest only shrinks).
+        # Shortest and verbatim before pattern: a reader on another thread never skips a text
+        # the new pattern must see (secrets are only added, so both only ever go down).
         self._shortest = len(alternatives[-1])
+        self._verbatim_in_json = self._verbatim_in_json and all(
+            json.dumps(v, ensure_ascii=False)[1:-1] == v for v in alternatives
+        )
         self._pattern = re.compile("|".join(re.escape(v) for v in alternatives))
 
     def add(self, name: str, value: str | None) -> None:
@@ -133,6 +139,21 @@ class Redactor:
             return text  # too short to hold any secret (most strings of a report are)
         names = self._names
         return pattern.sub(lambda m: f"[REDACTED:{names.get(m.group(0), 'SECRET')}]", text)
+
+    def absent_from_json(self, text: str) -> bool:
+        """True when no string of the JSON document ``text`` (keys included) holds a secret.
+
+        Then :meth:`redact_value` would return the document's value unchanged, and ``text``
+        can be written as it is. JSON escapes characters one by one, so a secret it writes
+        verbatim appears in ``text`` wherever a string holds it; ``False`` (redact the value)
+        when a secret is found anywhere in ``text`` or has a character JSON escapes.
+        """
+        pattern = self._pattern
+        if pattern is None:
+            return True
+        if type(self).redact_value is not Redactor.redact_value:
+            return False  # a subclass redacts its own way: let it see the value
+        return self._verbatim_in_json and pattern.search(text) is None
 
     def redact_value(self, value: Any) -> Any:
         """A copy of a JSON-like ``value`` with secrets removed from every string (keys too).

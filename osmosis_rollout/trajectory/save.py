@@ -200,26 +200,43 @@ def _save(
     if sample is None or sample.trajectory_messages is None:
         # None is the explicit opt-out (or an upstream conversion that already warned).
         return None
-    doc = redactor.redact_value(
+    doc = (
         build_atif(rollout_id, sample, label=label, metadata=metadata, extra_fields=extra_fields)
         if report is None
         else _reported_document(rollout_id, sample, label, metadata, extra_fields, report)
     )
-    try:
-        text = format_atif(doc)
-    except (TypeError, ValueError) as exc:
-        # Something inside a message (a NaN, an object) has no JSON form: drop just that.
-        dropped: list[str] = []
-        text = format_atif(_json_safe.json_safe(doc, dropped))
-        logger.warning(
-            "trajectory of rollout %r: dropped values with no JSON form (%s): %s",
-            rollout_id,
-            ", ".join(sorted(set(dropped))),
-            exc,
-        )
+    text = _text_without_secrets(doc, redactor)
+    if text is None:
+        doc = redactor.redact_value(doc)
+        try:
+            text = format_atif(doc)
+        except (TypeError, ValueError) as exc:
+            # Something inside a message (a NaN, an object) has no JSON form: drop just that.
+            dropped: list[str] = []
+            text = format_atif(_json_safe.json_safe(doc, dropped))
+            logger.warning(
+                "trajectory of rollout %r: dropped values with no JSON form (%s): %s",
+                rollout_id,
+                ", ".join(sorted(set(dropped))),
+                exc,
+            )
     dest = base.joinpath(rollout_id, TRAJECTORY_FILENAME)  # one join: this runs per rollout
     _write_atomic(dest, text + "\n")
     return dest
+
+
+def _text_without_secrets(doc: Mapping[str, Any], redactor: Redactor) -> str | None:
+    """``doc`` formatted, when no secret is in it (the usual case), else ``None``.
+
+    Redacting first would copy the whole document to find nothing to replace; checking the
+    formatted text proves the same (see :meth:`Redactor.absent_from_json`). ``None`` when a
+    secret may be there or ``doc`` cannot be formatted: the caller redacts and handles it.
+    """
+    try:
+        text = format_atif(doc)
+    except (TypeError, ValueError):
+        return None
+    return text if redactor.absent_from_json(text) else None
 
 
 def _reported_document(

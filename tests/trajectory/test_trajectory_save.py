@@ -184,3 +184,75 @@ def test_trajectory_package_imports_no_web_framework() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def _written_as_redacted_first(tmp_path: Path, sample: RolloutSample, redactor: Any) -> str:
+    """The trajectory as redacting the document before formatting it writes it."""
+    expected = format_atif(redactor.redact_value(build_atif("r1", sample))) + "\n"
+    path = save_trajectory(tmp_path, "r1", result(sample), redactor=redactor)
+    assert path is not None
+    written = path.read_text(encoding="utf-8")
+    assert written == expected
+    return written
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["plain-secret-1234", 'with "quote" inside', "back\\slash-secret", "tab\tinside-secret"],
+)
+def test_a_secret_anywhere_in_a_trajectory_is_redacted_whatever_its_characters(
+    tmp_path: Path, secret: str
+) -> None:
+    from osmosis_rollout.redaction import Redactor
+
+    redactor = Redactor({"MY_TOKEN": secret})
+    sample = RolloutSample(
+        messages=[
+            {"role": "user", "content": f"key: {secret}!"},
+            {"role": "assistant", "content": "ok", secret: "as a key"},
+        ],
+        metrics={"note": secret},
+    )
+    written = _written_as_redacted_first(tmp_path, sample, redactor)
+    assert secret not in json.loads(written)["steps"][0]["message"]
+    assert "[REDACTED:MY_TOKEN]" in json.loads(written)["steps"][0]["message"]
+    assert json.dumps(secret, ensure_ascii=False)[1:-1] not in written
+
+
+def test_a_secret_that_only_looks_like_a_number_in_the_trajectory_leaves_the_number(
+    tmp_path: Path,
+) -> None:
+    from osmosis_rollout.redaction import Redactor
+
+    redactor = Redactor({"PIN_TOKEN": "12345678"})
+    sample = RolloutSample(messages=CHAT, metrics={"big": 9123456789})
+    written = _written_as_redacted_first(tmp_path, sample, redactor)
+    assert "9123456789" in written
+
+
+def test_a_trajectory_with_no_secret_is_written_as_it_is_formatted(tmp_path: Path) -> None:
+    from osmosis_rollout.redaction import Redactor
+
+    sample = RolloutSample(messages=CHAT, reward=1.0)
+    written = _written_as_redacted_first(tmp_path, sample, Redactor({"K_TOKEN": "never-there"}))
+    assert written == format_atif(build_atif("r1", sample)) + "\n"
+
+
+def test_a_redactor_subclass_sees_the_whole_trajectory_document(tmp_path: Path) -> None:
+    from osmosis_rollout.redaction import Redactor
+
+    class Uppercase(Redactor):
+        def redact_value(self, value: Any) -> Any:
+            if isinstance(value, str):
+                return value.upper()
+            if isinstance(value, dict):
+                return {k: self.redact_value(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [self.redact_value(v) for v in value]
+            return value
+
+    path = save_trajectory(
+        tmp_path, "r1", result(RolloutSample(messages=CHAT)), redactor=Uppercase({"K": "absent!!"})
+    )
+    assert path is not None
+    assert '"HELLO"' in path.read_text(encoding="utf-8")
