@@ -175,6 +175,7 @@ class InProcessRunner(_AttemptBuilder):
     ) -> None:
         super().__init__(policy_server, paths)
         self.backend = backend
+        self._trajectory_root = paths.rollouts  # a Path built once, not per row
         self.agent_timeout = agent_timeout
         self.grader_timeout = grader_timeout
 
@@ -202,7 +203,7 @@ class InProcessRunner(_AttemptBuilder):
         )
         with rollout_output(rollout_id):
             executed = await execute_in_process(
-                self.backend, request, context, trajectory_root=self.paths.rollouts
+                self.backend, request, context, trajectory_root=self._trajectory_root
             )
         return self.finish(
             row,

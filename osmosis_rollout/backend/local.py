@@ -311,7 +311,6 @@ class LocalBackend(ExecutionBackend):
         )
         limit = request.agent_timeout_sec
         budget = max(limit - queued_sec, 0.0) if limit is not None else None
-        late = deadline_message("workflow", limit, queued_sec)
         deadline = _Deadline(budget)
         try:
             async with deadline.scope:
@@ -334,11 +333,12 @@ class LocalBackend(ExecutionBackend):
             logger.info(
                 "rollout %s: workflow failed: %r", request.id, exc, exc_info=not deadline.fired()
             )
+            late = deadline_message("workflow", limit, queued_sec)
             return _failure("workflow", exc, deadline, late)
         if deadline.overrun():
             return ExecutionResult(
                 status=RolloutStatus.FAILURE,
-                err_message=late,
+                err_message=deadline_message("workflow", limit, queued_sec),
                 err_category=RolloutErrorCategory.TIMEOUT,
                 extra_fields={"phase": "workflow", "late_return": True},
             )
@@ -355,7 +355,6 @@ class LocalBackend(ExecutionBackend):
             artifacts_dir=artifacts_dir,
         )
         limit = request.grader_timeout_sec
-        late = deadline_message("grader", limit, 0.0)
         deadline = _Deadline(limit)
         try:
             async with deadline.scope:
@@ -366,12 +365,13 @@ class LocalBackend(ExecutionBackend):
             logger.info(
                 "rollout %s: grader failed: %r", request.id, exc, exc_info=not deadline.fired()
             )
+            late = deadline_message("grader", limit, 0.0)
             return _failure("grader", exc, deadline, late, sample=result.sample)
         if deadline.overrun():
             return ExecutionResult(
                 status=RolloutStatus.FAILURE,
                 sample=result.sample,
-                err_message=late,
+                err_message=deadline_message("grader", limit, 0.0),
                 err_category=RolloutErrorCategory.TIMEOUT,
                 extra_fields={"phase": "grader", "late_return": True},
             )
