@@ -201,7 +201,7 @@ def index_journal(path: Path) -> tuple[dict[str, list[int]], int]:
             if not raw.strip():
                 continue
             try:
-                line = json.loads(raw)
+                line = _loads(raw)
             except ValueError:
                 bad += 1
                 continue
@@ -255,7 +255,7 @@ def parse_journal_row(
     last_line: dict[str, Any] = {}
     last_fields: tuple[Any, Any] = (None, None)
     for index, raw in enumerate(lines):
-        line = json.loads(raw)
+        line = _loads(raw)
         fields = (line.pop("row_verdict", None), line.pop("row_stats", None))
         if index == last:
             last_line, last_fields = line, fields
@@ -277,6 +277,14 @@ def parse_journal_row(
 
 _SHARED_VALUES = frozenset({"dataset", "status", "error_type", "error_phase"})
 """Attempt keys whose values repeat from row to row (a handful of distinct strings)."""
+
+
+def _loads(raw: bytes) -> Any:
+    """``json.loads(raw)``: a line that opens an object with no NUL after the brace is the
+    UTF-8 that json would detect (in Python, per call), so it is decoded as json does."""
+    if raw[:1] == b"{" and raw[1:2] != b"\x00":
+        return json.loads(raw.decode("utf-8", "surrogatepass"))
+    return json.loads(raw)
 
 
 def _shared(text: str) -> str:

@@ -305,3 +305,20 @@ def test_the_report_redacts_journal_lines_written_before_their_secret_was_known(
     groups = list(report.row_groups())
     assert secret not in json.dumps(groups)
     assert groups[3][1][0]["last_assistant"] == "no secret here"
+
+
+def test_journal_lines_read_back_as_json_loads_reads_them(tmp_path: Path) -> None:
+    lines = [
+        {**attempt("d::row-0"), "last_assistant": "caf\u00e9 \U0001f600"},
+        {**attempt("d::row-1"), "last_assistant": "lone \ud800 surrogate"},
+    ]
+    path = tmp_path / "rows.jsonl"
+    with path.open("wb") as fh:
+        fh.write(json.dumps(lines[0], ensure_ascii=False).encode("utf-8") + b"\n")
+        fh.write(json.dumps(lines[1], ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n")
+    rows, bad = read_journal(path)
+    assert bad == 0
+    assert [r.attempts[0]["last_assistant"] for r in rows] == [
+        "caf\u00e9 \U0001f600",
+        "lone \ud800 surrogate",
+    ]

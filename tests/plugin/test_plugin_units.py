@@ -448,3 +448,23 @@ def test_every_report_file_and_the_terminal_summary_come_from_one_reading_of_the
         lines = summary_lines(report, report.summary(), slowest=asked)
         assert f"slowest: {named}" in lines
         assert "rollout time: sum 38.00s  median 7.000s  wall 14.00s" in lines
+
+
+def test_a_row_read_back_takes_its_reported_key_order_whatever_keys_it_has() -> None:
+    from pytest_osmosis.reporting import _in_order
+
+    order = ("b", "a", "c")
+    assert list(_in_order({"a": 1, "b": 2, "c": 3}, order).items()) == [
+        ("b", 2),
+        ("a", 1),
+        ("c", 3),
+    ]
+    # A key renamed since (same count) or added or dropped: known keys first, others after.
+    assert list(_in_order({"a": 1, "b": 2, "z": 3}, order).items()) == [
+        ("b", 2),
+        ("a", 1),
+        ("z", 3),
+    ]
+    assert list(_in_order({"z": 0, "c": 3, "a": 1, "b": 2}, order)) == ["b", "a", "c", "z"]
+    assert list(_in_order({"c": 3, "a": 1}, order)) == ["a", "c"]
+    assert _in_order({"a": 1}, ("a",)) == {"a": 1}
