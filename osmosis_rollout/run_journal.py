@@ -161,11 +161,12 @@ def _encode_redacted(line: dict[str, Any], redactor: Redactor) -> str:
 
 
 def holds_no_secret(text: str, redactor: Redactor) -> bool:
-    """Whether the value ``text`` encodes as JSON certainly holds no secret of ``redactor``
-    (so redacting it would change nothing): no known secret in the text, and no escape in
-    it, so that every string of the value stands in the text as it is.
+    """Whether the value that ``text`` (a journal line: ASCII JSON, as ``json.dumps`` writes
+    it) encodes certainly holds no secret of ``redactor``, so that redacting it would change
+    nothing: :meth:`Redactor.absent_from_json`, and no ``\\u`` escape in the text (a secret
+    with a character ASCII JSON escapes that way would not be in the text as it is).
     """
-    return "\\" not in text and redactor.redact(text) == text
+    return "\\u" not in text and redactor.absent_from_json(text)
 
 
 def read_journal(path: Path) -> tuple[list[JournalRow], int]:

@@ -238,25 +238,42 @@ def test_report_rebuild_refuses_a_directory_that_is_not_a_run(
         read_run_file(tmp_path)
 
 
-_SECRETS = {"OPENAI_API_KEY": "sk-secret-0123456789", "ODD_TOKEN": 'quo"te\\d\n-é-9'}
+_SECRETS = {
+    "OPENAI_API_KEY": "sk-secret-0123456789",
+    "ODD_TOKEN": 'quo"te\\d\n-é-9',  # JSON escapes it
+    "CAFE_PASSWORD": "caf\u00e9-\u00e9-0123",  # written as it is only without ensure_ascii
+    "DEL_SECRET": "del\x7f-0123456",  # the same
+}
+_SECRET_SETS = [
+    {name: _SECRETS[name] for name in names}
+    for names in (
+        ["OPENAI_API_KEY"],
+        ["OPENAI_API_KEY", "CAFE_PASSWORD"],
+        ["DEL_SECRET"],
+        ["OPENAI_API_KEY", "ODD_TOKEN"],
+    )
+]
 _secret_leaves = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(),
     st.floats(),
-    st.text(alphabet='ab-k"\\\n\u00e9', max_size=6),
+    st.text(alphabet='ab-k"\\\n\u00e9\x7f', max_size=6),
     st.sampled_from(list(_SECRETS.values())).map(lambda s: f"key {s}!"),
     st.builds(Path, st.sampled_from(["a", "sk-secret-0123456789"])),  # written as its str
 )
 
 
 @settings(max_examples=300, deadline=None)
-@given(fields=st.dictionaries(st.text(alphabet="abk-", max_size=4), json_like(_secret_leaves)))
+@given(
+    fields=st.dictionaries(st.text(alphabet="abk-", max_size=4), json_like(_secret_leaves)),
+    secrets=st.sampled_from(_SECRET_SETS),
+)
 def test_a_journal_line_has_the_bytes_of_its_values_redacted_then_encoded(
-    fields: dict[str, Any],
+    fields: dict[str, Any], secrets: dict[str, str]
 ) -> None:
     # Lines with no secret skip the walk over their values; the bytes must not tell.
-    redactor = Redactor(_SECRETS)
+    redactor = Redactor(secrets)
     journal = RowJournal(Path("unused.jsonl"), fresh=True, redactor=redactor)
     line = {**fields, "row_verdict": "passed", "row_stats": {"attempts": 1}}
     try:
