@@ -630,12 +630,20 @@ class OsmosisSession:
         )
 
     def _redact_pytest_logs(self) -> None:
-        """Make pytest's log file, live logs and captured-log sections redact secrets."""
+        """Make pytest's log file, live logs and captured-log sections redact secrets, and
+        leave the rollouts' own log records to ``rollouts.log``.
+
+        pytest hangs its handlers on every logger that does not propagate, the one the engine
+        routes to ``rollouts.log`` included: without the filter, each record a rollout logs
+        on another thread would also land in whichever item pytest runs at that moment.
+        """
         logging_plugin = self.config.pluginmanager.get_plugin("logging-plugin")
+        leave_out = _RolloutRecords(threading.get_ident())
         for name in _PYTEST_LOG_HANDLERS:
             handler = getattr(logging_plugin, name, None)
             if isinstance(handler, logging.Handler):
                 redact_handler(handler, self.redactor)
+                handler.addFilter(leave_out)
 
     def _redact_report(self, report: pytest.TestReport) -> None:
         """Keep secrets out of a report's failure text, captured output and properties."""
@@ -852,6 +860,21 @@ def _name_blocked_loop(
             attempt.blocked_loop = max(blocks, key=lambda b: b.seconds).describe()
             told = True
     return told
+
+
+class _RolloutRecords(logging.Filter):
+    """Drops ``osmosis_rollout``'s records logged off the thread that runs pytest's items."""
+
+    def __init__(self, items_thread: int) -> None:
+        super().__init__()
+        self.items_thread = items_thread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return (
+            record.thread is None
+            or record.thread == self.items_thread
+            or not record.name.startswith("osmosis_rollout")
+        )
 
 
 def _row_dataset(item: pytest.Item) -> str | None:

@@ -252,3 +252,18 @@ def test_an_ungraded_row_is_journaled_once_with_the_verdict_it_is_reported_with(
     assert sorted(str(line["nodeid"]) for line in lines) == row_ids(range(3))
     assert {line["row_verdict"] for line in lines} == {"passed"}
     assert {line["passed"] for line in lines} == {True}
+
+
+def test_the_rollouts_log_records_go_to_the_rollouts_log_not_to_an_items_report(
+    pytester: pytest.Pytester,
+) -> None:
+    # Row 0 finishes (and logs it, on the rollouts' thread) while pytest waits in its call
+    # phase; rows 1 and 2 finish while pytest runs other items. pytest hangs its capturing
+    # handlers on every logger, the non-propagating one rollouts.log uses included.
+    root = write_workspace(pytester.path, ["after 2; wrong", "answer", "answer"])
+    result = pytester.runpytest(*RUN, "-rA")
+    result.assert_outcomes(passed=2 + PREFLIGHT, failed=1)
+    assert "osmosis_rollout.execution" not in result.stdout.str()
+    log = (root / "out" / "rollouts.log").read_text(encoding="utf-8")
+    for row in range(3):
+        assert f"rollout row-{row}.0." in log, log
