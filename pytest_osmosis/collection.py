@@ -138,16 +138,7 @@ class RowItem(pytest.Item):
             )
             if decided is not None:
                 verdict.outcome = record.verdict = _hook_outcome(decided)
-        # The record was built for this item alone, so its lists and dicts can travel as they
-        # are: dataclasses.asdict's deep copy cost more than the rest of the item's bookkeeping.
-        self.stash[RECORD_KEY] = {
-            "nodeid": record.nodeid,
-            "dataset": record.dataset,
-            "row_key": record.row_key,
-            "verdict": record.verdict,
-            "attempts": record.attempts,
-            "stats": record.stats,
-        }
+        self.stash[RECORD_KEY] = record
         # Flat properties, for JUnit XML readers.
         last = verdict.attempts[-1]
         for name, value in (

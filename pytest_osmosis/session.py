@@ -380,7 +380,9 @@ class OsmosisSession:
             # Under the lock, so the writes of one row reach the file in the order decided here.
             with self._journal_lock:
                 if reported:
-                    if self._journaled.pop(nodeid, None) == record:
+                    journaled = self._journaled.pop(nodeid, None)
+                    # Usually the very record written where the row finished (handed over).
+                    if journaled is record or journaled == record:
                         self._journaled_as_reported.add(nodeid)
                         return True
                 elif nodeid in self._journaled_as_reported:
@@ -420,11 +422,13 @@ class OsmosisSession:
         When every attempt gave a result, the verdict is the one decided where the last of
         them finished, with the record the journal got (:attr:`RowVerdict.record`).
         """
-        self.submit_row(key, row, cassette_key=cassette_key, dataset=dataset)
+        settled = self._settled.pop(key, None)
+        if settled is None:  # not submitted ahead
+            self.submit_row(key, row, cassette_key=cassette_key, dataset=dataset)
+            settled = self._settled.pop(key, None)
         assert self.engine is not None
         scheduler = self.engine.scheduler
         deadline = self.item_deadline()
-        settled = self._settled.pop(key, None)
         attempts: list[AttemptResult] = []
         submitted: list[float] = []
         for attempt in range(self.settings.n):
@@ -598,12 +602,23 @@ class OsmosisSession:
         report = yield
         if report.when == "call" and RECORD_KEY in item.stash:
             record = item.stash[RECORD_KEY]
-            # Where the row ran: journal it again if its report changed it.
-            if self._journal(RowRecord(**record), reported=True):
-                self._in_journal.add(item.nodeid)
-            setattr(report, REPORT_ATTR, record)
-            setattr(report, WORD_ATTR, reward_word(record, self.settings.pass_threshold))
             del item.stash[RECORD_KEY]
+            # Where the row ran: journal it again if its report changed it.
+            if self._journal(record, reported=True):
+                self._in_journal.add(item.nodeid)
+            # The record's lists and dicts were built for this row alone, so they travel as
+            # they are: dataclasses.asdict's deep copy cost more than the rest of the item's
+            # bookkeeping.
+            value = {
+                "nodeid": record.nodeid,
+                "dataset": record.dataset,
+                "row_key": record.row_key,
+                "verdict": record.verdict,
+                "attempts": record.attempts,
+                "stats": record.stats,
+            }
+            setattr(report, REPORT_ATTR, value)
+            setattr(report, WORD_ATTR, reward_word(value, self.settings.pass_threshold))
         self._redact_report(report)
         return report
 
@@ -716,11 +731,17 @@ class OsmosisSession:
         self.report.add(record, journaled=journaled)
         # pytest keeps every report for the session: do not keep the record twice.
         delattr(report, REPORT_ATTR)
-        self.config.hook.pytest_osmosis_row_finished(
-            row={"nodeid": record.nodeid, "dataset": record.dataset, "row_key": record.row_key},
-            result={"verdict": record.verdict, "attempts": record.attempts, "stats": record.stats},
-            report=report,
-        )
+        hook = self.config.hook.pytest_osmosis_row_finished
+        if hook.get_hookimpls():
+            hook(
+                row={"nodeid": record.nodeid, "dataset": record.dataset, "row_key": record.row_key},
+                result={
+                    "verdict": record.verdict,
+                    "attempts": record.attempts,
+                    "stats": record.stats,
+                },
+                report=report,
+            )
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
