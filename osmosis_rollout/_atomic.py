@@ -127,24 +127,43 @@ class JsonListSpool:
     Items are formatted once, as :func:`write_json_atomic` writes them in such a list, as
     they are appended; :func:`write_json_streamed` copies the text into each document that
     holds the list. A list made once for several files never exists whole in memory.
+
+    The file is made in ``directory`` (the system's temporary directory when None). A
+    failure to make or write it (a full disk) is not raised by :meth:`append`, whose caller
+    may be computing more than the list, but by :meth:`write_to`: a document that holds the
+    list then fails to be written, as it would have without the spool.
     """
 
-    def __init__(self) -> None:
-        # Kept open until close(); newline="": the text is copied as it was written (the
-        # report file translates newlines).
-        self._file = tempfile.TemporaryFile("w+", encoding="utf-8", newline="")  # noqa: SIM115
+    def __init__(self, directory: Path | None = None) -> None:
+        self._directory = directory
+        self._file: IO[str] | None = None
+        self._error: OSError | None = None
         self.count = 0
         """How many items were appended."""
 
     def append(self, item: Any) -> None:
         """Format ``item`` into the list."""
         pad = "\n" + " " * (2 * _INDENT)
-        self._file.write((pad if self.count == 0 else "," + pad) + _nested_json(item, 2))
+        text = (pad if self.count == 0 else "," + pad) + _nested_json(item, 2)
         self.count += 1
+        if self._error is not None:
+            return
+        try:
+            if self._file is None:
+                # Kept open until close(); newline="": the text is copied as it was written
+                # (the document's file translates newlines).
+                self._file = tempfile.TemporaryFile(  # noqa: SIM115
+                    "w+", encoding="utf-8", newline="", dir=self._directory
+                )
+            self._file.write(text)
+        except OSError as exc:
+            self._error = exc
 
     def write_to(self, handle: IO[str]) -> None:
         """Write the list, as a value of the document's top level, to ``handle``."""
-        if self.count == 0:
+        if self._error is not None:
+            raise self._error
+        if self._file is None:
             handle.write("[]")
             return
         handle.write("[")
@@ -154,7 +173,8 @@ class JsonListSpool:
 
     def close(self) -> None:
         """Remove the temporary file."""
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
 
 def write_json_streamed(

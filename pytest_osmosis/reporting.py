@@ -12,8 +12,10 @@ reported, e.g. after ``-x``, count too), overlays the rows it saw reported, and 
 JSON report as :func:`osmosis_rollout.run_report.build_report` does, the function
 ``osmosis-rollout report rebuild`` uses on a run that died. While pytest runs, the report
 keeps in memory only the reported rows this process did not journal itself (pytest-xdist
-workers' rows); at the end it keeps only where each row's lines are in the journal, and the
-summary, the gates, the terminal and the report files each read the rows back one at a time.
+workers' rows); at the end it keeps only where each row's lines are in the journal, and reads
+the rows back once, one at a time: the summary, the terminal's timings and the report's two
+row lists (formatted into temporary files that every report file copies) come from that one
+reading.
 """
 
 from __future__ import annotations
@@ -46,7 +48,15 @@ from pytest_osmosis.verdict import RowVerdict
 RowRecord = JournalRow
 """What the controller keeps per row: its verdict, its attempts' index rows, its statistics."""
 
-__all__ = ["RowRecord", "RunReport", "format_cost", "reward_word", "row_errored", "row_record"]
+__all__ = [
+    "RowRecord",
+    "RunReport",
+    "Timings",
+    "format_cost",
+    "reward_word",
+    "row_errored",
+    "row_record",
+]
 
 FINISHED_NORMALLY: dict[str, Any] = {"stopped_by": None, "interrupted": False}
 
@@ -153,15 +163,17 @@ class RunReport:
         return len(self.rows) + len(self._in_journal)
 
     def close(self) -> None:
-        """Stop journaling (late rollouts of a stopped run are not written); drop what was
-        read back."""
+        """Stop journaling (late rollouts of a stopped run are not written); remove the
+        temporary files of the rows read back."""
         self.journal.close()
-        self._release()
+        self.release_files()
 
-    def _release(self) -> None:
+    def release_files(self) -> None:
+        """Remove the temporary files that hold the report's row lists, once every report
+        file is written (:meth:`write_json` fails after it); the summary and the timings
+        stay."""
         if self._read is not None:
             self._read.close()
-            self._read = None
 
     def finish(self, *, selected: list[str], finished: dict[str, Any]) -> None:
         """Index the journal's rows and say how the run ended.
@@ -169,8 +181,9 @@ class RunReport:
         Rows are the journal's (every row that finished, reported or not), each replaced by
         the record its report carried when there is one, in ``selected`` order; the rows of
         ``selected`` with neither are the rows not run. Only where each row's lines are is
-        kept: the summary, the gates and the report files read the rows back one at a time
-        (:meth:`iter_rows`), so the end of a 10,000-row run does not hold them all.
+        kept: the first of :meth:`summary`, :meth:`write_json` and :meth:`timings` reads the
+        rows back, one at a time, for all three, so the end of a 10,000-row run neither holds
+        them all nor reads them more than once.
         """
         where, _ = index_journal(self.output / JOURNAL_FILENAME)
         held = {record.nodeid: record for record in self.rows}
@@ -185,7 +198,8 @@ class RunReport:
         self.selected = list(selected)
         self.not_run = [nodeid for nodeid in selected if nodeid not in finished_ids]
         self.finished = dict(finished)
-        self._release()
+        self.release_files()
+        self._read = None
 
     def iter_rows(self, keep: frozenset[str] | None = SUMMARY_KEYS) -> Iterator[RowRecord]:
         """Every row in report order (after :meth:`finish`; the held rows before it), those
@@ -277,7 +291,10 @@ class RunReport:
         return self._read
 
     def _read_rows(self) -> _ReadBack:
-        rows, verdicts = JsonListSpool(), JsonListSpool()
+        # Beside the report files, on their disk: the system's temporary directory may be
+        # a small in-memory file system.
+        directory = self.output if self.output.is_dir() else None
+        rows, verdicts = JsonListSpool(directory), JsonListSpool(directory)
         tally = _TimingsTally(SLOWEST)
 
         def read() -> Iterator[RowRecord]:

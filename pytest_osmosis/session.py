@@ -806,6 +806,7 @@ class OsmosisSession:
 
             writes.append(OutputWrite("HTML report", settings.html, html))
         written, failures = write_outputs(writes)
+        report.release_files()
         self.result = {
             "summary": head["summary"],
             # Read from the journal now: a run-finished hook may move the run directory.

@@ -199,3 +199,16 @@ def test_edge_values_nest_as_indented_json_writes_them(value: object) -> None:
     for level in (0, 2):
         expected = json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * level)
         assert _nested_json(value, level) == expected
+
+
+def test_a_spool_that_cannot_be_written_fails_the_documents_that_hold_it(tmp_path: Path) -> None:
+    # Appending goes on (its caller may be computing more than the list); each document
+    # that holds the list then fails as its own write would have, and none is left half done.
+    spool = JsonListSpool(tmp_path / "missing")
+    for i in range(3):
+        spool.append({"row": i})
+    assert spool.count == 3
+    with pytest.raises(FileNotFoundError):
+        write_json_streamed(tmp_path / "report.json", {"rows": None}, {"rows": spool})
+    assert list(tmp_path.iterdir()) == []
+    spool.close()
