@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from osmosis_rollout.metrics import row_stats
 from pytest_osmosis.options import RowPassRule
 
 if TYPE_CHECKING:
@@ -49,11 +50,15 @@ class AttemptResult:
 
     def index_row(self, nodeid: str, dataset: str) -> dict[str, Any]:
         """The report row: the official ``index.jsonl`` keys plus ours (``nodeid``, ...)."""
-        row = {f.name: getattr(self, f.name) for f in fields(self)}  # flat: no deep copy
+        row = {name: getattr(self, name) for name in _ATTEMPT_FIELDS}  # flat: no deep copy
         row["trajectory_filename"] = row.pop("trajectory_path")
         row["nodeid"] = nodeid
         row["dataset"] = dataset
         return row
+
+
+_ATTEMPT_FIELDS = tuple(f.name for f in fields(AttemptResult))
+"""The report row's keys, in order (``dataclasses.fields`` builds its tuple on every call)."""
 
 
 def classify(
@@ -107,8 +112,6 @@ class RowVerdict:
 
     def stats(self) -> dict[str, Any]:
         """The row's statistics for the report (:func:`osmosis_rollout.metrics.row_stats`)."""
-        from osmosis_rollout.metrics import row_stats
-
         stats = row_stats(
             [a.reward for a in self.attempts],
             [None if a.status == STATUS_SKIPPED else a.passed for a in self.attempts],
