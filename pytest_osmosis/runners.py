@@ -20,7 +20,7 @@ from osmosis_rollout import ExecutionBackend, ExecutionRequest, RolloutContext, 
 from osmosis_rollout._copy import deep_copy
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.execution import execute_in_process
-from osmosis_rollout.wire import to_wire_result
+from osmosis_rollout.wire import wire_view
 from pytest_osmosis.rollout_output import rollout_output
 from pytest_osmosis.verdict import AttemptResult, classify
 
@@ -209,7 +209,7 @@ class InProcessRunner(_AttemptBuilder):
             row,
             attempt,
             rollout_id,
-            to_wire_result(rollout_id, executed.result),
+            wire_view(rollout_id, executed.result),
             started,
             executed.trajectory,
             diagnostics=str(executed.diagnostics) if executed.diagnostics else None,
