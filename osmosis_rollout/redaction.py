@@ -144,16 +144,24 @@ class Redactor:
         """True when no string of the JSON document ``text`` (keys included) holds a secret.
 
         Then :meth:`redact_value` would return the document's value unchanged, and ``text``
-        can be written as it is. JSON escapes characters one by one, so a secret it writes
-        verbatim appears in ``text`` wherever a string holds it; ``False`` (redact the value)
-        when a secret is found anywhere in ``text`` or has a character JSON escapes.
+        can be written as it is. A secret that JSON writes verbatim appears in ``text``
+        wherever a string holds it, unless an escape spells one of its characters: so
+        ``False`` (redact the value) when a secret is found anywhere in ``text``, when a
+        secret has a character JSON escapes, when ``text`` holds a ``\\u`` or ``\\/`` escape
+        (ASCII output, or a writer that escapes ``/``), and for a subclass, whose own
+        redaction must see the value.
         """
         pattern = self._pattern
         if pattern is None:
             return True
-        if type(self).redact_value is not Redactor.redact_value:
-            return False  # a subclass redacts its own way: let it see the value
-        return self._verbatim_in_json and pattern.search(text) is None
+        if type(self) not in (Redactor, _SharedRedactor):
+            return False
+        return (
+            self._verbatim_in_json
+            and "\\u" not in text
+            and "\\/" not in text
+            and pattern.search(text) is None
+        )
 
     def redact_value(self, value: Any) -> Any:
         """A copy of a JSON-like ``value`` with secrets removed from every string (keys too).

@@ -317,3 +317,58 @@ def test_the_shared_redactor_matches_the_secret_it_is_cached_under_while_another
     finally:
         sys.setswitchinterval(interval)
     assert checks and misses == 0
+
+
+def test_a_subclass_that_redacts_each_text_its_own_way_is_not_skipped(tmp_path: Path) -> None:
+    """The no-secret fast paths (trajectory text, journal line) hand a subclass the value."""
+    import re
+
+    from osmosis_rollout.run_journal import RowJournal
+
+    class MaskKeyShapes(Redactor):
+        shape = re.compile(r"sk-[A-Za-z0-9]{20,}")
+
+        def redact(self, text: str) -> str:
+            return self.shape.sub("[REDACTED:KEY_SHAPE]", super().redact(text))
+
+    unconfigured = "sk-" + "A" * 24
+    redactor = MaskKeyShapes({"OPENAI_API_KEY": KEY})
+    sample = RolloutSample(
+        messages=[
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": f"use {unconfigured}"},
+        ]
+    )
+    path = save_trajectory(
+        tmp_path,
+        "r1",
+        ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample),
+        redactor=redactor,
+    )
+    assert path is not None
+    assert unconfigured not in path.read_text(encoding="utf-8")
+    journal = RowJournal(tmp_path / "rows.jsonl", fresh=True, redactor=redactor)
+    line = journal.encode_row(
+        [{"nodeid": "n", "error": f"bad {unconfigured}"}], verdict="failed", stats={}
+    )
+    assert unconfigured.encode() not in line
+    assert b"KEY_SHAPE" in line
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["aws/secret+value/with/slashes", "caf\u00e9-secret-value", "del\x7f-secret-value"],
+)
+def test_a_secret_spelled_with_json_escapes_is_not_taken_for_absent(secret: str) -> None:
+    """``\\/`` and ``\\uXXXX`` can spell a secret's characters: such a text is not vouched for."""
+    import json
+
+    redactor = Redactor({"SOME_API_KEY": secret})
+    ascii_text = json.dumps({"error": f"got {secret}"})
+    slashed = json.dumps({"error": f"got {secret}"}, ensure_ascii=False).replace("/", "\\/")
+    for text in (ascii_text, slashed):
+        if secret in text:
+            continue  # written verbatim: found by the search itself
+        assert json.loads(text)["error"] == f"got {secret}"
+        assert not redactor.absent_from_json(text), text
+    assert redactor.absent_from_json(json.dumps({"error": "nothing here"}))
