@@ -335,8 +335,8 @@ class OsmosisSession:
         watcher: RowWatcher | None,
     ) -> None:
         """As soon as the row's last attempt finishes (on the rollout loop's thread), decide
-        its verdict once: hand it to the item that waits for the row, journal it
-        (``journal``: its dataset and row key) and tell ``watcher``."""
+        its verdict once: journal it (``journal``: its dataset and row key), tell ``watcher``,
+        then hand it to the item that waits for the row."""
         pending = [len(futures)]
         lock = threading.Lock()
         settled: concurrent.futures.Future[RowVerdict | None] = concurrent.futures.Future()
@@ -349,19 +349,21 @@ class OsmosisSession:
                     return
             verdict: RowVerdict | None = None
             try:
+                # A failure, cancellation or interruption leaves verdict None: the item
+                # reports (and journals) what became of the row.
                 if not any(f.cancelled() or f.exception() is not None for f in futures):
                     verdict = self._verdict([f.result() for f in futures])
                     if journal is not None:
-                        verdict.record = row_record(key, journal[0], journal[1], verdict)
+                        record = row_record(key, journal[0], journal[1], verdict)
+                        verdict.record = record
+                        self._journal(record)
+                    if watcher is not None:
+                        watcher.row_done(key, verdict)
             finally:
-                # Whatever happened, the item that waits for the row must not wait for this.
+                # Handed over last: from here on the item's thread owns the verdict (a hook
+                # may change its outcome, a loop block its record). Whatever happened, the
+                # item that waits for the row must not wait for this.
                 settled.set_result(verdict)
-            if verdict is None:
-                return  # not a result: the item reports (and journals) what became of it
-            if verdict.record is not None:
-                self._journal(verdict.record)
-            if watcher is not None:
-                watcher.row_done(key, verdict)
 
         for future in futures:
             future.add_done_callback(done)
@@ -895,7 +897,7 @@ class _RolloutRecords(logging.Filter):
         return (
             record.thread is None
             or record.thread == self.items_thread
-            or not record.name.startswith("osmosis_rollout")
+            or not (record.name == "osmosis_rollout" or record.name.startswith("osmosis_rollout."))
         )
 
 

@@ -152,6 +152,29 @@ def test_a_verdict_hook_replaces_the_threshold_rule_and_says_so(
     assert last == verdicts
 
 
+def test_a_row_is_journaled_before_its_item_is_handed_the_verdict(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    """The rollouts' thread journals a row and tells the live progress, then hands the
+    verdict over: from then on the item's thread alone may change it (a hook's outcome)."""
+    workspace(multiply_rows(12))
+    pytester.makeconftest(
+        """
+        import json
+        from pathlib import Path
+
+        def pytest_osmosis_row_verdict(row, result):
+            journal = Path("out/rows.jsonl")
+            lines = journal.read_text().splitlines() if journal.exists() else []
+            journaled = {json.loads(line)["row_key"] for line in lines}
+            assert row["row_key"] in journaled, f"{row['row_key']} is not journaled yet"
+            return None
+        """
+    )
+    result = pytester.runpytest(*ARGS, "--osmosis-output=out")
+    result.assert_outcomes(passed=12 + 2)
+
+
 def test_a_verdict_hook_returning_nonsense_is_named(
     workspace: Callable[..., Path], pytester: pytest.Pytester
 ) -> None:
