@@ -887,15 +887,18 @@ def _name_blocked_loop(
 
 
 class _RolloutRecords(logging.Filter):
-    """Drops ``osmosis_rollout``'s records logged off the thread that runs pytest's items."""
+    """Drops ``osmosis_rollout``'s records logged off the thread that runs pytest's items
+    while that logger keeps its records to itself (the engine's route to ``rollouts.log``)."""
 
     def __init__(self, items_thread: int) -> None:
         super().__init__()
         self.items_thread = items_thread
+        self.logger = logging.getLogger("osmosis_rollout")
 
     def filter(self, record: logging.LogRecord) -> bool:
         return (
-            record.thread is None
+            self.logger.propagate
+            or record.thread is None
             or record.thread == self.items_thread
             or not (record.name == "osmosis_rollout" or record.name.startswith("osmosis_rollout."))
         )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from pytest_osmosis.gates import apply_gates, compare, load_baseline
 from pytest_osmosis.options import OsmosisSettings, RowPassRule, parse_row_pass
 from pytest_osmosis.reporting import RowRecord, RunReport
+from pytest_osmosis.session import _RolloutRecords
 from pytest_osmosis.verdict import (
     AttemptResult,
     attempt_passes,
@@ -468,3 +471,23 @@ def test_a_row_read_back_takes_its_reported_key_order_whatever_keys_it_has() -> 
     assert list(_in_order({"z": 0, "c": 3, "a": 1, "b": 2}, order)) == ["b", "a", "c", "z"]
     assert list(_in_order({"c": 3, "a": 1}, order)) == ["a", "c"]
     assert _in_order({"a": 1}, ("a",)) == {"a": 1}
+
+
+def test_pytests_log_capture_leaves_out_rollout_records_only_while_they_are_routed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    leave_out = _RolloutRecords(threading.get_ident())
+
+    def record(name: str, thread: int | None) -> logging.LogRecord:
+        made = logging.LogRecord(name, logging.INFO, __file__, 1, "rollout finished", None, None)
+        made.thread = thread
+        return made
+
+    elsewhere = threading.get_ident() + 1
+    logger = logging.getLogger("osmosis_rollout")
+    monkeypatch.setattr(logger, "propagate", False)  # the engine's route to rollouts.log
+    assert not leave_out.filter(record("osmosis_rollout.execution", elsewhere))
+    assert leave_out.filter(record("osmosis_rollout.execution", threading.get_ident()))
+    assert leave_out.filter(record("user.code", elsewhere))
+    monkeypatch.setattr(logger, "propagate", True)  # no route: pytest's capture is all there is
+    assert leave_out.filter(record("osmosis_rollout.execution", elsewhere))
