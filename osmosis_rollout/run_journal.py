@@ -250,7 +250,7 @@ def parse_journal_row(
     keep: frozenset[str] | None = None,
     share: bool = True,
 ) -> JournalRow:
-    """The row of a row's attempt lines (``lines[last]`` written last), as
+    """The row whose attempt lines are ``lines`` (``lines[last]`` written last), as
     :func:`read_journal_row` reads it."""
     attempts = []
     last_line: dict[str, Any] = {}
