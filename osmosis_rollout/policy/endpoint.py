@@ -551,7 +551,7 @@ class PolicyServer:
             port=port,
             log_config=None,
             log_level="warning",
-            access_log=False,
+            access_log=True,  # dropped by log_level; False would make the logger non-propagating
             lifespan="off",
             ws="none",
             timeout_keep_alive=120,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -356,3 +357,26 @@ async def test_server_starts_inside_a_running_event_loop() -> None:
 def test_rollout_url_quotes_the_id() -> None:
     with PolicyServer("x") as server:
         assert server.rollout_url("a b/c") == f"{server.base_url}/v1/rollouts/a%20b%2Fc"
+
+
+def test_a_served_endpoint_logs_no_access_lines_and_adds_no_silent_logger(
+    serve: Callable[..., PolicyServer],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Access lines are dropped by level, not by a logger that stops propagating: pytest
+    hangs its capture handlers on every non-propagating logger in every phase of every test."""
+    access = logging.getLogger("uvicorn.access")
+    # Other servers in this process (uvicorn's default logging config) may have turned it off.
+    monkeypatch.setattr(access, "propagate", True)
+    server = serve("hi")
+    with caplog.at_level(logging.DEBUG):
+        response = httpx.post(
+            f"{server.rollout_url('r1')}/chat/completions",
+            json=BODY,
+            headers={"Authorization": f"Bearer {server.api_key}"},
+            timeout=10,
+        )
+    assert response.status_code == 200
+    assert access.propagate
+    assert [r for r in caplog.records if r.name.startswith("uvicorn")] == []
