@@ -42,7 +42,6 @@ __all__ = [
     "JournalRow",
     "RowJournal",
     "RunJournalError",
-    "holds_no_secret",
     "index_journal",
     "parse_journal_row",
     "read_journal",
@@ -155,18 +154,9 @@ def _encode_redacted(line: dict[str, Any], redactor: Redactor) -> str:
         text = json.dumps(line, sort_keys=True)
     except (TypeError, ValueError):
         text = None  # objects JSON cannot encode (written as their str) or a cycle
-    if text is not None and holds_no_secret(text, redactor):
+    if text is not None and redactor.absent_from_json(text):
         return text  # what redacting the values first gives, without walking them
     return json.dumps(redactor.redact_value(line), sort_keys=True, default=str)
-
-
-def holds_no_secret(text: str, redactor: Redactor) -> bool:
-    """Whether the value that ``text`` (a journal line: ASCII JSON, as ``json.dumps`` writes
-    it) encodes certainly holds no secret of ``redactor``, so that redacting it would change
-    nothing: :meth:`Redactor.absent_from_json`, and no ``\\u`` escape in the text (a secret
-    with a character ASCII JSON escapes that way would not be in the text as it is).
-    """
-    return "\\u" not in text and redactor.absent_from_json(text)
 
 
 def read_journal(path: Path) -> tuple[list[JournalRow], int]:

@@ -37,7 +37,6 @@ from osmosis_rollout.run_journal import (
     JOURNAL_FILENAME,
     JournalRow,
     RowJournal,
-    holds_no_secret,
     index_journal,
     parse_journal_row,
     read_journal_lines,
@@ -234,7 +233,7 @@ class RunReport:
 
     def _holds_no_secret(self, line: bytes) -> bool:
         # An ASCII line decodes the same whichever encoding json.loads detected in it.
-        return line.isascii() and holds_no_secret(line.decode("ascii"), self.redactor)
+        return line.isascii() and self.redactor.absent_from_json(line.decode("ascii"))
 
     def summary(self) -> dict[str, Any]:
         """The official ``metrics.json`` summary keys, plus row-level counts and completeness."""
