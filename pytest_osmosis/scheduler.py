@@ -14,6 +14,22 @@ Submissions made inside :meth:`RolloutScheduler.batch` reach the loop together, 
 hand-off: each hand-off wakes the loop's thread (a write to its self-pipe, a wake-up, a
 turn at the GIL), which cost as much as a small rollout when every row was handed over
 on its own.
+
+Who runs the loop: the thread that waits for a rollout (pytest's, in
+:meth:`RolloutScheduler.wait`) runs it itself until its future is done, and the loop's own
+thread runs it whenever nobody waits, after :data:`HANDBACK_SEC`. Rows are reported one after
+another, so pytest's thread drives nearly all of a run: no thread switch per row and no
+contest for the GIL between a thread reporting rows and a thread running them, which cost
+more than the rows' own work when rollouts are cheap. Rollouts submitted ahead still make
+progress while pytest does anything else (collects, runs other tests, writes reports).
+
+While pytest's thread drives, what a rollout does still stays the rollout's: SIGINT and
+SIGTERM are held until the loop stops (at once: the handler stops it) and then handed to the
+handler they were meant for, outside any rollout; an exception that escapes the loop itself
+fails every pending rollout with :class:`RolloutLoopStopped` as it does on the loop's
+thread; and code that blocks the loop past :attr:`RolloutScheduler.block_limit` is
+interrupted with :class:`LoopBlockedTooLong`, which fails its rollout, instead of holding
+the run forever.
 """
 
 from __future__ import annotations
@@ -22,6 +38,8 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import logging
+import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -31,10 +49,29 @@ from pytest_osmosis.watchdog import LoopBlock, LoopWatchdog
 
 T = TypeVar("T")
 
+logger = logging.getLogger(__name__)
+
 _STOP_TIMEOUT_SEC = 10.0
+
+HANDBACK_SEC = 0.02
+"""How long the loop waits, once the thread that drove it stopped waiting, before its own
+thread runs it again: longer than pytest takes between two items."""
+
+_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class LoopBlockedTooLong(BaseException):
+    """Raised into code that blocked the rollout loop for longer than the scheduler's
+    ``block_limit`` while the waiting thread ran the loop (a ``BaseException``, so a bare
+    ``except Exception`` in user code does not keep blocking)."""
+
 
 _Start = tuple[str, Callable[[], Awaitable[Any]], bool, "concurrent.futures.Future[Any]"]
 """One submission waiting for the loop: key, factory, bounded, the caller's future."""
+
+
+class _NotClaimed(Exception):
+    """The loop could not be taken from its own thread in time (or it stopped)."""
 
 
 class RolloutLoopStopped(RuntimeError):
@@ -69,15 +106,56 @@ class RolloutScheduler:
         self._batches = threading.local()
         self.running = 0
         """How many rollouts hold a slot right now (changed on the loop's thread only)."""
+        self.block_limit: float | None = None
+        """Code that blocks the loop longer than this (seconds) while a waiting thread runs
+        it is interrupted with :class:`LoopBlockedTooLong`; None: never."""
+        # Who runs the loop (see the module's docstring), all under _drive.
+        self._drive = threading.Condition()
+        self._driver: int | None = None
+        """The id of the thread running the loop now."""
+        self._claimed = False
+        """A waiting thread runs the loop, or is about to."""
+        self._released = 0.0
+        """When the last waiting thread stopped running the loop (``time.monotonic()``)."""
+        self._closing = False
+        self._held: tuple[int, Any] | None = None
+        self._kicked_at = 0.0
+        self._in_loop = False
+        """The waiting thread is inside :meth:`_drive_until`."""
         self._thread.start()
         self._ready.wait()
-        self._watchdog = LoopWatchdog(self._loop, self._thread)
+        self._watchdog = LoopWatchdog(
+            self._loop, self._thread, driver=self._driving_thread, on_block=self._on_block
+        )
         self._watchdog.start()
 
     def _run_loop(self) -> None:
+        """The loop's own thread: run the loop whenever no waiting thread does."""
         asyncio.set_event_loop(self._loop)
         self._semaphore = asyncio.Semaphore(self.concurrency)
-        self._loop.call_soon(self._ready.set)
+        self._ready.set()
+        while self._take_back():
+            self._run_forever()
+
+    def _take_back(self) -> bool:
+        """Wait until the loop is nobody's for :data:`HANDBACK_SEC`, then make it this
+        thread's; False once the scheduler closes or the loop stopped."""
+        with self._drive:
+            while not (self._closing or self._stopped):
+                if self._claimed:
+                    # Polled: a waiting thread that lets go does not wake this thread.
+                    self._drive.wait(HANDBACK_SEC)
+                    continue
+                idle = time.monotonic() - self._released
+                if idle >= HANDBACK_SEC:
+                    self._driver = threading.get_ident()
+                    return True
+                self._drive.wait(HANDBACK_SEC - idle)
+            return False
+
+    def _run_forever(self) -> None:
+        """Run the loop on this thread until it is stopped (by a waiting thread that wants
+        it, by :meth:`close`, or by an exception that escapes it)."""
         try:
             self._loop.run_forever()
         except BaseException as exc:
@@ -85,6 +163,178 @@ class RolloutScheduler:
             # execute_in_process would have caught) ends run_forever: fail what waits on
             # the loop now instead of letting every item wait out its deadline.
             self._fail_pending(RolloutLoopStopped(exc))
+        finally:
+            with self._drive:
+                self._driver = None
+                self._drive.notify_all()
+
+    def _driving_thread(self) -> int | None:
+        return self._driver
+
+    def wait(self, future: concurrent.futures.Future[T], timeout: float | None) -> T:
+        """``future.result(timeout)``, running the loop on this thread meanwhile when it can
+        (not on the loop's own thread, nor in a thread that runs an event loop of its own).
+
+        A wait for a future that is already done still takes the loop from its own thread:
+        while pytest reports rows that finished ahead, nothing runs beside it.
+        """
+        if not self._may_drive():
+            return future.result(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if not self._claim(deadline):
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                return future.result(left)
+            held: dict[int, Any] = {}
+            try:
+                if not future.done():
+                    held = self._hold_signals()
+                    self._drive_until(future, deadline)
+            finally:
+                self._let_go()  # first: the watchdog interrupts only while signals are held
+                self._release_signals(held)  # a held signal's handler may raise here
+            if future.done() or (deadline is not None and time.monotonic() >= deadline):
+                return future.result(0)
+
+    def _let_go(self) -> None:
+        """This thread stops running the loop; its own thread takes it back if nobody waits
+        again within :data:`HANDBACK_SEC`."""
+        with self._drive:
+            if self._driver == threading.get_ident():
+                self._driver = None
+            self._claimed = False
+            self._released = time.monotonic()
+
+    def _may_drive(self) -> bool:
+        return (
+            threading.get_ident() != self._thread.ident
+            and asyncio.events._get_running_loop() is None
+            and not self._loop.is_closed()
+        )
+
+    def _claim(self, deadline: float | None) -> bool:
+        """Make the loop this thread's: stop its own thread running it (bounded by
+        ``deadline``: a loop blocked by user code cannot be stopped). False if it could not."""
+        with self._drive:
+            if self._stopped is not None or self._closing or self._claimed:
+                return False
+            self._claimed = True
+            try:
+                if self._driver is not None:
+                    self._loop.call_soon_threadsafe(self._loop.stop)
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if not self._drive.wait_for(lambda: self._driver is None, left):
+                        raise _NotClaimed
+                if self._stopped is not None:
+                    raise _NotClaimed
+            except BaseException as exc:  # _NotClaimed, or a signal's KeyboardInterrupt
+                self._claimed = False
+                self._released = time.monotonic()
+                if isinstance(exc, _NotClaimed):
+                    return False
+                raise
+            self._driver = threading.get_ident()
+            return True
+
+    def _drive_until(self, future: concurrent.futures.Future[Any], deadline: float | None) -> None:
+        """Run the loop on this thread until ``future`` is done or ``deadline`` passes."""
+        loop = self._loop
+        me = threading.get_ident()
+        running = [True]
+
+        def _done(_: concurrent.futures.Future[Any]) -> None:
+            if not running[0]:
+                return  # finished after this wait gave up: stop nobody
+            if threading.get_ident() == me:
+                loop.stop()
+            else:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(loop.stop)
+
+        future.add_done_callback(_done)
+        self._in_loop = True
+        try:
+            while not future.done() and self._held is None:
+                timer = None
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    timer = loop.call_later(left, loop.stop)
+                try:
+                    loop.run_forever()
+                except LoopBlockedTooLong as exc:
+                    # Raised between tasks: nothing of a rollout's is left to fail.
+                    logger.warning("%s", exc)
+                except BaseException as exc:
+                    self._fail_pending(RolloutLoopStopped(exc))
+                    return
+                finally:
+                    if timer is not None:
+                        timer.cancel()
+        finally:
+            running[0] = False
+            self._in_loop = False
+
+    # -- signals while a waiting thread runs the loop ----------------------------------------
+
+    def _hold_signals(self) -> dict[int, Any]:
+        """On the main thread, hold SIGINT/SIGTERM (meant for a Python handler) until the loop
+        stops, so the handler's ``KeyboardInterrupt`` is not raised inside a rollout."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        held: dict[int, Any] = {}
+        for signum in _HELD_SIGNALS:
+            try:
+                previous = signal.signal(signum, self._hold)
+            except (ValueError, OSError):
+                continue
+            if callable(previous):
+                held[signum] = previous
+            else:
+                signal.signal(signum, previous)  # the default action, or ignored: leave it
+        return held
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        if self._kicked_at and signum == signal.SIGINT:
+            # The watchdog's: raised into the code that blocks the loop (if the loop is still
+            # being run here: a block that ended meanwhile needs nothing).
+            self._kicked_at = 0.0
+            if not self._in_loop:
+                return
+            raise LoopBlockedTooLong(
+                f"the rollout event loop was blocked for more than {self.block_limit:g}s: "
+                "interrupted the code that blocked it"
+            )
+        if self._held is None:
+            self._held = (signum, frame)
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._loop.stop)
+
+    def _release_signals(self, held: dict[int, Any]) -> None:
+        """Put the handlers back, then hand them a held signal, outside the loop."""
+        for signum, previous in held.items():
+            signal.signal(signum, previous)
+        got, self._held = self._held, None
+        if got is not None:
+            signum, frame = got
+            handler = held.get(signum)
+            if handler is not None:
+                handler(signum, frame)
+
+    def _on_block(self, seconds: float) -> None:
+        """From the watchdog while the loop is blocked: past ``block_limit``, while the main
+        thread runs the loop, interrupt the code blocking it (once a second at most)."""
+        limit = self.block_limit
+        main = threading.main_thread().ident
+        now = time.monotonic()
+        with self._drive:
+            if limit is None or seconds < limit or main is None or self._driver != main:
+                return
+            if self._kicked_at and now - self._kicked_at < 1.0:
+                return
+            self._kicked_at = now
+            signal.pthread_kill(main, signal.SIGINT)
 
     def _fail_pending(self, error: RolloutLoopStopped) -> None:
         with self._lock:
@@ -180,7 +430,7 @@ class RolloutScheduler:
             future = asyncio.run_coroutine_threadsafe(_call(), self._loop)
             self._runs.add(future)
         try:
-            return future.result(timeout)
+            return self.wait(future, timeout)
         finally:
             with self._lock:
                 self._runs.discard(future)
@@ -237,11 +487,6 @@ class RolloutScheduler:
         """Cancel what is left, stop the loop and join its thread (bounded)."""
         self._watchdog.stop()
         self.cancel_pending()
-        if not self._loop.is_running():
-            self._thread.join(_STOP_TIMEOUT_SEC)
-            if not self._thread.is_alive() and not self._loop.is_closed():
-                self._loop.close()
-            return
 
         async def _drain() -> None:
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -251,13 +496,20 @@ class RolloutScheduler:
                 await asyncio.wait(tasks, timeout=_STOP_TIMEOUT_SEC / 2)
             await self._loop.shutdown_asyncgens()
 
-        try:
-            asyncio.run_coroutine_threadsafe(_drain(), self._loop).result(_STOP_TIMEOUT_SEC)
-        except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError, RuntimeError):
-            pass
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._stopped is None and not self._loop.is_closed():
+            try:
+                self.run(_drain, timeout=_STOP_TIMEOUT_SEC)
+            except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError,
+                    RuntimeError):  # fmt: skip
+                pass
+        with self._drive:
+            self._closing = True
+            self._drive.notify_all()
+            if self._driver is not None:
+                with contextlib.suppress(RuntimeError):
+                    self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(_STOP_TIMEOUT_SEC)
-        if not self._thread.is_alive():
+        if not self._thread.is_alive() and not self._loop.is_running():
             self._loop.close()
 
 

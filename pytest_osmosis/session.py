@@ -15,6 +15,7 @@ first time a row is submitted, when the run loop begins.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import concurrent.futures
 import datetime as dt
@@ -258,6 +259,9 @@ class OsmosisSession:
             self.engine_error = exc
             raise
         self.entrypoint = self.engine.entrypoint
+        # Code blocking the loop as long as an item may wait is interrupted (it fails its row)
+        # rather than holding pytest's thread, which runs the loop while it waits.
+        self.engine.scheduler.block_limit = self.item_deadline()
         return self.engine
 
     def run_ahead(self, submits: list[Callable[[], None]]) -> None:
@@ -494,16 +498,19 @@ class OsmosisSession:
             return None
 
     def _result(self, future: concurrent.futures.Future[AttemptResult], timeout: float) -> Any:
-        """``future.result(timeout)``, letting the watcher draw while the main thread waits."""
+        """``future.result(timeout)``, running the rollouts meanwhile (on this thread: see
+        :meth:`RolloutScheduler.wait`) and letting the watcher draw while it waits."""
+        assert self.engine is not None
+        scheduler = self.engine.scheduler
         watcher = self.watcher
         if watcher is None:
-            return future.result(timeout=timeout)
+            return scheduler.wait(future, timeout)
         deadline = time.monotonic() + timeout
         try:
             while True:
                 left = deadline - time.monotonic()
                 try:
-                    return future.result(timeout=max(0.0, min(left, WAIT_TICK_SEC)))
+                    return scheduler.wait(future, max(0.0, min(left, WAIT_TICK_SEC)))
                 except concurrent.futures.TimeoutError:
                     if left <= WAIT_TICK_SEC:
                         raise
@@ -646,6 +653,10 @@ class OsmosisSession:
             resumed_from=self.resumed,
         )
 
+    def _rollouts_loop(self) -> asyncio.AbstractEventLoop | None:
+        engine = self.engine
+        return engine.scheduler.loop if engine is not None else None
+
     def _redact_pytest_logs(self) -> None:
         """Make pytest's log file, live logs and captured-log sections redact secrets, and
         leave the rollouts' own log records to ``rollouts.log``.
@@ -655,7 +666,7 @@ class OsmosisSession:
         on another thread would also land in whichever item pytest runs at that moment.
         """
         logging_plugin = self.config.pluginmanager.get_plugin("logging-plugin")
-        leave_out = _RolloutRecords(threading.get_ident())
+        leave_out = _RolloutRecords(threading.get_ident(), self._rollouts_loop)
         for name in _PYTEST_LOG_HANDLERS:
             handler = getattr(logging_plugin, name, None)
             if isinstance(handler, logging.Handler):
@@ -887,21 +898,30 @@ def _name_blocked_loop(
 
 
 class _RolloutRecords(logging.Filter):
-    """Drops ``osmosis_rollout``'s records logged off the thread that runs pytest's items
-    while that logger keeps its records to itself (the engine's route to ``rollouts.log``)."""
+    """Drops ``osmosis_rollout``'s records logged by the rollouts (off the thread that runs
+    pytest's items, or on it while it runs the rollouts' loop) while that logger keeps its
+    records to itself (the engine's route to ``rollouts.log``)."""
 
-    def __init__(self, items_thread: int) -> None:
+    def __init__(
+        self, items_thread: int, rollouts_loop: Callable[[], asyncio.AbstractEventLoop | None]
+    ) -> None:
         super().__init__()
         self.items_thread = items_thread
+        self.rollouts_loop = rollouts_loop
         self.logger = logging.getLogger("osmosis_rollout")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return (
-            self.logger.propagate
-            or record.thread is None
-            or record.thread == self.items_thread
-            or not (record.name == "osmosis_rollout" or record.name.startswith("osmosis_rollout."))
-        )
+        if self.logger.propagate or not (
+            record.name == "osmosis_rollout" or record.name.startswith("osmosis_rollout.")
+        ):
+            return True
+        if record.thread is None:
+            return True
+        if record.thread != self.items_thread:
+            return False
+        # Logged now, on this thread (filters run where the record is made).
+        running = asyncio._get_running_loop()
+        return running is None or running is not self.rollouts_loop()
 
 
 def _row_dataset(item: pytest.Item) -> str | None:

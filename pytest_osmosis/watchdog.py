@@ -3,8 +3,8 @@
 Every rollout of a run shares one event loop. An ``async def run`` that calls a blocking
 function (``time.sleep``, a synchronous HTTP client) stops all of them, and each then
 fails as a timeout that blames nobody. :class:`LoopWatchdog` pings the loop from its own
-thread; when the loop has not answered for :data:`BLOCKED_AFTER_SEC`, it samples the loop
-thread's stack once, keeps the task that was running (named after its row) and the line
+thread; when the loop has not answered for :data:`BLOCKED_AFTER_SEC`, it samples the stack of
+the thread running the loop once, keeps the task that was running (named after its row) and the line
 it was on, and records a :class:`LoopBlock` when the loop answers again (or is stopped).
 """
 
@@ -16,6 +16,7 @@ import sysconfig
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -81,10 +82,17 @@ class LoopWatchdog:
         loop_thread: threading.Thread,
         *,
         blocked_after: float = BLOCKED_AFTER_SEC,
+        driver: Callable[[], int | None] | None = None,
+        on_block: Callable[[float], None] | None = None,
     ) -> None:
+        """``driver``: the id of the thread running the loop now, when that is not always
+        ``loop_thread`` (which then only has to be alive); ``on_block`` is told, while a block
+        lasts, how long it has lasted."""
         self._loop = loop
         self._loop_thread = loop_thread
         self._blocked_after = blocked_after
+        self._driver = driver or (lambda: loop_thread.ident)
+        self._on_block = on_block
         self._answered = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -134,12 +142,14 @@ class LoopWatchdog:
             with self._lock:
                 # Seen at once; the line is filled in once the stack has been read.
                 self._ongoing = LoopBlock(name, "a line not read yet", sent, time.monotonic())
-            where = _innermost_user_line(self._loop_thread.ident or 0)
+            where = _innermost_user_line(self._driver() or 0)
             with self._lock:
                 self._ongoing = LoopBlock(name, where, sent, time.monotonic())
             while not self._answered.wait(_PING_SEC):
                 if self._stop.is_set() or not self._loop_thread.is_alive():
                     break
+                if self._on_block is not None:
+                    self._on_block(time.monotonic() - sent)
             with self._lock:
                 self._ongoing = None
                 self._blocks.append(LoopBlock(name, where, sent, time.monotonic()))

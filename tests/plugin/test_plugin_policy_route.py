@@ -22,8 +22,12 @@ import threading
 
 
 async def policy(request):
-    """Answer with the name of the thread serving the call."""
-    return "served on " + threading.current_thread().name
+    """Answer with where the call was served: the policy server's thread (named), or the
+    rollouts' own loop (on the thread that runs it: pytest's while it waits, or the loop's)."""
+    name = threading.current_thread().name
+    if name.startswith("osmosis-policy-server"):
+        return "served on " + name
+    return f"served on the rollouts' loop ({name})"
 '''
 
 CHAT_CLIENT_MAIN = """
@@ -50,7 +54,7 @@ def rows(label: str) -> list[dict[str, str]]:
 def test_rows_in_process_are_answered_on_the_rollouts_thread(
     workspace: Callable[..., Path], pytester: pytest.Pytester
 ) -> None:
-    workspace(rows("served on osmosis-rollouts"), main=CHAT_CLIENT_MAIN, policy=THREAD_POLICY)
+    workspace(rows("served on the rollouts' loop"), main=CHAT_CLIENT_MAIN, policy=THREAD_POLICY)
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
     result.assert_outcomes(passed=3 + PREFLIGHT)
 

@@ -1,15 +1,18 @@
-"""The rollout scheduler: keyed submissions on its own loop, batched hand-offs, cancellation."""
+"""The rollout scheduler: keyed submissions on its own loop, batched hand-offs, cancellation,
+and who runs the loop (a waiting thread, else the loop's own)."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
 import pytest
 
-from pytest_osmosis.scheduler import RolloutScheduler
+from pytest_osmosis.scheduler import RolloutLoopStopped, RolloutScheduler
 
 
 @pytest.fixture
@@ -102,3 +105,132 @@ def test_cancel_pending_stops_every_unfinished_submission(scheduler: RolloutSche
         futures = [scheduler.submit(f"row-{i}#0", forever) for i in range(4)]
     assert scheduler.cancel_pending() == 4
     assert all(f.cancelled() for f in futures)
+
+
+def test_a_waiting_thread_runs_the_loop_itself_and_nobody_waiting_leaves_it_to_its_thread(
+    scheduler: RolloutScheduler,
+) -> None:
+    ran_on: list[str] = []
+
+    async def work() -> str:
+        # Its first step may run before the waiting thread takes the loop; not its last.
+        await asyncio.sleep(0.5)
+        ran_on.append(threading.current_thread().name)
+        return "done"
+
+    assert scheduler.wait(scheduler.submit("row-0#0", work), 10) == "done"
+    ahead = scheduler.submit("row-1#0", work)
+    # Nobody waits for this one: the loop's own thread takes the loop back and runs it.
+    assert ahead.result(timeout=10) == "done"
+    assert ran_on == [threading.current_thread().name, "osmosis-rollouts"]
+
+
+def test_a_wait_that_times_out_raises_and_leaves_the_rollout_running(
+    scheduler: RolloutScheduler,
+) -> None:
+    release = threading.Event()
+
+    async def slow() -> str:
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+        return "done"
+
+    future = scheduler.submit("row#0", slow)
+    with pytest.raises(concurrent.futures.TimeoutError):
+        scheduler.wait(future, 0.2)
+    assert not future.done()
+    release.set()
+    assert future.result(timeout=10) == "done"
+
+
+def test_an_exception_escaping_the_loop_while_a_thread_waits_fails_every_pending_rollout(
+    scheduler: RolloutScheduler,
+) -> None:
+    async def escapes() -> None:
+        asyncio.get_running_loop().call_soon(_raise_system_exit)
+        await asyncio.sleep(60)
+
+    async def sleeps() -> None:
+        await asyncio.sleep(60)
+
+    with scheduler.batch():
+        first = scheduler.submit("row-0#0", escapes)
+        other = scheduler.submit("row-1#0", sleeps)
+    with pytest.raises(RolloutLoopStopped, match="SystemExit"):
+        scheduler.wait(first, 10)
+    with pytest.raises(RolloutLoopStopped):
+        other.result(timeout=10)
+
+
+def _raise_system_exit() -> None:
+    raise SystemExit(3)
+
+
+# The next two need pytest's own main thread (signals), so each runs in a fresh interpreter.
+
+_HELD_SIGNAL = """
+import asyncio, os, signal, threading
+from pytest_osmosis.scheduler import RolloutScheduler
+
+hit = []
+
+async def rollout():
+    try:
+        await asyncio.sleep(0.5)
+    except BaseException as exc:  # a rollout's runtime catches everything user code raises
+        hit.append(type(exc).__name__)
+        raise
+    return "done"
+
+scheduler = RolloutScheduler(concurrency=1)
+future = scheduler.submit("row#0", rollout)
+threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+try:
+    scheduler.wait(future, 10)
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted in", threading.current_thread().name)
+print("rollout:", future.result(timeout=10), hit)
+scheduler.close()
+"""
+
+
+def test_ctrl_c_while_pytests_thread_runs_the_loop_reaches_its_handler_not_the_rollout() -> None:
+    out = _run_python(_HELD_SIGNAL)
+    assert out.splitlines() == ["interrupted in MainThread", "rollout: done []"], out
+
+
+_BLOCKED = """
+import asyncio, threading, time
+from pytest_osmosis.scheduler import LoopBlockedTooLong, RolloutScheduler
+
+async def rollout():
+    while threading.current_thread() is not threading.main_thread():
+        await asyncio.sleep(0.01)  # started before the main thread took the loop
+    try:
+        time.sleep(30)  # blocks the loop, which the waiting main thread runs
+    except LoopBlockedTooLong as exc:
+        return f"interrupted: {exc}"
+    return "slept"
+
+scheduler = RolloutScheduler(concurrency=1)
+scheduler.block_limit = 1.0
+print(scheduler.wait(scheduler.submit("row#0", rollout), 60))
+scheduler.close()
+"""
+
+
+def test_code_blocking_the_loop_past_the_block_limit_is_interrupted_not_waited_for() -> None:
+    out = _run_python(_BLOCKED).strip()
+    assert out == (
+        "interrupted: the rollout event loop was blocked for more than 1s: "
+        "interrupted the code that blocked it"
+    ), out
+
+
+def _run_python(source: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", source], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
