@@ -105,7 +105,7 @@ class RolloutScheduler:
         self._stopped: RolloutLoopStopped | None = None
         self._batches = threading.local()
         self.running = 0
-        """How many rollouts hold a slot right now (changed on the loop's thread only)."""
+        """How many rollouts hold a slot right now (changed only by the thread running the loop)."""
         self.block_limit: float | None = None
         """Code that blocks the loop longer than this (seconds) while a waiting thread runs
         it is interrupted with :class:`LoopBlockedTooLong`; None: never."""
@@ -121,7 +121,9 @@ class RolloutScheduler:
         self._held: tuple[int, Any] | None = None
         self._kicked_at = 0.0
         self._in_loop = False
-        """The waiting thread is inside :meth:`_drive_until`."""
+        """A waiting thread runs the loop right now."""
+        self._driven_at = 0.0
+        """When a waiting thread last stopped running the loop (``time.monotonic()``)."""
         self._thread.start()
         self._ready.wait()
         self._watchdog = LoopWatchdog(
@@ -190,6 +192,12 @@ class RolloutScheduler:
                 if not future.done():
                     held = self._hold_signals()
                     self._drive_until(future, deadline)
+                elif time.monotonic() - self._driven_at >= HANDBACK_SEC:
+                    # Rows that finished ahead are being reported, and nobody else runs the
+                    # loop meanwhile: one pass keeps the others' I/O and timers moving.
+                    held = self._hold_signals()
+                    self._loop.call_soon(self._loop.stop)
+                    self._run_here()
             finally:
                 self._let_go()  # first: the watchdog interrupts only while signals are held
                 self._release_signals(held)  # a held signal's handler may raise here
@@ -252,7 +260,6 @@ class RolloutScheduler:
                     loop.call_soon_threadsafe(loop.stop)
 
         future.add_done_callback(_done)
-        self._in_loop = True
         try:
             while not future.done() and self._held is None:
                 timer = None
@@ -262,19 +269,29 @@ class RolloutScheduler:
                         break
                     timer = loop.call_later(left, loop.stop)
                 try:
-                    loop.run_forever()
-                except LoopBlockedTooLong as exc:
-                    # Raised between tasks: nothing of a rollout's is left to fail.
-                    logger.warning("%s", exc)
-                except BaseException as exc:
-                    self._fail_pending(RolloutLoopStopped(exc))
-                    return
+                    if not self._run_here():
+                        return
                 finally:
                     if timer is not None:
                         timer.cancel()
         finally:
             running[0] = False
+
+    def _run_here(self) -> bool:
+        """Run the loop on this (waiting) thread until it stops; False if it died."""
+        self._in_loop = True
+        try:
+            self._loop.run_forever()
+        except LoopBlockedTooLong as exc:
+            # Raised between tasks: nothing of a rollout's is left to fail.
+            logger.warning("%s", exc)
+        except BaseException as exc:
+            self._fail_pending(RolloutLoopStopped(exc))
+            return False
+        finally:
             self._in_loop = False
+            self._driven_at = time.monotonic()
+        return True
 
     # -- signals while a waiting thread runs the loop ----------------------------------------
 

@@ -132,7 +132,8 @@ class LoopWatchdog:
             sent = time.monotonic()
             if not self._ping():
                 return
-            if self._answered.wait(self._blocked_after):
+            if self._answered.wait(self._blocked_after) or self._driver() is None:
+                # Answered, or nobody runs the loop right now: its silence is no block.
                 self._stop.wait(_PING_SEC)
                 continue
             if self._stop.is_set() or not self._loop_thread.is_alive():

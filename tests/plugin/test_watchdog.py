@@ -83,3 +83,19 @@ def test_a_block_is_seen_while_it_lasts_not_only_once_the_loop_answers(
     assert seen_inside == [1]
     (block,) = watchdog.blocks_between(start, time.monotonic())
     assert block.task == "data.jsonl::row-3#0"
+
+
+def test_a_loop_nobody_runs_at_the_moment_is_not_blocked() -> None:
+    # pytest's thread runs the loop only while it waits for a row; in between nobody does.
+    loop = asyncio.new_event_loop()
+    idle_thread = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True)
+    idle_thread.start()
+    watchdog = LoopWatchdog(loop, idle_thread, driver=lambda: None)
+    start = time.monotonic()
+    watchdog.start()
+    try:
+        time.sleep(1.6)
+        assert watchdog.blocks_between(start, time.monotonic()) == []
+    finally:
+        watchdog.stop()
+        loop.close()
