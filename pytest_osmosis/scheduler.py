@@ -57,6 +57,9 @@ HANDBACK_SEC = 0.02
 """How long the loop waits, once the thread that drove it stopped waiting, before its own
 thread runs it again: longer than pytest takes between two items."""
 
+_PASS_EVERY_SEC = 0.002
+"""While pytest reports rows that finished ahead, how often it gives the loop one pass."""
+
 _HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -192,9 +195,10 @@ class RolloutScheduler:
                 if not future.done():
                     held = self._hold_signals()
                     self._drive_until(future, deadline)
-                elif time.monotonic() - self._driven_at >= HANDBACK_SEC:
+                elif time.monotonic() - self._driven_at >= _PASS_EVERY_SEC:
                     # Rows that finished ahead are being reported, and nobody else runs the
-                    # loop meanwhile: one pass keeps the others' I/O and timers moving.
+                    # loop meanwhile: a pass now and then keeps the others' I/O and timers
+                    # moving (at most a millisecond or two late, as while pytest reports a row).
                     held = self._hold_signals()
                     self._loop.call_soon(self._loop.stop)
                     self._run_here()
@@ -302,14 +306,14 @@ class RolloutScheduler:
             return {}
         held: dict[int, Any] = {}
         for signum in _HELD_SIGNALS:
+            previous = signal.getsignal(signum)
+            if not callable(previous):
+                continue  # the default action, or ignored: leave it
             try:
-                previous = signal.signal(signum, self._hold)
+                signal.signal(signum, self._hold)
             except (ValueError, OSError):
                 continue
-            if callable(previous):
-                held[signum] = previous
-            else:
-                signal.signal(signum, previous)  # the default action, or ignored: leave it
+            held[signum] = previous
         return held
 
     def _hold(self, signum: int, frame: Any) -> None:
