@@ -125,6 +125,8 @@ class RolloutScheduler:
         self._kicked_at = 0.0
         self._in_loop = False
         """A waiting thread runs the loop right now."""
+        self._sigint_held = False
+        """SIGINT goes to :meth:`_hold` right now (the watchdog may use it to interrupt)."""
         self._driven_at = 0.0
         """When a waiting thread last stopped running the loop (``time.monotonic()``)."""
         self._thread.start()
@@ -314,6 +316,7 @@ class RolloutScheduler:
             except (ValueError, OSError):
                 continue
             held[signum] = previous
+        self._sigint_held = signal.SIGINT in held
         return held
 
     def _hold(self, signum: int, frame: Any) -> None:
@@ -334,6 +337,7 @@ class RolloutScheduler:
 
     def _release_signals(self, held: dict[int, Any]) -> None:
         """Put the handlers back, then hand them a held signal, outside the loop."""
+        self._sigint_held = False
         for signum, previous in held.items():
             signal.signal(signum, previous)
         got, self._held = self._held, None
@@ -352,6 +356,8 @@ class RolloutScheduler:
         with self._drive:
             if limit is None or seconds < limit or main is None or self._driver != main:
                 return
+            if not self._sigint_held:
+                return  # SIGINT would reach its own handler (or nobody): no way to interrupt
             if self._kicked_at and now - self._kicked_at < 1.0:
                 return
             self._kicked_at = now
