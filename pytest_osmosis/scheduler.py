@@ -34,6 +34,7 @@ the run forever.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]
 import asyncio
 import concurrent.futures
 import contextlib
@@ -62,6 +63,12 @@ _PASS_EVERY_SEC = 0.002
 
 _HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+# The C functions the signal module wraps: every wait swaps both handlers and puts them back,
+# and the wrappers' enum conversions (an exception caught per Python handler) would add
+# about 8 us a row.
+_get_handler: Callable[[int], Any] = _signal.getsignal
+_set_handler: Callable[[int, Any], Any] = _signal.signal
+
 
 class LoopBlockedTooLong(BaseException):
     """Raised into code that blocked the rollout loop for longer than the scheduler's
@@ -71,10 +78,6 @@ class LoopBlockedTooLong(BaseException):
 
 _Start = tuple[str, Callable[[], Awaitable[Any]], bool, "concurrent.futures.Future[Any]"]
 """One submission waiting for the loop: key, factory, bounded, the caller's future."""
-
-
-class _NotClaimed(Exception):
-    """The loop could not be taken from its own thread in time (or it stopped)."""
 
 
 class RolloutLoopStopped(RuntimeError):
@@ -116,8 +119,9 @@ class RolloutScheduler:
         self._drive = threading.Condition()
         self._driver: int | None = None
         """The id of the thread running the loop now."""
-        self._claimed = False
-        """A waiting thread runs the loop, or is about to."""
+        self._claimer: int | None = None
+        """The id of the waiting thread that runs the loop, or is about to (one attribute, so
+        a signal's exception cannot land between claiming the loop and saying by whom)."""
         self._released = 0.0
         """When the last waiting thread stopped running the loop (``time.monotonic()``)."""
         self._closing = False
@@ -149,7 +153,7 @@ class RolloutScheduler:
         thread's; False once the scheduler closes or the loop stopped."""
         with self._drive:
             while not (self._closing or self._stopped):
-                if self._claimed:
+                if self._claimer is not None:
                     # Polled: a waiting thread that lets go does not wake this thread.
                     self._drive.wait(HANDBACK_SEC)
                     continue
@@ -189,34 +193,40 @@ class RolloutScheduler:
             return future.result(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if not self._claim(deadline):
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                return future.result(left)
             held: dict[int, Any] = {}
+            claimed = False
             try:
-                if not future.done():
-                    held = self._hold_signals()
+                # Signals are held from before the loop is claimed until it is let go: a
+                # KeyboardInterrupt raised in between would leave it claimed for good.
+                self._hold_signals(held)
+                claimed = self._claim(deadline)
+                if claimed and not future.done():
                     self._drive_until(future, deadline)
-                elif time.monotonic() - self._driven_at >= _PASS_EVERY_SEC:
+                elif claimed and time.monotonic() - self._driven_at >= _PASS_EVERY_SEC:
                     # Rows that finished ahead are being reported, and nobody else runs the
                     # loop meanwhile: a pass now and then keeps the others' I/O and timers
                     # moving (at most a millisecond or two late, as while pytest reports a row).
-                    held = self._hold_signals()
                     self._loop.call_soon(self._loop.stop)
                     self._run_here()
             finally:
                 self._let_go()  # first: the watchdog interrupts only while signals are held
                 self._release_signals(held)  # a held signal's handler may raise here
+            if not claimed:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                return future.result(left)
             if future.done() or (deadline is not None and time.monotonic() >= deadline):
                 return future.result(0)
 
     def _let_go(self) -> None:
         """This thread stops running the loop; its own thread takes it back if nobody waits
         again within :data:`HANDBACK_SEC`."""
+        me = threading.get_ident()
         with self._drive:
-            if self._driver == threading.get_ident():
+            if self._claimer != me:
+                return  # claimed by another thread, or by nobody: not this thread's to let go
+            if self._driver == me:
                 self._driver = None
-            self._claimed = False
+            self._claimer = None
             self._released = time.monotonic()
 
     def _may_drive(self) -> bool:
@@ -228,26 +238,25 @@ class RolloutScheduler:
 
     def _claim(self, deadline: float | None) -> bool:
         """Make the loop this thread's: stop its own thread running it (bounded by
-        ``deadline``: a loop blocked by user code cannot be stopped). False if it could not."""
+        ``deadline``: a loop blocked by user code cannot be stopped). False if it could not;
+        either way :meth:`_let_go` undoes the claim."""
+        me = threading.get_ident()
         with self._drive:
-            if self._stopped is not None or self._closing or self._claimed:
+            if self._stopped is not None or self._closing or self._claimer is not None:
                 return False
-            self._claimed = True
-            try:
-                if self._driver is not None:
-                    self._loop.call_soon_threadsafe(self._loop.stop)
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if not self._drive.wait_for(lambda: self._driver is None, left):
-                        raise _NotClaimed
-                if self._stopped is not None:
-                    raise _NotClaimed
-            except BaseException as exc:  # _NotClaimed, or a signal's KeyboardInterrupt
-                self._claimed = False
-                self._released = time.monotonic()
-                if isinstance(exc, _NotClaimed):
+            self._claimer = me
+            if self._driver is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+            while self._driver is not None:
+                # Polled: a signal held meanwhile (the loop's thread may be blocked by user
+                # code) gives up the claim, so the signal reaches its handler without delay.
+                left = HANDBACK_SEC if deadline is None else deadline - time.monotonic()
+                if self._held is not None or left <= 0:
                     return False
-                raise
-            self._driver = threading.get_ident()
+                self._drive.wait(min(left, HANDBACK_SEC))
+            if self._stopped is not None:
+                return False
+            self._driver = me
             return True
 
     def _drive_until(self, future: concurrent.futures.Future[Any], deadline: float | None) -> None:
@@ -301,23 +310,22 @@ class RolloutScheduler:
 
     # -- signals while a waiting thread runs the loop ----------------------------------------
 
-    def _hold_signals(self) -> dict[int, Any]:
+    def _hold_signals(self, held: dict[int, Any]) -> None:
         """On the main thread, hold SIGINT/SIGTERM (meant for a Python handler) until the loop
-        stops, so the handler's ``KeyboardInterrupt`` is not raised inside a rollout."""
+        stops, so the handler's ``KeyboardInterrupt`` is not raised inside a rollout.
+
+        ``held`` gets each handler before it is replaced, so a signal that interrupts this
+        half way leaves :meth:`_release_signals` all it needs to put back."""
         if threading.current_thread() is not threading.main_thread():
-            return {}
-        held: dict[int, Any] = {}
+            return
         for signum in _HELD_SIGNALS:
-            previous = signal.getsignal(signum)
-            if not callable(previous):
+            previous = _get_handler(signum)
+            if not callable(previous) or previous == self._hold:
                 continue  # the default action, or ignored: leave it
-            try:
-                signal.signal(signum, self._hold)
-            except (ValueError, OSError):
-                continue
             held[signum] = previous
+            with contextlib.suppress(ValueError, OSError):
+                _set_handler(signum, self._hold)
         self._sigint_held = signal.SIGINT in held
-        return held
 
     def _hold(self, signum: int, frame: Any) -> None:
         if self._kicked_at and signum == signal.SIGINT:
@@ -326,6 +334,12 @@ class RolloutScheduler:
             self._kicked_at = 0.0
             if not self._in_loop:
                 return
+            if self._held is not None:
+                name = signal.Signals(self._held[0]).name
+                raise LoopBlockedTooLong(
+                    f"the rollout event loop was blocked when {name} arrived: interrupted "
+                    "the code that blocked it, so that the run can stop"
+                )
             raise LoopBlockedTooLong(
                 f"the rollout event loop was blocked for more than {self.block_limit:g}s: "
                 "interrupted the code that blocked it"
@@ -338,8 +352,16 @@ class RolloutScheduler:
     def _release_signals(self, held: dict[int, Any]) -> None:
         """Put the handlers back, then hand them a held signal, outside the loop."""
         self._sigint_held = False
-        for signum, previous in held.items():
-            signal.signal(signum, previous)
+        try:
+            for signum, previous in held.items():
+                _set_handler(signum, previous)
+        except BaseException:
+            # A handler already put back raised (its signal came meanwhile): that ends the
+            # wait, with every handler put back and nothing left held.
+            for signum, previous in held.items():
+                _set_handler(signum, previous)
+            self._held = None
+            raise
         got, self._held = self._held, None
         if got is not None:
             signum, frame = got
@@ -348,13 +370,16 @@ class RolloutScheduler:
                 handler(signum, frame)
 
     def _on_block(self, seconds: float) -> None:
-        """From the watchdog while the loop is blocked: past ``block_limit``, while the main
-        thread runs the loop, interrupt the code blocking it (once a second at most)."""
+        """From the watchdog while the loop is blocked: past ``block_limit``, or once a signal
+        waits for the loop to stop, while the main thread runs the loop, interrupt the code
+        blocking it (once a second at most)."""
         limit = self.block_limit
         main = threading.main_thread().ident
         now = time.monotonic()
         with self._drive:
-            if limit is None or seconds < limit or main is None or self._driver != main:
+            if main is None or self._driver != main or not self._in_loop:
+                return
+            if self._held is None and (limit is None or seconds < limit):
                 return
             if not self._sigint_held:
                 return  # SIGINT would reach its own handler (or nobody): no way to interrupt
