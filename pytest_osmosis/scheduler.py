@@ -24,8 +24,9 @@ more than the rows' own work when rollouts are cheap. Rollouts submitted ahead s
 progress while pytest does anything else (collects, runs other tests, writes reports).
 
 While pytest's thread drives, what a rollout does still stays the rollout's: SIGINT and
-SIGTERM are held until the loop stops (at once: the handler stops it) and then handed to the
-handler they were meant for, outside any rollout; an exception that escapes the loop itself
+SIGTERM (routed through the scheduler from its first wait to :meth:`RolloutScheduler.close`)
+are held until the loop stops (at once: the handler stops it) and then handed to the handler
+they were meant for, outside any rollout; an exception that escapes the loop itself
 fails every pending rollout with :class:`RolloutLoopStopped` as it does on the loop's
 thread; and code that blocks the loop past :attr:`RolloutScheduler.block_limit` is
 interrupted with :class:`LoopBlockedTooLong`, which fails its rollout, instead of holding
@@ -34,7 +35,6 @@ the run forever.
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]
 import asyncio
 import concurrent.futures
 import contextlib
@@ -62,12 +62,6 @@ _PASS_EVERY_SEC = 0.002
 """While pytest reports rows that finished ahead, how often it gives the loop one pass."""
 
 _HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-# The C functions the signal module wraps: every wait swaps both handlers and puts them back,
-# and the wrappers' enum conversions (an exception caught per Python handler) would add
-# about 8 us a row.
-_get_handler: Callable[[int], Any] = _signal.getsignal
-_set_handler: Callable[[int, Any], Any] = _signal.signal
 
 
 class LoopBlockedTooLong(BaseException):
@@ -120,8 +114,7 @@ class RolloutScheduler:
         self._driver: int | None = None
         """The id of the thread running the loop now."""
         self._claimer: int | None = None
-        """The id of the waiting thread that runs the loop, or is about to (one attribute, so
-        a signal's exception cannot land between claiming the loop and saying by whom)."""
+        """The id of the waiting thread that runs the loop, or is about to."""
         self._released = 0.0
         """When the last waiting thread stopped running the loop (``time.monotonic()``)."""
         self._closing = False
@@ -129,8 +122,12 @@ class RolloutScheduler:
         self._kicked_at = 0.0
         self._in_loop = False
         """A waiting thread runs the loop right now."""
-        self._sigint_held = False
-        """SIGINT goes to :meth:`_hold` right now (the watchdog may use it to interrupt)."""
+        self._main_waiting = False
+        """The main thread is inside :meth:`wait` (a signal is held until it ends)."""
+        self._hold_handler = self._hold
+        """The one bound method installed as the handler (so it can be recognized)."""
+        self._replaced: dict[int, Any] = {}
+        """The handlers :meth:`_route_signals` replaced, by signal."""
         self._driven_at = 0.0
         """When a waiting thread last stopped running the loop (``time.monotonic()``)."""
         self._thread.start()
@@ -192,13 +189,15 @@ class RolloutScheduler:
         if not self._may_drive():
             return future.result(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
+        main = threading.current_thread() is threading.main_thread()
         while True:
-            held: dict[int, Any] = {}
             claimed = False
             try:
-                # Signals are held from before the loop is claimed until it is let go: a
-                # KeyboardInterrupt raised in between would leave it claimed for good.
-                self._hold_signals(held)
+                if main:
+                    # From here to _deliver_held a signal is held, never raised: not inside a
+                    # rollout, nor between taking a lock and the block that releases it.
+                    self._main_waiting = True
+                    self._route_signals()
                 claimed = self._claim(deadline)
                 if claimed and not future.done():
                     self._drive_until(future, deadline)
@@ -209,8 +208,10 @@ class RolloutScheduler:
                     self._loop.call_soon(self._loop.stop)
                     self._run_here()
             finally:
-                self._let_go()  # first: the watchdog interrupts only while signals are held
-                self._release_signals(held)  # a held signal's handler may raise here
+                self._let_go()
+                if main:
+                    self._main_waiting = False
+                    self._deliver_held()  # a held signal's handler may raise here
             if not claimed:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 return future.result(left)
@@ -218,12 +219,12 @@ class RolloutScheduler:
                 return future.result(0)
 
     def _let_go(self) -> None:
-        """This thread stops running the loop; its own thread takes it back if nobody waits
-        again within :data:`HANDBACK_SEC`."""
+        """This thread stops running the loop (if it had claimed it); the loop's own thread
+        takes it back if nobody waits again within :data:`HANDBACK_SEC`."""
         me = threading.get_ident()
         with self._drive:
             if self._claimer != me:
-                return  # claimed by another thread, or by nobody: not this thread's to let go
+                return
             if self._driver == me:
                 self._driver = None
             self._claimer = None
@@ -238,8 +239,10 @@ class RolloutScheduler:
 
     def _claim(self, deadline: float | None) -> bool:
         """Make the loop this thread's: stop its own thread running it (bounded by
-        ``deadline``: a loop blocked by user code cannot be stopped). False if it could not;
-        either way :meth:`_let_go` undoes the claim."""
+        ``deadline``: a loop blocked by user code cannot be stopped). False if it could not.
+
+        Called inside ``try``/:meth:`_let_go`, which undoes a claim an exception cut short.
+        """
         me = threading.get_ident()
         with self._drive:
             if self._stopped is not None or self._closing or self._claimer is not None:
@@ -249,12 +252,15 @@ class RolloutScheduler:
                 self._loop.call_soon_threadsafe(self._loop.stop)
             while self._driver is not None:
                 # Polled: a signal held meanwhile (the loop's thread may be blocked by user
-                # code) gives up the claim, so the signal reaches its handler without delay.
+                # code) gives up the claim, so the signal reaches its handler at once.
                 left = HANDBACK_SEC if deadline is None else deadline - time.monotonic()
                 if self._held is not None or left <= 0:
+                    self._claimer = None
+                    self._released = time.monotonic()
                     return False
                 self._drive.wait(min(left, HANDBACK_SEC))
             if self._stopped is not None:
+                self._claimer = None
                 return False
             self._driver = me
             return True
@@ -310,22 +316,22 @@ class RolloutScheduler:
 
     # -- signals while a waiting thread runs the loop ----------------------------------------
 
-    def _hold_signals(self, held: dict[int, Any]) -> None:
-        """On the main thread, hold SIGINT/SIGTERM (meant for a Python handler) until the loop
-        stops, so the handler's ``KeyboardInterrupt`` is not raised inside a rollout.
-
-        ``held`` gets each handler before it is replaced, so a signal that interrupts this
-        half way leaves :meth:`_release_signals` all it needs to put back."""
+    def _route_signals(self) -> None:
+        """On the main thread, route SIGINT/SIGTERM through :meth:`_hold` (when a Python
+        handler has them). Installed once and kept between waits, as the swap itself cost more
+        than a row: outside a wait :meth:`_hold` calls the handler it replaced at once."""
         if threading.current_thread() is not threading.main_thread():
             return
+        hold = self._hold_handler
         for signum in _HELD_SIGNALS:
-            previous = _get_handler(signum)
-            if not callable(previous) or previous == self._hold:
-                continue  # the default action, or ignored: leave it
-            held[signum] = previous
-            with contextlib.suppress(ValueError, OSError):
-                _set_handler(signum, self._hold)
-        self._sigint_held = signal.SIGINT in held
+            current = signal.getsignal(signum)
+            if current is hold or not callable(current):
+                continue  # routed already; or the default action, or ignored: left alone
+            try:
+                signal.signal(signum, hold)
+            except (ValueError, OSError):
+                continue
+            self._replaced[signum] = current
 
     def _hold(self, signum: int, frame: Any) -> None:
         if self._kicked_at and signum == signal.SIGINT:
@@ -344,30 +350,29 @@ class RolloutScheduler:
                 f"the rollout event loop was blocked for more than {self.block_limit:g}s: "
                 "interrupted the code that blocked it"
             )
+        if not self._main_waiting:
+            self._replaced[signum](signum, frame)  # not in a wait: as if not routed
+            return
         if self._held is None:
             self._held = (signum, frame)
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._loop.stop)
 
-    def _release_signals(self, held: dict[int, Any]) -> None:
-        """Put the handlers back, then hand them a held signal, outside the loop."""
-        self._sigint_held = False
-        try:
-            for signum, previous in held.items():
-                _set_handler(signum, previous)
-        except BaseException:
-            # A handler already put back raised (its signal came meanwhile): that ends the
-            # wait, with every handler put back and nothing left held.
-            for signum, previous in held.items():
-                _set_handler(signum, previous)
-            self._held = None
-            raise
+    def _deliver_held(self) -> None:
+        """Hand a signal held while the loop ran to the handler it was meant for."""
         got, self._held = self._held, None
         if got is not None:
             signum, frame = got
-            handler = held.get(signum)
-            if handler is not None:
-                handler(signum, frame)
+            self._replaced[signum](signum, frame)
+
+    def _unroute_signals(self) -> None:
+        """Put back the handlers :meth:`_route_signals` replaced, where it is still routing."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, previous in self._replaced.items():
+            if signal.getsignal(signum) is self._hold_handler:
+                with contextlib.suppress(ValueError, OSError, TypeError):
+                    signal.signal(signum, previous)
 
     def _on_block(self, seconds: float) -> None:
         """From the watchdog while the loop is blocked: past ``block_limit``, or once a signal
@@ -381,7 +386,7 @@ class RolloutScheduler:
                 return
             if self._held is None and (limit is None or seconds < limit):
                 return
-            if not self._sigint_held:
+            if signal.getsignal(signal.SIGINT) is not self._hold_handler:
                 return  # SIGINT would reach its own handler (or nobody): no way to interrupt
             if self._kicked_at and now - self._kicked_at < 1.0:
                 return
@@ -561,6 +566,7 @@ class RolloutScheduler:
                 with contextlib.suppress(RuntimeError):
                     self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(_STOP_TIMEOUT_SEC)
+        self._unroute_signals()
         if not self._thread.is_alive() and not self._loop.is_running():
             self._loop.close()
 

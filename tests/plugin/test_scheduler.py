@@ -223,6 +223,32 @@ def test_ctrl_c_while_pytests_thread_runs_the_loop_reaches_its_handler_not_the_r
     assert out.splitlines() == ["interrupted in MainThread", "rollout: done []"], out
 
 
+_ROUTED_BETWEEN_WAITS = """
+import asyncio, os, signal
+from pytest_osmosis.scheduler import RolloutScheduler
+
+original = signal.getsignal(signal.SIGINT)
+
+async def rollout():
+    return "done"
+
+scheduler = RolloutScheduler(concurrency=1)
+print(scheduler.wait(scheduler.submit("row#0", rollout), 10))
+try:
+    os.kill(os.getpid(), signal.SIGINT)  # between waits: straight to the handler
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted between waits")
+scheduler.close()
+print("handler restored:", signal.getsignal(signal.SIGINT) is original)
+"""
+
+
+def test_ctrl_c_between_waits_stops_at_once_and_close_puts_the_handler_back() -> None:
+    out = _run_python(_ROUTED_BETWEEN_WAITS)
+    assert out.splitlines() == ["done", "interrupted between waits", "handler restored: True"], out
+
+
 _BLOCKED = """
 import asyncio, threading, time
 from pytest_osmosis.scheduler import LoopBlockedTooLong, RolloutScheduler
