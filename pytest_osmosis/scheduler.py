@@ -351,7 +351,11 @@ class RolloutScheduler:
                 "interrupted the code that blocked it"
             )
         if not self._main_waiting:
-            self._replaced[signum](signum, frame)  # not in a wait: as if not routed
+            # Not in a wait: as if not routed. One held in the wait that just ended (whose
+            # hand-over this signal may have cut short) goes first, or it would stay held and
+            # end the next wait instead.
+            self._deliver_held()
+            self._replaced[signum](signum, frame)
             return
         if self._held is None:
             self._held = (signum, frame)

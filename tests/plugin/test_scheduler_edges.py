@@ -176,3 +176,62 @@ def _run_python(source: str, *args: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+_SECOND_SIGNAL_AS_THE_WAIT_ENDS = """
+import asyncio, signal, sys, threading
+from pytest_osmosis.scheduler import RolloutScheduler
+
+received = []
+
+
+def handler(signum, frame):
+    received.append(signum)
+    raise KeyboardInterrupt(signum)
+
+
+signal.signal(signal.SIGINT, handler)
+signal.signal(signal.SIGTERM, handler)
+scheduler = RolloutScheduler(concurrency=1)
+
+
+async def terminated():
+    while threading.current_thread() is not threading.main_thread():
+        await asyncio.sleep(0.01)  # started before the main thread took the loop
+    signal.raise_signal(signal.SIGTERM)  # held: the main thread runs the loop
+    await asyncio.sleep(0.01)
+    return "ok"
+
+
+def profiler(frame, event, arg):
+    # Ctrl-C just as the wait hands the held SIGTERM over (the wait is over: not held).
+    if event == "call" and frame.f_code.co_name == "_deliver_held":
+        sys.setprofile(None)
+        signal.raise_signal(signal.SIGINT)
+
+
+future = scheduler.submit("row-0#0", terminated)
+sys.setprofile(profiler)
+try:
+    scheduler.wait(future, 10)
+except KeyboardInterrupt:
+    pass
+finally:
+    sys.setprofile(None)
+
+
+async def later():
+    return "later"
+
+
+try:
+    print(scheduler.wait(scheduler.submit("row-1#0", later), 10), received)
+except KeyboardInterrupt as exc:
+    print("the next wait was interrupted by", exc.args[0], received)
+scheduler.close()
+"""
+
+
+def test_a_second_signal_as_a_wait_ends_leaves_no_held_signal_for_the_next_wait() -> None:
+    out = _run_python(_SECOND_SIGNAL_AS_THE_WAIT_ENDS)
+    assert out in ("later [15]", "later [2]", "later [15, 2]"), out
