@@ -63,6 +63,11 @@ _PASS_EVERY_SEC = 0.002
 
 _HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+_ROUTE_CHECK_SEC = 0.05
+"""How often a wait checks that the signals still go through the scheduler (reading a
+handler costs more than a row's wait; pytest and the session install theirs before rows run,
+and one installed later is routed within this)."""
+
 
 class LoopBlockedTooLong(BaseException):
     """Raised into code that blocked the rollout loop for longer than the scheduler's
@@ -126,6 +131,7 @@ class RolloutScheduler:
         """The main thread is inside :meth:`wait` (a signal is held until it ends)."""
         self._hold_handler = self._hold
         """The one bound method installed as the handler (so it can be recognized)."""
+        self._routed_at = -_ROUTE_CHECK_SEC
         self._replaced: dict[int, Any] = {}
         """The handlers :meth:`_route_signals` replaced, by signal."""
         self._driven_at = 0.0
@@ -322,6 +328,10 @@ class RolloutScheduler:
         than a row: outside a wait :meth:`_hold` calls the handler it replaced at once."""
         if threading.current_thread() is not threading.main_thread():
             return
+        now = time.monotonic()
+        if now - self._routed_at < _ROUTE_CHECK_SEC:
+            return
+        self._routed_at = now
         hold = self._hold_handler
         for signum in _HELD_SIGNALS:
             current = signal.getsignal(signum)
