@@ -239,7 +239,7 @@ class RolloutScheduler:
     def _may_drive(self) -> bool:
         return (
             threading.get_ident() != self._thread.ident
-            and asyncio.events._get_running_loop() is None
+            and asyncio._get_running_loop() is None
             and not self._loop.is_closed()
         )
 
