@@ -30,8 +30,13 @@ def resolve_reference(value: Any) -> Any:
 
 
 def require_extra(module: str, *, extra: str, package: str | None = None) -> ModuleType:
-    """Import ``module`` or raise :class:`MissingExtraError` naming ``pip install`` of ``extra``."""
+    """Import ``module`` or raise :class:`MissingExtraError` naming ``pip install`` of ``extra``.
+
+    The error's ``name`` is the module that was not found (``exc.name``, else ``module``'s
+    top-level package), as the official SDK's ``ModuleNotFoundError`` has it.
+    """
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise missing_extra(extra, package or module.split(".")[0]) from exc
+        top = module.split(".")[0]
+        raise missing_extra(extra, package or top, module=exc.name or top) from exc

@@ -5,7 +5,7 @@
     │   ├── DatasetError            a bad dataset file, row or column
     │   ├── ConfigError             a bad eval TOML or option value
     │   ├── EntrypointError         a rollout entrypoint that cannot be imported or resolved
-    │   ├── MissingExtraError       an optional dependency is not installed (also ImportError)
+    │   ├── MissingExtraError       an optional dependency is not installed (also ModuleNotFoundError)
     │   ├── RayClusterError         no Ray cluster at the address, or its rollout actors cannot start
     │   ├── RewardSignatureError    a reward/rubric function with the wrong signature (TypeError)
     │   ├── RewardReturnError       a reward that is not a finite float (TypeError, ValueError)
@@ -75,8 +75,11 @@ class EntrypointError(UsageError):
     """A rollout entrypoint cannot be imported, or holds no (or several) rollouts."""
 
 
-class MissingExtraError(UsageError, ImportError):
-    """An optional dependency is missing; the message carries the exact install command."""
+class MissingExtraError(UsageError, ModuleNotFoundError):
+    """An optional dependency is missing; the message carries the exact install command.
+
+    A ``ModuleNotFoundError`` whose ``name`` is the missing module, as the official SDK raises.
+    """
 
 
 class RayClusterError(UsageError):
@@ -183,9 +186,13 @@ class JudgeError(ProviderRequestError):
         self.attempts = attempts
 
 
-def missing_extra(extra: str, package: str) -> MissingExtraError:
-    """The one error for a missing optional dependency, with the command that fixes it."""
+def missing_extra(extra: str, package: str, *, module: str | None = None) -> MissingExtraError:
+    """The one error for a missing optional dependency, with the command that fixes it.
+
+    ``module`` is the import name that was not found (its ``name``); default ``package``.
+    """
     return MissingExtraError(
         f"{package} is not installed; this feature needs the '{extra}' extra: "
-        f'pip install "pytest-osmosis[{extra}]"'
+        f'pip install "pytest-osmosis[{extra}]"',
+        name=module or package,
     )

@@ -38,6 +38,7 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 def test_a_missing_framework_fails_with_the_install_command(
     module: str, blocked: str, extra: str
 ) -> None:
+    # A ModuleNotFoundError naming the module, as the official SDK raises (tests/interop).
     result = run_python(
         f"""
         import sys
@@ -46,11 +47,13 @@ def test_a_missing_framework_fails_with_the_install_command(
         try:
             import osmosis_rollout.integrations.agents.{module}
         except MissingExtraError as exc:
+            print(isinstance(exc, ModuleNotFoundError), exc.name)
             print(exc)
         """
     )
 
     assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == f"True {blocked}"
     assert f'pip install "pytest-osmosis[{extra}]"' in result.stdout
 
 

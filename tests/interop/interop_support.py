@@ -1,16 +1,20 @@
 """Helpers for the wire-compatibility tests against the official ``osmosis-ai`` 0.3.8 SDK.
 
-- ``ensure_official_venv()``: the Python of a 3.12 virtualenv with ``osmosis-ai[server]==0.3.8``,
+- ``ensure_official_venv()``: the Python of a 3.12 virtualenv with
+  ``osmosis-ai[server,openai-agents,strands]==0.3.8`` (the integrations are compared too),
   built once and cached at ``~/.cache/pytest-osmosis/interop-venv-0.3.8`` (``$XDG_CACHE_HOME``
   is honoured). An ``fcntl`` lock keeps concurrent builders (pytest-xdist workers, parallel
   runs) apart: the loser waits, then reuses. A cached venv is reused when its Python imports
-  the official rollout client and server; otherwise it is rebuilt. With no Python >= 3.12, or
+  the official rollout client and server and finds the integrations' frameworks; otherwise it is
+  rebuilt. With no Python >= 3.12, or
   when pip cannot install (no network), it raises ``OfficialSdkUnavailable`` (tests SKIP).
 - ``start_our_server`` / ``start_official_server``: the same official-style entrypoint
   (``scripts/rollout_main.py``) served by ``osmosis-rollout serve`` from our ``.venv`` (imports
   migrated to ``osmosis_rollout``) and by ``python main.py`` in the official venv, each on a
   free loopback port; ``ServerProcess.stop()`` sends SIGTERM, then SIGKILL.
 - ``run_official_client``: runs ``scripts/official_client_driver.py`` in the official venv.
+- ``run_on_both``: runs one official-style snippet in the official venv and, imports migrated,
+  in ours; each prints what it observed as JSON.
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from _support.net import ServerNotHealthy, free_port, wait_until_healthy
+from _support.repo import REPO
 from _support.venvs import PYTHON312_ENV, find_python312
 
 OFFICIAL_VERSION = "0.3.8"
-OFFICIAL_REQUIREMENT = f"osmosis-ai[server]=={OFFICIAL_VERSION}"
+OFFICIAL_REQUIREMENT = f"osmosis-ai[server,openai-agents,strands]=={OFFICIAL_VERSION}"
 VENV_NAME = f"interop-venv-{OFFICIAL_VERSION}"
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -56,9 +61,11 @@ LEASE_SEC = 4.0
 """Both servers' polling lease (120 s in production): short enough to test expiry quickly,
 eight result waits long so a client that polls keeps its rollout alive."""
 
+# The frameworks are only found, not imported: importing LiteLLM costs seconds per check.
 _CHECK_IMPORTS = (
-    "import osmosis_ai.rollout, osmosis_ai.rollout.client, osmosis_ai.rollout.server.app, "
-    "fastapi, uvicorn, httpx"
+    "import importlib.util, osmosis_ai.rollout, osmosis_ai.rollout.client, "
+    "osmosis_ai.rollout.server.app, fastapi, uvicorn, httpx\n"
+    "assert all(importlib.util.find_spec(m) for m in ('agents', 'strands', 'litellm'))"
 )
 
 
@@ -255,6 +262,57 @@ def start_server(name: str, command: list[str], *, cwd: Path, env: dict[str, str
 def migrate_imports(source: str) -> str:
     """The documented migration: ``osmosis_ai.rollout`` -> ``osmosis_rollout``, nothing else."""
     return re.sub(r"\bosmosis_ai\.rollout\b", "osmosis_rollout", source)
+
+
+SNIPPET_TIMEOUT_SEC = 240
+"""A hang guard for one snippet: a cold LiteLLM import takes minutes on a busy 2-core machine."""
+
+
+def _snippet_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("VIRTUAL_ENV", None)
+    # LiteLLM's bundled cost map: no fetch over the network at import.
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    # Our checkout first, so the code under test wins over an installed copy.
+    env["PYTHONPATH"] = os.pathsep.join(
+        part for part in (str(REPO), env.get("PYTHONPATH", "")) if part
+    )
+    return env
+
+
+def run_snippet(python: Path | str, source: str, *, cwd: Path) -> Any:
+    """Run ``source`` with ``python``; return the JSON its last stdout line holds."""
+    completed = subprocess.run(
+        [str(python), "-c", source],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_snippet_env(),
+        timeout=SNIPPET_TIMEOUT_SEC,
+        check=False,
+    )
+    lines = completed.stdout.strip().splitlines()
+    if completed.returncode != 0 or not lines:
+        raise AssertionError(
+            f"{python} exited {completed.returncode}:\n{_tail(completed.stdout, 20)}\n"
+            f"{_tail(completed.stderr, 30)}"
+        )
+    return json.loads(lines[-1])
+
+
+def run_on_both(official_python: Path, source: str, *, cwd: Path) -> tuple[Any, Any]:
+    """What ``source`` (official imports) observes on the official SDK, then on ours.
+
+    Ours runs the same text with the documented migration of the imports, plus
+    ``osmosis_ai.eval.rubric`` -> ``osmosis_rollout.rubric`` (where ours keeps the rubric).
+    """
+    ours_source = migrate_imports(
+        re.sub(r"\bosmosis_ai\.eval\.rubric(\.engine)?\b", "osmosis_rollout.rubric", source)
+    )
+    return (
+        run_snippet(official_python, source, cwd=cwd),
+        run_snippet(sys.executable, ours_source, cwd=cwd),
+    )
 
 
 def _server_env(workdir: Path, port: int, **extra: str) -> dict[str, str]:

@@ -1,0 +1,61 @@
+"""Behaviours a user of the official SDK hits, observed on ``osmosis-ai`` 0.3.8 and on ours.
+
+Each test runs one official-style snippet twice (``run_on_both``): in the official venv, and
+in ours with the documented import migration. The snippet prints what a user's code would
+see (exception types, attributes, log lines, return values) as JSON; the two must be equal.
+Where ours says more than the official (an install hint naming ``pytest-osmosis``), that is
+asserted beside the comparison. docs/interop.md lists what is compared.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from interop_support import run_on_both
+
+
+def both(official_python: Path, tmp_path: Path, source: str) -> tuple[object, object]:
+    return run_on_both(official_python, textwrap.dedent(source), cwd=tmp_path)
+
+
+MISSING_EXTRA = """
+    import json, sys
+    sys.modules[{blocked!r}] = None  # what an absent package looks like to import
+    try:
+        {statement}
+    except ImportError as exc:
+        print(json.dumps({{
+            "module_not_found": isinstance(exc, ModuleNotFoundError),
+            "name": exc.name,
+            "hint": "pip install" in str(exc),
+            "message": str(exc),
+        }}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("blocked", "statement", "extra"),
+    [
+        ("fastapi", "from osmosis_ai.rollout.server import create_rollout_server", "server"),
+        ("strands", "import osmosis_ai.rollout.integrations.agents.strands", "strands"),
+        ("litellm", "import osmosis_ai.rollout.integrations.agents.strands", "strands"),
+        ("agents", "import osmosis_ai.rollout.integrations.agents.openai_agents", "openai-agents"),
+        (
+            "litellm",
+            "import osmosis_ai.rollout.integrations.agents.openai_agents",
+            "openai-agents",
+        ),
+    ],
+)
+def test_a_missing_extra_is_a_module_not_found_error_naming_the_module(
+    official_python: Path, tmp_path: Path, blocked: str, statement: str, extra: str
+) -> None:
+    official, ours = both(
+        official_python, tmp_path, MISSING_EXTRA.format(blocked=blocked, statement=statement)
+    )
+    assert isinstance(official, dict) and isinstance(ours, dict)
+    assert f'pip install "osmosis-ai[{extra}]"' in official.pop("message")
+    assert f'pip install "pytest-osmosis[{extra}]"' in ours.pop("message")
+    assert ours == official == {"module_not_found": True, "name": blocked, "hint": True}
