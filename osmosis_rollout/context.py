@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from osmosis_rollout.errors import NonFiniteRewardError
 from osmosis_rollout.types import AgentWorkflowConfig, RolloutSample, RolloutStatus
 from osmosis_rollout.types.sample import TERMINAL_STATUSES
 
@@ -176,9 +177,13 @@ class GraderContext:
     artifacts_dir: Path | None = None
 
     def set_reward(self, reward: float) -> None:
-        """Set the sample's reward; it must be finite. Raises ``ValueError`` without a sample."""
+        """Set the sample's reward; it must be finite. Raises ``ValueError`` without a sample.
+
+        NaN or an infinity raises :class:`~osmosis_rollout.errors.NonFiniteRewardError`, a
+        pydantic ``ValidationError`` as the official SDK's validated assignment raises.
+        """
         if self.sample is None:
             raise ValueError("GraderContext has no sample to reward")
         if isinstance(reward, int | float) and not math.isfinite(reward):
-            raise ValueError(f"the grader set reward={reward!r}; a reward must be a finite number")
+            raise NonFiniteRewardError.for_reward(reward)
         self.sample.reward = reward

@@ -9,6 +9,7 @@
     │   ├── RayClusterError         no Ray cluster at the address, or its rollout actors cannot start
     │   ├── RewardSignatureError    a reward/rubric function with the wrong signature (TypeError)
     │   ├── RewardReturnError       a reward that is not a finite float (TypeError, ValueError)
+    │   ├── NonFiniteRewardError    a grader set a NaN or infinite reward (pydantic ValidationError)
     │   ├── MissingAPIKeyError      no API key for a judge's provider (also RuntimeError)
     │   └── PlatformOnlyError       a feature only the official SDK runs (also ImportError)
     └── RuntimeFailure              something failed while running
@@ -29,6 +30,8 @@ Workflow and grader exceptions are not wrapped: they become error categories on 
 """
 
 from __future__ import annotations
+
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 
 class OsmosisError(Exception):
@@ -98,6 +101,32 @@ class RewardSignatureError(UsageError, TypeError):
 
 class RewardReturnError(UsageError, TypeError, ValueError):
     """A reward or rubric function returned a bool, a non-number, or a non-finite number."""
+
+
+class NonFiniteRewardError(UsageError, ValidationError):
+    """``GraderContext.set_reward`` was given NaN or an infinity.
+
+    A pydantic ``ValidationError`` (so a ``ValueError``) with one ``finite_number`` error at
+    ``reward``, as the official SDK raises from the sample's validated assignment; its text is
+    the one line saying what the grader did. Build it with :meth:`for_reward`.
+    """
+
+    def __str__(self) -> str:
+        return "; ".join(str(error["msg"]) for error in self.errors())
+
+    @classmethod
+    def for_reward(cls, reward: float) -> NonFiniteRewardError:
+        """The error for the non-finite ``reward`` a grader set."""
+        detail = InitErrorDetails(
+            type=PydanticCustomError(
+                "finite_number",
+                "the grader set reward={reward}; a reward must be a finite number",
+                {"reward": repr(reward)},
+            ),
+            loc=("reward",),
+            input=reward,
+        )
+        return cls.from_exception_data("RolloutSample", [detail])
 
 
 class RuntimeFailure(OsmosisError):

@@ -59,3 +59,46 @@ def test_a_missing_extra_is_a_module_not_found_error_naming_the_module(
     assert f'pip install "osmosis-ai[{extra}]"' in official.pop("message")
     assert f'pip install "pytest-osmosis[{extra}]"' in ours.pop("message")
     assert ours == official == {"module_not_found": True, "name": blocked, "hint": True}
+
+
+@pytest.mark.parametrize("reward", ["nan", "inf", "-inf"])
+def test_a_non_finite_reward_is_a_pydantic_validation_error(
+    official_python: Path, tmp_path: Path, reward: str
+) -> None:
+    official, ours = both(
+        official_python,
+        tmp_path,
+        f"""
+        import json
+        from pydantic import ValidationError
+        from osmosis_ai.rollout import GraderContext, RolloutSample
+        ctx = GraderContext(sample=RolloutSample())
+        try:
+            ctx.set_reward(float({reward!r}))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            print(json.dumps({{
+                "value_error": isinstance(exc, ValueError),
+                "errors": len(exc.errors()),
+                "type": error["type"],
+                "loc": list(error["loc"]),
+                "reward_after": repr(ctx.sample.reward),
+                "text": str(exc),
+            }}))
+        """,
+    )
+    assert isinstance(official, dict) and isinstance(ours, dict)
+    official.pop("text")
+    # Ours keeps the one line saying what the grader did.
+    assert ours.pop("text") == f"the grader set reward={reward}; a reward must be a finite number"
+    assert (
+        ours
+        == official
+        == {
+            "value_error": True,
+            "errors": 1,
+            "type": "finite_number",
+            "loc": ["reward"],
+            "reward_after": "None",
+        }
+    )
