@@ -4,6 +4,9 @@ Only the SHA-256 of a token is stored. A lease's deadline starts at admission + 
 pushed to ``now + timeout`` by every correctly-tokened poll that arrives before the rollout
 finishes. A watcher task per lease calls ``on_expired`` at the deadline; once the result is
 fixed the lease stops (no watcher) but stays to authenticate later polls.
+
+A rollout with no lease raises :class:`UnknownLeaseError` (a ``KeyError``), as the official
+SDK's lease manager does; a wrong token raises :class:`InvalidLeaseError`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from dataclasses import dataclass, field
 
 TOKEN_BYTES = 32
 """Random bytes in a lease token (``secrets.token_urlsafe``)."""
+
+
+class UnknownLeaseError(KeyError):
+    """No lease is registered for the rollout id (``args[0]``): never admitted, or forgotten."""
 
 
 class InvalidLeaseError(PermissionError):
@@ -74,26 +81,24 @@ class LeaseManager:
         return token
 
     def get(self, rollout_id: str) -> PollingLease:
-        """The lease of ``rollout_id`` (``KeyError`` if none)."""
-        return self._leases[rollout_id]
+        """The lease of ``rollout_id`` (:class:`UnknownLeaseError` if none)."""
+        try:
+            return self._leases[rollout_id]
+        except KeyError:
+            raise UnknownLeaseError(rollout_id) from None
 
     def expired(self, rollout_id: str) -> bool:
-        """True when ``rollout_id`` has a lease whose deadline has passed."""
-        lease = self._leases.get(rollout_id)
-        return lease is not None and lease.active and lease.expired()
+        """True when the lease of ``rollout_id`` is watched and its deadline has passed."""
+        lease = self.get(rollout_id)
+        return lease.active and lease.expired()
 
     def authenticate(self, rollout_id: str, token: str) -> None:
         """Raise :class:`InvalidLeaseError` unless ``token`` is the lease token of ``rollout_id``."""
-        lease = self._leases.get(rollout_id)
-        if lease is None:
-            raise InvalidLeaseError("invalid polling lease")
-        lease.authenticate(token)
+        self.get(rollout_id).authenticate(token)
 
     def renew(self, rollout_id: str, token: str) -> bool:
         """Authenticate ``token``; if the lease is still live, push its deadline; else False."""
-        lease = self._leases.get(rollout_id)
-        if lease is None:
-            raise InvalidLeaseError("invalid polling lease")
+        lease = self.get(rollout_id)
         lease.authenticate(token)
         now = asyncio.get_running_loop().time()
         if lease.expired(now):
@@ -145,4 +150,4 @@ class LeaseManager:
             watcher.cancel()
 
 
-__all__ = ["TOKEN_BYTES", "InvalidLeaseError", "LeaseManager", "PollingLease"]
+__all__ = ["TOKEN_BYTES", "InvalidLeaseError", "LeaseManager", "PollingLease", "UnknownLeaseError"]

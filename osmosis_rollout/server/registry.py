@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osmosis_rollout.context import RolloutProgress
-from osmosis_rollout.server.lease import InvalidLeaseError, LeaseManager
+from osmosis_rollout.server.lease import InvalidLeaseError, LeaseManager, UnknownLeaseError
 from osmosis_rollout.types import RolloutErrorCategory, RolloutStatus
 from osmosis_rollout.wire import status_only
 
@@ -324,7 +324,7 @@ class RolloutRegistry:
             elif not entry.delivered and entry.result.get("err_category") != "lease_expired":
                 try:
                     lapsed = self.leases.get(rollout_id).expired()
-                except KeyError:
+                except UnknownLeaseError:
                     lapsed = True
                 if not lapsed:
                     waiting.append(rollout_id)

@@ -102,3 +102,45 @@ def test_a_non_finite_reward_is_a_pydantic_validation_error(
             "reward_after": "None",
         }
     )
+
+
+def test_an_unknown_lease_raises_unknown_lease_error_a_key_error(
+    official_python: Path, tmp_path: Path
+) -> None:
+    official, ours = both(
+        official_python,
+        tmp_path,
+        """
+        import asyncio, json
+        from osmosis_ai.rollout.server.lease import LeaseManager, UnknownLeaseError
+
+        async def on_expired(rollout_id):
+            pass
+
+        async def main():
+            manager = LeaseManager(timeout_sec=5.0, on_expired=on_expired)
+            seen = {}
+            for call in ("authenticate", "renew"):
+                try:
+                    getattr(manager, call)("r-unknown", "token")
+                except KeyError as exc:
+                    seen[call] = [type(exc) is UnknownLeaseError, list(exc.args)]
+            try:
+                manager.expired("r-unknown")
+            except UnknownLeaseError as exc:
+                seen["expired"] = [True, list(exc.args)]
+            await manager.close()
+            return seen
+
+        print(json.dumps(asyncio.run(main())))
+        """,
+    )
+    assert (
+        ours
+        == official
+        == {
+            "authenticate": [True, ["r-unknown"]],
+            "renew": [True, ["r-unknown"]],
+            "expired": [True, ["r-unknown"]],
+        }
+    )
