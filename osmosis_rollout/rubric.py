@@ -415,7 +415,7 @@ def rubric_grader(
 
     ``solution`` picks the judged text from the sample; ``judge_params`` go to every judge call.
     """
-    _check_arguments(rubric, "", score_min, score_max, max_retries)
+    _check_rubric_arguments(rubric, score_min, score_max, max_retries)
     namespace: dict[str, Any] = {
         "__module__": sys._getframe(1).f_globals.get("__name__", __name__),
         "__qualname__": name,
@@ -443,24 +443,39 @@ def _one_solution(solution: str | None, solution_str: str | None) -> Any:
             "evaluate_rubric() got the solution twice: pass solution_str= (the official "
             "name) or the second positional argument, not both"
         )
-    text = solution_str if solution_str is not None else solution
-    if text is None:
-        raise TypeError(
-            "the solution must be a str, got NoneType: pass the text to judge as solution_str="
-        )
-    return text
+    return solution_str if solution_str is not None else solution
+
+
+def _describe(value: Any) -> str:
+    return "an empty string" if isinstance(value, str) else type(value).__name__
 
 
 def _check_arguments(
     rubric: Any, solution: Any, score_min: float, score_max: float, max_retries: int
 ) -> None:
+    # The official SDK's checks, order and exception types (solution, rubric, score range),
+    # each message opening with the official text.
+    if not isinstance(solution, str) or not solution.strip():
+        raise TypeError(
+            f"'solution_str' must be a non-empty string, got {_describe(solution)}: pass the "
+            "text to judge as solution_str="
+        )
+    _check_rubric_arguments(rubric, score_min, score_max, max_retries)
+
+
+def _check_rubric_arguments(
+    rubric: Any, score_min: float, score_max: float, max_retries: int
+) -> None:
     if not isinstance(rubric, str) or not rubric.strip():
-        raise ValueError("the rubric must be a non-empty string")
-    if not isinstance(solution, str):
-        raise TypeError(f"the solution must be a str, got {type(solution).__name__}")
-    if not (math.isfinite(score_min) and math.isfinite(score_max)) or score_min >= score_max:
+        raise TypeError(f"'rubric' must be a non-empty string, got {_describe(rubric)}")
+    if score_max <= score_min:
         raise ValueError(
-            f"need finite score_min < score_max, got score_min={score_min}, score_max={score_max}"
+            f"'score_max' must be greater than 'score_min', got score_min={score_min}, "
+            f"score_max={score_max}"
+        )
+    if not (math.isfinite(score_min) and math.isfinite(score_max)):
+        raise ValueError(
+            f"need finite score_min and score_max, got score_min={score_min}, score_max={score_max}"
         )
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
         raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")

@@ -158,10 +158,12 @@ async def test_response_format_none_sends_no_response_format() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"rubric": "  "}, ValueError, "rubric must be a non-empty string"),
-        ({"solution": None}, TypeError, "solution must be a str, got NoneType"),
-        ({"score_min": 1.0, "score_max": 1.0}, ValueError, "finite score_min < score_max"),
-        ({"score_max": float("inf")}, ValueError, "finite score_min < score_max"),
+        ({"rubric": "  "}, TypeError, "^'rubric' must be a non-empty string, got an empty str"),
+        ({"solution": None}, TypeError, "^'solution_str' must be a non-empty string, got NoneT"),
+        ({"solution": " \n"}, TypeError, "^'solution_str' must be a non-empty string, got an e"),
+        ({"solution": "", "rubric": ""}, TypeError, "^'solution_str' must be"),
+        ({"score_min": 1.0, "score_max": 1.0}, ValueError, "^'score_max' must be greater than"),
+        ({"score_max": float("inf")}, ValueError, "need finite score_min and score_max"),
         ({"max_retries": -1}, ValueError, "max_retries must be an int >= 0"),
     ],
 )

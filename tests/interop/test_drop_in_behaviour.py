@@ -144,3 +144,44 @@ def test_an_unknown_lease_raises_unknown_lease_error_a_key_error(
             "expired": [True, ["r-unknown"]],
         }
     )
+
+
+RUBRIC_CALLS = {
+    "empty rubric": {"solution_str": "4", "rubric": "  "},
+    "empty solution": {"solution_str": " ", "rubric": "Is it 4?"},
+    "both empty (the solution is checked first)": {"solution_str": "", "rubric": ""},
+    "solution not a string": {"solution_str": 4, "rubric": "Is it 4?"},
+    "rubric not a string": {"solution_str": "4", "rubric": None},
+    "empty score range": {"solution_str": "4", "rubric": "Is it 4?", "score_min": 1.0},
+}
+
+
+@pytest.mark.parametrize("case", sorted(RUBRIC_CALLS))
+def test_evaluate_rubric_refuses_bad_arguments_like_the_official_before_any_request(
+    official_python: Path, tmp_path: Path, case: str
+) -> None:
+    # No key and an unreachable provider: a check that came after the request would show as a
+    # MissingAPIKeyError or a provider error instead.
+    official, ours = both(
+        official_python,
+        tmp_path,
+        f"""
+        import asyncio, json, os
+        for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+            os.environ.pop(name, None)
+        from osmosis_ai.eval.rubric import evaluate_rubric
+
+        async def main():
+            try:
+                await evaluate_rubric(model="openai/gpt-5-mini", **{RUBRIC_CALLS[case]!r})
+            except Exception as exc:
+                return {{"type": type(exc).__name__, "message": str(exc)}}
+            return {{"type": None}}
+
+        print(json.dumps(asyncio.run(main())))
+        """,
+    )
+    assert isinstance(official, dict) and isinstance(ours, dict)
+    # Ours opens with the official message and then says what it got.
+    assert ours["message"].startswith(official["message"])
+    assert ours["type"] == official["type"] in ("TypeError", "ValueError")
