@@ -161,10 +161,9 @@ def _save_logged(
             root, rollout_id, result, label, metadata, extra_fields, diagnostics, redactor, report
         )
     except Exception:
+        # The official SDK's wording: log lines people grep for read the same.
         logger.warning(
-            "could not save the trajectory of rollout %r (best-effort, the result is unchanged)",
-            rollout_id,
-            exc_info=True,
+            "Failed to save the trajectory for rollout %s (best-effort)", rollout_id, exc_info=True
         )
         return None
 
@@ -194,7 +193,11 @@ def _save(
                 _diagnostics_text(redactor.redact_value(dict(payload))),
             )
         except Exception:
-            logger.warning("could not save diagnostics of rollout %r", rollout_id, exc_info=True)
+            logger.warning(
+                "Failed to save the diagnostics for rollout %s (best-effort)",
+                rollout_id,
+                exc_info=True,
+            )
 
     sample = result.sample
     if sample is None or sample.trajectory_messages is None:
@@ -250,6 +253,14 @@ def _reported_document(
     # The rollout has one sample: a lone entry is its report whatever its key.
     matched = next(iter(report.samples.values())) if len(report.samples) == 1 else None
     unmatched = dict(report.samples) if len(report.samples) > 1 else None
+    if unmatched:
+        logger.warning(
+            "Trajectory report for rollout %s has %d entries but the rollout "
+            "produced one sample; preserving them under "
+            "extra.osmosis.unmatched_sample_reports",
+            rollout_id,
+            len(unmatched),
+        )
     return convert_sample_to_trajectory(
         sample,
         rollout_id=rollout_id,

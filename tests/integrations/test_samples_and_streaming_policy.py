@@ -86,7 +86,7 @@ async def test_an_openai_agents_sample_keeps_its_items_when_conversion_fails(
 
     assert list(sample.messages) == items
     assert sample.trajectory_messages is None
-    assert "could not convert" in caplog.text
+    assert "Failed to convert OpenAI Agents messages for trajectory persistence" in caplog.text
 
 
 async def test_a_strands_sample_keeps_its_messages_when_formatting_fails(
@@ -99,4 +99,4 @@ async def test_a_strands_sample_keeps_its_messages_when_formatting_fails(
 
     assert list(sample.messages) == messages
     assert sample.trajectory_messages is None
-    assert "could not format" in caplog.text
+    assert "Failed to convert Strands messages for trajectory persistence" in caplog.text

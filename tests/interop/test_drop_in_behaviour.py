@@ -185,3 +185,102 @@ def test_evaluate_rubric_refuses_bad_arguments_like_the_official_before_any_requ
     # Ours opens with the official message and then says what it got.
     assert ours["message"].startswith(official["message"])
     assert ours["type"] == official["type"] in ("TypeError", "ValueError")
+
+
+LOG_CAPTURE = """
+    import asyncio, json, logging, tempfile
+    from pathlib import Path
+
+    class Keep(logging.Handler):
+        lines = []
+
+        def emit(self, record):
+            if record.levelno >= logging.WARNING:
+                self.lines.append([record.levelname, record.getMessage()])
+
+    logging.getLogger().addHandler(Keep())
+    logging.getLogger().setLevel(logging.INFO)
+"""
+
+
+def test_the_integrations_conversion_failure_warnings_read_as_the_official(
+    official_python: Path, tmp_path: Path
+) -> None:
+    official, ours = both(
+        official_python,
+        tmp_path,
+        LOG_CAPTURE
+        + """
+    from osmosis_ai.rollout.integrations.agents.openai_agents import SessionSampleSource
+    from osmosis_ai.rollout.integrations.agents.strands import StrandsAgentSampleSource
+
+    class Session:  # any OpenAI Agents session: the items the runner persisted
+        async def get_items(self, limit=None):
+            return [{"role": "user", "content": "hi"}, {"type": "mystery"}]
+
+    class Agent:  # a Strands agent's messages
+        messages = [{"role": "user", "content": [{"mystery": 1}]}]
+
+    async def main():
+        first = await SessionSampleSource(Session()).get_sample()
+        second = await StrandsAgentSampleSource(Agent()).get_sample()
+        return [first.trajectory_messages, second.trajectory_messages]
+
+    print(json.dumps({"trajectories": asyncio.run(main()), "logged": Keep.lines}))
+    """,
+    )
+    assert (
+        ours
+        == official
+        == {
+            "trajectories": [None, None],
+            "logged": [
+                ["WARNING", "Failed to convert OpenAI Agents messages for trajectory persistence"],
+                ["WARNING", "Failed to convert Strands messages for trajectory persistence"],
+            ],
+        }
+    )
+
+
+def test_save_trajectory_warnings_read_as_the_official(
+    official_python: Path, tmp_path: Path
+) -> None:
+    official, ours = both(
+        official_python,
+        tmp_path,
+        LOG_CAPTURE
+        + """
+    from osmosis_ai.rollout import ExecutionResult, RolloutSample, RolloutStatus
+    from osmosis_ai.rollout.trajectory import save_trajectory
+    from osmosis_ai.rollout.trajectory.report import SampleReport, TrajectoryReport
+
+    root = Path(tempfile.mkdtemp())
+    blocker = root / "a-file"
+    blocker.write_text("where the artifact root should be")
+    sample = RolloutSample(messages=[{"role": "user", "content": "hi"}], reward=1.0)
+    done = ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample)
+    two = TrajectoryReport(samples={"a": SampleReport(), "b": SampleReport()})
+
+    async def main():
+        await save_trajectory(rollout_id="r-1", result=done, artifact_root=blocker)
+        await save_trajectory(rollout_id="r-2", result=done, artifact_root=root, report=two)
+        return (root / "r-2" / "trajectory.json").is_file()
+
+    print(json.dumps({"saved": asyncio.run(main()), "logged": Keep.lines}))
+    """,
+    )
+    assert (
+        ours
+        == official
+        == {
+            "saved": True,
+            "logged": [
+                ["WARNING", "Failed to save the trajectory for rollout r-1 (best-effort)"],
+                [
+                    "WARNING",
+                    "Trajectory report for rollout r-2 has 2 entries but the rollout produced one "
+                    "sample; preserving them under extra.osmosis.unmatched_sample_reports",
+                ],
+            ],
+        }
+    )

@@ -128,9 +128,9 @@ def to_chat_messages(items: Sequence[Any], *, log_errors: bool = True) -> list[A
         )
     except Exception:
         if log_errors:
+            # The official SDK's wording: log lines people grep for read the same.
             logger.warning(
-                "could not convert OpenAI Agents session items to chat messages for the "
-                "trajectory; the sample keeps its native items",
+                "Failed to convert OpenAI Agents messages for trajectory persistence",
                 exc_info=True,
             )
         return None

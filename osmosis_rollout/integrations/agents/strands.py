@@ -103,10 +103,9 @@ def to_chat_messages(
         return list(LiteLLMModel.format_request_messages(cast(Any, list(messages))))
     except Exception:
         if log_errors:
+            # The official SDK's wording: log lines people grep for read the same.
             logger.warning(
-                "could not format Strands messages as chat messages for the trajectory; "
-                "the sample keeps its native messages",
-                exc_info=True,
+                "Failed to convert Strands messages for trajectory persistence", exc_info=True
             )
         return None
 
