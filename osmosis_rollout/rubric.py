@@ -204,7 +204,8 @@ async def evaluate_rubric(
         params["timeout"] = (
             timeout if timeout is not None else params.get("timeout", target.timeout)
         )
-        judge: Any = LiteLLMPolicy(target.litellm_model, **params)
+        # Always LiteLLM: the official rubric errors are told apart by LiteLLM's error classes.
+        judge: Any = LiteLLMPolicy(target.litellm_model, **{**params, "force_litellm": True})
         request_model: str | None = target.litellm_model
         described = f"judge model {target.litellm_model!r}"
         call_timeout: float | None = None

@@ -51,6 +51,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("config", "eval TOML (configs/eval/NAME.toml); its values are defaults", "PATH"),
     OptionSpec("policy", "scripted policy MODULE_OR_FILE:CALLABLE serving the model calls", "REF"),
     OptionSpec("model", "real model through LiteLLM, e.g. openai/gpt-5-mini", "LITELLM_ID"),
+    OptionSpec(
+        "force_litellm",
+        "send every --osmosis-model call through LiteLLM, also to an OpenAI-compatible "
+        "server of your own (otherwise called through the openai SDK directly)",
+        kind="flag",
+    ),
     OptionSpec("pass_threshold", "a row passes when reward >= X (default 1.0)", "X"),
     OptionSpec(
         "concurrency", "rollouts in flight at once (default: workflow config, else 32)", "N"
@@ -294,6 +300,7 @@ class OsmosisSettings:
     config_path: str | None = None
     policy: str | None = None
     model: str | None = None
+    force_litellm: bool = False
     pass_threshold: float = 1.0
     #: The user (flag, ini or eval config) set the threshold: ungraded rows then fail.
     pass_threshold_set: bool = False
@@ -386,6 +393,7 @@ def resolve_settings(
         config_path=raw_value(config, "config"),
         policy=raw_value(config, "policy"),
         model=raw_value(config, "model"),
+        force_litellm=_flag(config, "force_litellm"),
         pass_threshold=1.0 if threshold is None else _number("pass_threshold", threshold),
         pass_threshold_set=threshold is not None,
         concurrency=None

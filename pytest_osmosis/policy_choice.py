@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_osmosis.options import OsmosisSettings, resolve_path
+from pytest_osmosis.options import DEFAULT_CONCURRENCY, OsmosisSettings, resolve_path
 from pytest_osmosis.workspace import load_callable
 
 if TYPE_CHECKING:
@@ -42,14 +42,14 @@ def choose_policy(config: pytest.Config, settings: OsmosisSettings) -> Any:
     if s.policy:
         inner = as_policy(load_callable(s.policy, base=base, what="--osmosis-policy"))
     elif s.model:
-        inner = _litellm_policy(s.model, "--osmosis-model")
+        inner = _litellm_policy(s.model, "--osmosis-model", s)
     cassettes = cassette_dir(config, settings)
     mode = s.record_mode
     if inner is None:
         if mode in (None, "none") and _has_cassettes(cassettes):
             return RecordingPolicy(None, cassettes, "none")
         if s.toml_model and (mode is not None or not _has_cassettes(cassettes)):
-            inner = _litellm_policy(s.toml_model, "the eval TOML's model_path")
+            inner = _litellm_policy(s.toml_model, "the eval TOML's model_path", s)
         else:
             raise pytest.UsageError(
                 "pytest-osmosis: no policy to answer the rollouts' model calls. Pass "
@@ -61,8 +61,12 @@ def choose_policy(config: pytest.Config, settings: OsmosisSettings) -> Any:
     return RecordingPolicy(inner, cassettes, cast("RecordMode", mode))
 
 
-def _litellm_policy(model: str, source: str) -> Any:
-    """A LiteLLM policy, refused up front when LiteLLM finds no credentials for the model."""
+def _litellm_policy(model: str, source: str, settings: OsmosisSettings) -> Any:
+    """A LiteLLM policy, refused up front when LiteLLM finds no credentials for the model.
+
+    Its pool to an OpenAI-compatible server holds one connection per rollout in flight;
+    ``--osmosis-force-litellm`` keeps every call on LiteLLM.
+    """
     from osmosis_rollout.integrations._litellm import import_litellm
     from osmosis_rollout.policy import LiteLLMPolicy
 
@@ -77,4 +81,8 @@ def _litellm_policy(model: str, source: str) -> Any:
             f"pytest-osmosis: model {model!r} (from {source}) needs {', '.join(missing)} in the "
             "environment. Set it, or replay recorded cassettes, or pass --osmosis-policy FILE:CALLABLE."
         )
-    return LiteLLMPolicy(model)
+    return LiteLLMPolicy(
+        model,
+        force_litellm=settings.force_litellm,
+        max_connections=settings.concurrency or DEFAULT_CONCURRENCY,
+    )

@@ -2,20 +2,25 @@
 
 Cost comes from one of two places. Configured prices (:class:`TokenPrices`, dollars per
 million prompt and completion tokens) win when given: the user knows their rates. Otherwise
-the cost the provider reported through LiteLLM is summed over the calls that reported one.
+the cost the provider reported through LiteLLM is summed over the calls that reported one:
+LiteLLM prices a call it made itself, and :func:`litellm_cost` prices a call made without
+it (an OpenAI-compatible server reached through the ``openai`` SDK) from the same cost map.
 A cost computed from estimated token counts (a policy that reported no usage) is marked
 ``estimated``.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from osmosis_rollout.policy.types import Usage
 
-__all__ = ["CallRecord", "Cost", "RolloutCallLog", "TokenPrices"]
+__all__ = ["CallRecord", "Cost", "RolloutCallLog", "TokenPrices", "litellm_cost"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -148,3 +153,29 @@ class RolloutCallLog:
             "reported_cost": self.reported_cost,
             "latency_s": self.latency_s,
         }
+
+
+def litellm_cost(
+    provider: str, model: str, prompt_tokens: int, completion_tokens: int
+) -> float | None:
+    """What LiteLLM's cost map says ``model`` of ``provider`` costs for these tokens, in US
+    dollars; None when the map does not know the model (or LiteLLM is not installed)."""
+    from osmosis_rollout.errors import MissingExtraError
+    from osmosis_rollout.integrations._litellm import import_litellm
+
+    try:
+        litellm = import_litellm()
+    except MissingExtraError:
+        return None
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model,
+            custom_llm_provider=provider,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+        )
+        cost = float(prompt_cost) + float(completion_cost)
+    except Exception as exc:  # LiteLLM raises a plain Exception for a model it cannot price
+        logger.debug("LiteLLM's cost map has no price for %s/%s: %s", provider, model, exc)
+        return None
+    return cost if math.isfinite(cost) else None

@@ -1,8 +1,11 @@
-"""A real model through LiteLLM: ``LiteLLMPolicy("openai/gpt-5-mini")``, a local vLLM or Ollama, ...
+"""A real model: ``LiteLLMPolicy("openai/gpt-5-mini")``, a local vLLM or Ollama, ...
 
 Provider keys come from the environment exactly as LiteLLM reads them (``OPENAI_API_KEY``, ...),
-or from ``api_key=``/``api_base=`` given here. LiteLLM is imported on the first call, never at
-import time.
+or from ``api_key=``/``api_base=`` given here. A model on an OpenAI-compatible server of
+your own (``hosted_vllm/...``, ``openai/...`` with a base URL that is not OpenAI's) is called
+through the ``openai`` SDK on one pooled client (:mod:`osmosis_rollout.policy.openai_compatible`
+states the rule); every other model goes through ``litellm.acompletion``, as does every call
+with ``force_litellm=True``. LiteLLM is imported on the first call, never at import time.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from osmosis_rollout._imports import require_extra
 from osmosis_rollout.errors import PolicyError
+from osmosis_rollout.policy.openai_compatible import OpenAICompatibleClient, openai_route
 from osmosis_rollout.policy.types import ChatReply, ChatRequest, ToolCall, Usage, new_call_id
 
 __all__ = ["LiteLLMPolicy"]
@@ -118,25 +122,50 @@ def _reply_from_response(response: Any, model: str) -> ChatReply:
 
 
 class LiteLLMPolicy:
-    """Answer each call with ``litellm.acompletion(model=model, ...)`` (non-streaming).
+    """Answer each call with the model ``model`` (a LiteLLM model id such as ``openai/gpt-5-mini``).
 
     ``default_params`` go to every call (``temperature=0``, ``api_base=...``, ``num_retries=2``,
     ``drop_params=True``, ...); the request's own sampling parameters (temperature, top_p,
     max_tokens, stop, seed, tool_choice, response_format, ...) override them. Request fields that
     would redirect the call or swap credentials (``api_key``, ``api_base``, callbacks,
     ``litellm_*``/``_*`` ...) are dropped.
+
+    A model on an OpenAI-compatible server of your own is called through the ``openai`` SDK
+    (streaming when the request streams), on one client whose pool holds ``max_connections``
+    connections (the plugin passes ``--osmosis-concurrency``); ``route`` says which way calls
+    go (``"openai"`` or ``"litellm"``). Everything else, and every call with
+    ``force_litellm=True``, goes through ``litellm.acompletion`` (non-streaming).
     """
 
-    def __init__(self, model: str, **default_params: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        force_litellm: bool = False,
+        max_connections: int | None = None,
+        **default_params: Any,
+    ) -> None:
         if not model or "/" not in model:
             raise ValueError(
                 f"LiteLLMPolicy needs a LiteLLM model id such as 'openai/gpt-5-mini'; got {model!r}"
             )
         self.model = model
         self.default_params = default_params
+        self.force_litellm = force_litellm
+        route = openai_route(model, default_params, force_litellm=force_litellm)
+        self._openai = (
+            None
+            if route is None
+            else OpenAICompatibleClient(route, max_connections=max_connections)
+        )
 
     def __repr__(self) -> str:
         return f"LiteLLMPolicy({self.model!r})"
+
+    @property
+    def route(self) -> str:
+        """``"openai"`` when calls go through the ``openai`` SDK, ``"litellm"`` otherwise."""
+        return "litellm" if self._openai is None else "openai"
 
     def build_kwargs(self, request: ChatRequest) -> dict[str, Any]:
         """The keyword arguments passed to ``litellm.acompletion`` for ``request``."""
@@ -158,8 +187,11 @@ class LiteLLMPolicy:
 
     async def complete(self, request: ChatRequest) -> ChatReply:
         """Call the model and normalise its reply."""
-        litellm, skips_mcp = _litellm()
         kwargs = self.build_kwargs(request)
+        if self._openai is not None:
+            kwargs["stream"] = request.stream
+            return await self._openai.complete(kwargs)
+        litellm, skips_mcp = _litellm()
         if skips_mcp:
             kwargs["_skip_mcp_handler"] = True
         response = await litellm.acompletion(**kwargs)

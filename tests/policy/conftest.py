@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -62,29 +63,48 @@ def serve() -> Iterator[Callable[..., PolicyServer]]:
 
 @dataclass
 class StubProvider:
-    """A minimal OpenAI-compatible provider: records requests, answers from a queue."""
+    """A minimal OpenAI-compatible provider: records requests, answers JSON or SSE as asked.
+
+    The first ``fail_first`` calls get HTTP ``fail_status`` with ``retry_after`` headers;
+    ``latency_s`` delays every answer; ``arrivals`` (monotonic seconds), ``peers`` (the
+    client's address of each call) and ``max_in_flight`` show how clients called it.
+    """
 
     base_url: str = ""
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     fail_first: int = 0
     fail_status: int = 429
+    retry_after: dict[str, str] = field(default_factory=lambda: {"retry-after-ms": "10"})
     reply: dict[str, Any] = field(
         default_factory=lambda: {"role": "assistant", "content": "stub says hi"}
     )
     finish_reason: str = "stop"
+    latency_s: float = 0.0
     calls: int = 0
+    arrivals: list[float] = field(default_factory=list)
+    peers: list[str] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
+
+    def failure(self) -> Response | None:
+        if self.calls > self.fail_first:
+            return None
+        kind = "rate_limit_error" if self.fail_status == 429 else "server_error"
+        return Response(
+            json.dumps({"error": {"message": "slow down", "type": kind, "code": self.fail_status}}),
+            status_code=self.fail_status,
+            media_type="application/json",
+            headers=self.retry_after,
+        )
 
     def answer(self, body: dict[str, Any]) -> Response:
-        self.calls += 1
-        if self.calls <= self.fail_first:
+        usage = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return Response(
-                json.dumps(
-                    {"error": {"message": "slow down", "type": "rate_limit_error", "code": "429"}}
-                ),
-                status_code=self.fail_status,
-                media_type="application/json",
-                headers={"retry-after-ms": "10"},
+                "".join(self._chunks(body, usage if include_usage else None)),
+                media_type="text/event-stream",
             )
         return Response(
             json.dumps(
@@ -96,11 +116,47 @@ class StubProvider:
                     "choices": [
                         {"index": 0, "message": self.reply, "finish_reason": self.finish_reason}
                     ],
-                    "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+                    "usage": usage,
                 }
             ),
             media_type="application/json",
         )
+
+    def _chunks(self, body: dict[str, Any], usage: dict[str, int] | None) -> list[str]:
+        base = {
+            "id": f"chatcmpl-stub-{self.calls}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model", "stub"),
+        }
+
+        def event(choices: list[dict[str, Any]], **extra: Any) -> str:
+            return f"data: {json.dumps({**base, 'choices': choices, **extra})}\n\n"
+
+        events = [event([{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}])]
+        content = self.reply.get("content") or ""
+        for piece in (content[: len(content) // 2], content[len(content) // 2 :]):
+            if piece:
+                events.append(
+                    event([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+                )
+        for index, call in enumerate(self.reply.get("tool_calls") or []):
+            arguments = call["function"]["arguments"]
+            head = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""},
+            }
+            events.append(event([{"index": 0, "delta": {"tool_calls": [head]}}]))
+            for piece in (arguments[:5], arguments[5:]):
+                part = {"index": index, "function": {"arguments": piece}}
+                events.append(event([{"index": 0, "delta": {"tool_calls": [part]}}]))
+        events.append(event([{"index": 0, "delta": {}, "finish_reason": self.finish_reason}]))
+        if usage is not None:
+            events.append(event([], usage=usage))
+        events.append("data: [DONE]\n\n")
+        return events
 
 
 @pytest.fixture
@@ -111,10 +167,24 @@ def stub_provider() -> Iterator[StubProvider]:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
+        stub.calls += 1
+        stub.arrivals.append(time.monotonic())
+        client = request.client
+        stub.peers.append(f"{client.host}:{client.port}" if client else "?")
         body = await request.json()
         stub.requests.append(body)
         stub.headers.append(dict(request.headers))
-        return stub.answer(body)
+        failure = stub.failure()
+        if failure is not None:
+            return failure
+        stub.in_flight += 1
+        stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
+        try:
+            if stub.latency_s:
+                await asyncio.sleep(stub.latency_s)
+            return stub.answer(body)
+        finally:
+            stub.in_flight -= 1
 
     with uvicorn_thread(app, lifespan="off", log_config=None, timeout_graceful_shutdown=1) as url:
         stub.base_url = f"{url}/v1"

@@ -2,8 +2,9 @@
 any file it wrote (JSON report, HTML report, JUnit XML, cassettes, trajectories, artifacts,
 logs), nor in its console output.
 
-The provider key is really used: ``--osmosis-model openai/...`` goes through LiteLLM to a
-fake provider on loopback (our ``PolicyServer``, which demands that key as its bearer), in
+The provider key is really used: ``--osmosis-model openai/...`` goes to a fake provider on
+loopback (our ``PolicyServer``, which demands that key as its bearer) through the ``openai``
+SDK, or through LiteLLM with ``osmosis_force_litellm = true`` in the ini file, in
 record mode, so cassettes are written from real provider traffic. The inbound key
 (``OSMOSIS_ROLLOUT_API_KEY``) sits in the environment of the run. The workflow uses
 ``RolloutChatClient``, whose conversation becomes the trajectory. LiteLLM and the
@@ -18,6 +19,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from osmosis_rollout.controller import PolicyServer
 
@@ -51,13 +54,15 @@ def provider(request: object) -> str:
     return "The answer is 42"
 
 
-def test_a_plugin_run_writes_neither_key_anywhere(tmp_path: Path) -> None:
+@pytest.mark.parametrize("route", ["openai", "litellm"])
+def test_a_plugin_run_writes_neither_key_anywhere(tmp_path: Path, route: str) -> None:
     (tmp_path / "rollouts" / "secrets").mkdir(parents=True)
     (tmp_path / "rollouts" / "secrets" / "main.py").write_text(textwrap.dedent(MAIN_PY))
     (tmp_path / "data").mkdir()
     rows = [{"user_prompt": f"What is 6 times 7? ({i})", "ground_truth": "42"} for i in range(3)]
     (tmp_path / "data" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    ini = "[pytest]\n" + ("osmosis_force_litellm = true\n" if route == "litellm" else "")
+    (tmp_path / "pytest.ini").write_text(ini)
     out = tmp_path / "out"
 
     with PolicyServer(provider, api_key=PROVIDER_KEY) as fake_provider:
@@ -98,6 +103,10 @@ def test_a_plugin_run_writes_neither_key_anywhere(tmp_path: Path) -> None:
 
     console = proc.stdout + proc.stderr
     assert proc.returncode == 0, console[-4000:]
+    # LiteLLM's own DEBUG lines show which way the calls went.
+    assert ("LiteLLM completion()" in console + (out / "pytest.log").read_text()) is (
+        route == "litellm"
+    )
     # The provider key was really used: the fake provider accepted three calls with it.
     assert len(provider_calls) == 3 and all(c.error is None for c in provider_calls)
 
