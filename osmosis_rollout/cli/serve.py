@@ -2,10 +2,15 @@
 
 The entrypoint is resolved by :func:`osmosis_rollout.entrypoint.load_entrypoint` (an app, a
 backend, or workflow/grader classes). The server flags (timings, ``--enable-metrics``,
-``--max-queue-depth``, ``--max-body-bytes``) apply to the app serve builds and equally to
+``--max-queue-depth``, ``--max-body-bytes``, ``--max-concurrent``) apply to the app serve builds and equally to
 an app the entrypoint built with ``create_rollout_server``. Uvicorn runs with
 ``timeout_keep_alive=2160`` so idle keep-alive connections outlive the platform load
 balancer's 2100 s idle timeout.
+
+``--max-concurrent auto`` (the default) runs as many rollouts at once as the server can
+finish in time, an adaptive limit on latency and event-loop lag, capped by the rollout's
+own ``max_concurrent``; ``--max-concurrent N`` fixes it. Beyond the running rollouts and
+a short queue, admissions get 429 with ``Retry-After`` at once.
 
 ``--backend ray`` keeps admission, leases and long polls in this process and runs the
 rollouts on a Ray cluster (``--ray-address``: ``auto``, ``HOST:PORT``; default a local
@@ -75,6 +80,15 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         metavar="N",
         help="admit at most N rollouts beyond the running slots; more get 429 + Retry-After",
+    )
+    parser.add_argument(
+        "--max-concurrent",
+        default=None,
+        metavar="auto|N",
+        help=(
+            "rollouts running at once: 'auto' (default) adapts to latency and event-loop lag, "
+            "N fixes it; capped by the rollout's own max_concurrent"
+        ),
     )
     parser.add_argument(
         "--max-body-bytes",
@@ -156,7 +170,24 @@ def _server_options(args: argparse.Namespace) -> dict[str, Any]:
         options["max_queue_depth"] = args.max_queue_depth
     if args.max_body_bytes is not None:
         options["max_body_bytes"] = args.max_body_bytes
+    if getattr(args, "max_concurrent", None) is not None:
+        from osmosis_rollout.errors import UsageError
+        from osmosis_rollout.server.concurrency import parse_max_concurrent
+
+        try:
+            options["max_concurrent"] = parse_max_concurrent(args.max_concurrent)
+        except ValueError as exc:
+            raise UsageError(f"--max-concurrent: {exc}") from exc
     return options
+
+
+def _apply_default_concurrency(app: Any, options: dict[str, Any]) -> None:
+    """``--max-concurrent auto`` unless given, where it applies (see the module docstring)."""
+    from osmosis_rollout.server.app import adaptive_concurrency_applies, configure_rollout_app
+    from osmosis_rollout.server.concurrency import AUTO
+
+    if "max_concurrent" not in options and adaptive_concurrency_applies(app):
+        configure_rollout_app(app, max_concurrent=AUTO)
 
 
 def _flags(options: dict[str, Any]) -> str:
@@ -176,6 +207,7 @@ def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
     options = _server_options(args)
     if getattr(args, "backend", "local") == "ray":
         ray_app = _ray_app(args, auth.api_key, options)
+        _apply_default_concurrency(ray_app, options)
         return ray_app, f"{args.entrypoint} on Ray ({args.ray_address or 'local cluster'})"
     if getattr(args, "ray_address", None) or getattr(args, "ray_actors", None):
         raise UsageError("--ray-address and --ray-actors need --backend ray")
@@ -193,6 +225,7 @@ def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
                 configure_rollout_app(app, **options)
             except TypeError as exc:
                 raise UsageError(f"{_flags(options)}: {exc}") from exc
+        _apply_default_concurrency(app, options)
         if auth.enabled:
             app = BearerAuthMiddleware(app, auth)
         return app, loaded.describe()
@@ -201,6 +234,7 @@ def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
         built = create_rollout_server(backend=loaded.backend, api_key=auth.api_key, **options)
     except TypeError as exc:
         raise UsageError(f"{_flags(options)}: {exc}") from exc
+    _apply_default_concurrency(built, options)
     return built, loaded.describe()
 
 
