@@ -12,6 +12,11 @@ finish in time, an adaptive limit on latency and event-loop lag, capped by the r
 own ``max_concurrent``; ``--max-concurrent N`` fixes it. Beyond the running rollouts and
 a short queue, admissions get 429 with ``Retry-After`` at once.
 
+Slow clients are shed: a request's headers must be complete within ``--header-timeout``
+(10 s), its body must average 1 KiB/s after 10 s, and past ``--max-connections`` (default:
+the open-file limit less an eighth) the oldest connection not being answered is closed.
+A slow response (a long poll) is never cut.
+
 ``--backend ray`` keeps admission, leases and long polls in this process and runs the
 rollouts on a Ray cluster (``--ray-address``: ``auto``, ``HOST:PORT``; default a local
 cluster started here), on ``--ray-actors`` actors that each import the entrypoint.
@@ -33,6 +38,7 @@ from types import FrameType
 from typing import Any
 
 from osmosis_rollout.server.auth import SERVER_API_KEY_ENV
+from osmosis_rollout.server.connections import HEADER_TIMEOUT_SEC
 from osmosis_rollout.server.shutdown import DEFAULT_DRAIN_TIMEOUT_SEC, KEEP_ALIVE_SEC
 
 logger = logging.getLogger(__name__)
@@ -89,6 +95,21 @@ def add_parser(subparsers: Any) -> None:
             "rollouts running at once: 'auto' (default) adapts to latency and event-loop lag, "
             "N fixes it; capped by the rollout's own max_concurrent"
         ),
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="open connections at most; past it the oldest idle one is closed "
+        "(default: the open-file limit less an eighth)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=HEADER_TIMEOUT_SEC,
+        metavar="SEC",
+        help=f"close a request whose headers take longer (default {HEADER_TIMEOUT_SEC:g})",
     )
     parser.add_argument(
         "--max-body-bytes",
@@ -254,6 +275,14 @@ def run(args: argparse.Namespace) -> int:
     if args.drain_timeout < 0:
         print("osmosis-rollout serve: error: --drain-timeout must be >= 0", file=sys.stderr)
         return 2
+    if not args.header_timeout > 0 or (
+        args.max_connections is not None and args.max_connections < 1
+    ):
+        print(
+            "osmosis-rollout serve: error: --header-timeout must be > 0 and --max-connections >= 1",
+            file=sys.stderr,
+        )
+        return 2
     from osmosis_rollout._gc import freeze_startup_heap
     from osmosis_rollout.chat_client import warm_up
 
@@ -272,6 +301,8 @@ def run(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             timeout_keep_alive=KEEP_ALIVE_SEC,
             rollout_server=rollout_server_of(loaded_app) or rollout_server_of(inner),
+            max_connections=args.max_connections,
+            header_timeout_sec=args.header_timeout,
         )
     finally:
         for sig, handler in previous.items():

@@ -196,6 +196,7 @@ class _Server:
         self.metrics_enabled = False
         self.max_body_bytes: int | None = None
         self.admission: AdmissionControl | None = None
+        self.connections: Any = None  # the runner's ConnectionGuard, when it serves the app
         self.tasks: set[asyncio.Task[None]] = set()
         self.admission_lock = asyncio.Lock()
         self.accepting = True
@@ -552,6 +553,8 @@ def create_rollout_server(
         payload["lifecycle"] = server.lifecycle()
         if server.admission is not None:
             payload["admission"] = server.admission.snapshot()
+        if server.connections is not None:
+            payload["connections"] = server.connections.snapshot()
         return JSONResponse(payload)
 
     if enable_metrics:
