@@ -1,42 +1,51 @@
-"""A concurrency limiter that counts its waiters and holders, for ``health()``."""
+"""A concurrency limiter that counts its waiters and holders, for ``health()``.
+
+Its limit can change while rollouts hold and wait for slots (the server's adaptive
+concurrency sets it; see ``osmosis_rollout/server/concurrency.py``): a raised limit starts
+waiters at once, a lowered one lets the holders finish and starts no one until the count
+of holders is under it again.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import time
+from collections.abc import Callable
 from types import TracebackType
 
 
 class ConcurrencyLimiter:
-    """A semaphore (or nothing, when unbounded) with ``queued`` and ``running`` counters.
+    """A first-come first-served slot counter (or nothing, when unbounded).
 
-    Counters are restored on exceptions and cancellation, so ``health()`` never drifts.
+    ``queued`` and ``running`` are restored on exceptions and cancellation, so ``health()``
+    never drifts. ``on_release``, when set, is called with the seconds each slot was held.
     """
 
     def __init__(self, *, max_concurrent: int | None) -> None:
-        if max_concurrent is not None and max_concurrent < 1:
-            raise ValueError(f"max_concurrent must be >= 1 or None, got {max_concurrent}")
+        _check_limit(max_concurrent)
         self.max_concurrent = max_concurrent
         self.queued = 0
         self.running = 0
-        self._semaphore: asyncio.Semaphore | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.on_release: Callable[[float], None] | None = None
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
-    def _semaphore_for_running_loop(self) -> asyncio.Semaphore | None:
-        """The semaphore, rebuilt when an idle limiter is first used on a new event loop.
+    def set_limit(self, max_concurrent: int | None) -> None:
+        """Change the limit; waiters start at once when it rose."""
+        _check_limit(max_concurrent)
+        self.max_concurrent = max_concurrent
+        self._start_waiters()
 
-        An asyncio semaphore binds to the first loop it waits on; a backend kept by a
-        fixture or reused across ``asyncio.run`` calls would otherwise fail on its next
-        loop with "bound to a different event loop".
-        """
-        if self.max_concurrent is None:
-            return None
-        loop = asyncio.get_running_loop()
-        if self._semaphore is None or (
-            self._loop is not loop and self.queued == 0 and self.running == 0
-        ):
-            self._semaphore = asyncio.Semaphore(self.max_concurrent)
-            self._loop = loop
-        return self._semaphore
+    def _has_free_slot(self) -> bool:
+        return self.max_concurrent is None or self.running < self.max_concurrent
+
+    def _start_waiters(self) -> None:
+        """Hand free slots to waiters in arrival order (the slot is counted for them now)."""
+        while self._waiters and self._has_free_slot():
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.running += 1
+                waiter.set_result(None)
 
     def acquire(self) -> _Slot:
         """Hold one slot for the duration of an ``async with`` block."""
@@ -51,28 +60,44 @@ class ConcurrencyLimiter:
         }
 
 
+def _check_limit(max_concurrent: int | None) -> None:
+    if max_concurrent is not None and max_concurrent < 1:
+        raise ValueError(f"max_concurrent must be >= 1 or None, got {max_concurrent}")
+
+
 class _Slot:
     """One ``async with limiter.acquire()`` block: waits for a slot, holds it, gives it back.
 
     A class rather than an ``asynccontextmanager`` generator: every rollout enters one.
     """
 
-    __slots__ = ("_limiter", "_semaphore")
+    __slots__ = ("_limiter", "_started")
 
     def __init__(self, limiter: ConcurrencyLimiter) -> None:
         self._limiter = limiter
-        self._semaphore: asyncio.Semaphore | None = None
+        self._started = 0.0
 
     async def __aenter__(self) -> None:
         limiter = self._limiter
-        semaphore = self._semaphore = limiter._semaphore_for_running_loop()
-        if semaphore is not None:
+        if not limiter._waiters and limiter._has_free_slot():
+            limiter.running += 1
+        else:
+            waiter = asyncio.get_running_loop().create_future()
+            limiter._waiters.append(waiter)
             limiter.queued += 1
             try:
-                await semaphore.acquire()
+                await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    # Granted, then cancelled before it could start: pass the slot on.
+                    limiter.running -= 1
+                    limiter._start_waiters()
+                else:
+                    waiter.cancel()  # _start_waiters skips it
+                raise
             finally:
                 limiter.queued -= 1
-        limiter.running += 1
+        self._started = time.monotonic()
 
     async def __aexit__(
         self,
@@ -80,6 +105,8 @@ class _Slot:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self._limiter.running -= 1
-        if self._semaphore is not None:
-            self._semaphore.release()
+        limiter = self._limiter
+        limiter.running -= 1
+        limiter._start_waiters()
+        if limiter.on_release is not None:
+            limiter.on_release(time.monotonic() - self._started)

@@ -2,10 +2,20 @@
 
 The entrypoint is resolved by :func:`osmosis_rollout.entrypoint.load_entrypoint` (an app, a
 backend, or workflow/grader classes). The server flags (timings, ``--enable-metrics``,
-``--max-queue-depth``, ``--max-body-bytes``) apply to the app serve builds and equally to
+``--max-queue-depth``, ``--max-body-bytes``, ``--max-concurrent``) apply to the app serve builds and equally to
 an app the entrypoint built with ``create_rollout_server``. Uvicorn runs with
 ``timeout_keep_alive=2160`` so idle keep-alive connections outlive the platform load
 balancer's 2100 s idle timeout.
+
+``--max-concurrent auto`` (the default) runs as many rollouts at once as the server can
+finish in time, an adaptive limit on latency and event-loop lag, capped by the rollout's
+own ``max_concurrent``; ``--max-concurrent N`` fixes it. Beyond the running rollouts and
+a short queue, admissions get 429 with ``Retry-After`` at once.
+
+Slow clients are shed: a request's headers must be complete within ``--header-timeout``
+(10 s), its body must average 1 KiB/s after 10 s, and past ``--max-connections`` (default:
+the open-file limit less an eighth) the oldest connection not being answered is closed.
+A slow response (a long poll) is never cut.
 
 ``--backend ray`` keeps admission, leases and long polls in this process and runs the
 rollouts on a Ray cluster (``--ray-address``: ``auto``, ``HOST:PORT``; default a local
@@ -28,6 +38,7 @@ from types import FrameType
 from typing import Any
 
 from osmosis_rollout.server.auth import SERVER_API_KEY_ENV
+from osmosis_rollout.server.connections import HEADER_TIMEOUT_SEC
 from osmosis_rollout.server.shutdown import DEFAULT_DRAIN_TIMEOUT_SEC, KEEP_ALIVE_SEC
 
 logger = logging.getLogger(__name__)
@@ -75,6 +86,30 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         metavar="N",
         help="admit at most N rollouts beyond the running slots; more get 429 + Retry-After",
+    )
+    parser.add_argument(
+        "--max-concurrent",
+        default=None,
+        metavar="auto|N",
+        help=(
+            "rollouts running at once: 'auto' (default) adapts to latency and event-loop lag, "
+            "N fixes it; capped by the rollout's own max_concurrent"
+        ),
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="open connections at most; past it the oldest idle one is closed "
+        "(default: the open-file limit less an eighth)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=HEADER_TIMEOUT_SEC,
+        metavar="SEC",
+        help=f"close a request whose headers take longer (default {HEADER_TIMEOUT_SEC:g})",
     )
     parser.add_argument(
         "--max-body-bytes",
@@ -156,7 +191,24 @@ def _server_options(args: argparse.Namespace) -> dict[str, Any]:
         options["max_queue_depth"] = args.max_queue_depth
     if args.max_body_bytes is not None:
         options["max_body_bytes"] = args.max_body_bytes
+    if getattr(args, "max_concurrent", None) is not None:
+        from osmosis_rollout.errors import UsageError
+        from osmosis_rollout.server.concurrency import parse_max_concurrent
+
+        try:
+            options["max_concurrent"] = parse_max_concurrent(args.max_concurrent)
+        except ValueError as exc:
+            raise UsageError(f"--max-concurrent: {exc}") from exc
     return options
+
+
+def _apply_default_concurrency(app: Any, options: dict[str, Any]) -> None:
+    """``--max-concurrent auto`` unless given, where it applies (see the module docstring)."""
+    from osmosis_rollout.server.app import adaptive_concurrency_applies, configure_rollout_app
+    from osmosis_rollout.server.concurrency import AUTO
+
+    if "max_concurrent" not in options and adaptive_concurrency_applies(app):
+        configure_rollout_app(app, max_concurrent=AUTO)
 
 
 def _flags(options: dict[str, Any]) -> str:
@@ -176,6 +228,7 @@ def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
     options = _server_options(args)
     if getattr(args, "backend", "local") == "ray":
         ray_app = _ray_app(args, auth.api_key, options)
+        _apply_default_concurrency(ray_app, options)
         return ray_app, f"{args.entrypoint} on Ray ({args.ray_address or 'local cluster'})"
     if getattr(args, "ray_address", None) or getattr(args, "ray_actors", None):
         raise UsageError("--ray-address and --ray-actors need --backend ray")
@@ -193,6 +246,7 @@ def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
                 configure_rollout_app(app, **options)
             except TypeError as exc:
                 raise UsageError(f"{_flags(options)}: {exc}") from exc
+        _apply_default_concurrency(app, options)
         if auth.enabled:
             app = BearerAuthMiddleware(app, auth)
         return app, loaded.describe()
@@ -201,6 +255,7 @@ def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
         built = create_rollout_server(backend=loaded.backend, api_key=auth.api_key, **options)
     except TypeError as exc:
         raise UsageError(f"{_flags(options)}: {exc}") from exc
+    _apply_default_concurrency(built, options)
     return built, loaded.describe()
 
 
@@ -220,6 +275,14 @@ def run(args: argparse.Namespace) -> int:
     if args.drain_timeout < 0:
         print("osmosis-rollout serve: error: --drain-timeout must be >= 0", file=sys.stderr)
         return 2
+    if not args.header_timeout > 0 or (
+        args.max_connections is not None and args.max_connections < 1
+    ):
+        print(
+            "osmosis-rollout serve: error: --header-timeout must be > 0 and --max-connections >= 1",
+            file=sys.stderr,
+        )
+        return 2
     from osmosis_rollout._gc import freeze_startup_heap
     from osmosis_rollout.chat_client import warm_up
 
@@ -238,6 +301,8 @@ def run(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             timeout_keep_alive=KEEP_ALIVE_SEC,
             rollout_server=rollout_server_of(loaded_app) or rollout_server_of(inner),
+            max_connections=args.max_connections,
+            header_timeout_sec=args.header_timeout,
         )
     finally:
         for sig, handler in previous.items():

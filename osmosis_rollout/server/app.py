@@ -29,6 +29,12 @@ from osmosis_rollout.context import RolloutContext, RolloutProgress
 from osmosis_rollout.execution import execute_in_process
 from osmosis_rollout.redaction import Redactor, redact_handler
 from osmosis_rollout.server.auth import BearerAuthMiddleware, ControllerAuth
+from osmosis_rollout.server.concurrency import (
+    AdmissionControl,
+    MaxConcurrent,
+    parse_max_concurrent,
+    supports_concurrency_limit,
+)
 from osmosis_rollout.server.limits import (
     DEFAULT_MAX_BODY_BYTES,
     BodySizeLimitMiddleware,
@@ -189,6 +195,8 @@ class _Server:
         self.metrics = RolloutMetrics()
         self.metrics_enabled = False
         self.max_body_bytes: int | None = None
+        self.admission: AdmissionControl | None = None
+        self.connections: Any = None  # the runner's ConnectionGuard, when it serves the app
         self.tasks: set[asyncio.Task[None]] = set()
         self.admission_lock = asyncio.Lock()
         self.accepting = True
@@ -274,8 +282,22 @@ class _Server:
             raise
         await self.registry.complete(entry, result)
 
+    def _overloaded(self, admission: AdmissionControl) -> Response:
+        self.metrics.record_rejected("queue_full")
+        return _detail(
+            429,
+            "rollout queue is full; retry later",
+            headers={"Retry-After": admission.retry_after()},
+        )
+
     async def admit(self, request: RolloutInitRequest) -> Response:
         """Admission: 503, 429, 409 in that order under one lock, then 202."""
+        admission = self.admission
+        if admission is not None:
+            admission.start()
+            if self.accepting and not admission.admits(request.agent_timeout_sec):
+                # Refused without waiting for the lock (held across awaits by admissions).
+                return self._overloaded(admission)
         async with self.admission_lock:
             if not self.accepting:
                 self.metrics.record_rejected("shutting_down")
@@ -293,6 +315,8 @@ class _Server:
                     "rollout queue is full; retry later",
                     headers={"Retry-After": RETRY_AFTER_SEC},
                 )
+            if admission is not None and not admission.admits(request.agent_timeout_sec):
+                return self._overloaded(admission)
             try:
                 entry, token = await self.registry.register(request.rollout_id)
             except DuplicateRolloutError:
@@ -381,6 +405,8 @@ class _Server:
         """Stop admitting, then drain in stages."""
         async with self.admission_lock:
             self.accepting = False
+        if self.admission is not None:
+            self.admission.stop()
         hard = await drain_rollouts(
             set(self.tasks), lambda: self.registry.cancel(all=True), self.drain
         )
@@ -402,7 +428,10 @@ class _Server:
         except Exception:
             logger.debug("backend health unavailable for metrics", exc_info=True)
         return self.metrics.render(
-            active=self.lifecycle()["active_rollouts"], queued=queued, in_status=in_status
+            active=self.lifecycle()["active_rollouts"],
+            queued=queued,
+            in_status=in_status,
+            admission=self.admission.snapshot() if self.admission is not None else None,
         )
 
 
@@ -421,6 +450,7 @@ def create_rollout_server(
     on_status: StatusObserver | None = None,
     max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
     max_queue_depth: int | None = None,
+    max_concurrent: MaxConcurrent | None = None,
 ) -> FastAPI:
     """Build the FastAPI app that serves ``backend`` to an Osmosis controller.
 
@@ -431,7 +461,10 @@ def create_rollout_server(
     with ``(rollout_id, status)`` on every status change), ``max_body_bytes`` (request
     bodies over it get 413; default 16 MiB, ``None`` for no limit) and ``max_queue_depth``
     (sets the queue bound of a backend that has one, such as ``LocalBackend``: admissions
-    beyond the running slots plus this many waiting get 429 with ``Retry-After``).
+    beyond the running slots plus this many waiting get 429 with ``Retry-After``) and
+    ``max_concurrent`` (``"auto"``: an adaptive limit on the rollouts running, or a fixed
+    number; either is capped by the backend's own limit and admits a short queue beyond
+    it, see ``server/concurrency.py``; ``None``, the default, leaves the backend's limit).
 
     Raises ``ValueError`` for a blank ``api_key``, inconsistent timeouts or a bad limit.
     """
@@ -453,6 +486,8 @@ def create_rollout_server(
         drain=drain or DrainPolicy(),
         on_status=on_status,
     )
+    if max_concurrent is not None:
+        set_max_concurrent(server, max_concurrent)
 
     @asynccontextmanager
     async def lifespan_with_drain(app: FastAPI) -> AsyncIterator[Any]:
@@ -516,6 +551,10 @@ def create_rollout_server(
         payload["instance_id"] = server.instance_id
         payload["process_id"] = server.process_id
         payload["lifecycle"] = server.lifecycle()
+        if server.admission is not None:
+            payload["admission"] = server.admission.snapshot()
+        if server.connections is not None:
+            payload["connections"] = server.connections.snapshot()
         return JSONResponse(payload)
 
     if enable_metrics:
@@ -543,6 +582,7 @@ def configure_rollout_app(
     enable_metrics: bool = False,
     max_body_bytes: int | None = None,
     max_queue_depth: int | None = None,
+    max_concurrent: MaxConcurrent | None = None,
 ) -> None:
     """Apply server options to an app ``create_rollout_server`` already built.
 
@@ -581,6 +621,8 @@ def configure_rollout_app(
     )
     if max_queue_depth is not None:
         set_queue_depth(server.backend, max_queue_depth)
+    if max_concurrent is not None:
+        set_max_concurrent(server, max_concurrent)
     server.result_wait_timeout_sec = registry.result_wait_timeout_sec = wait
     server.polling_lease_timeout_sec = registry.leases.timeout_sec = lease_timeout
     registry.result_retention_sec = retention
@@ -601,6 +643,33 @@ def set_queue_depth(backend: ExecutionBackend, depth: int) -> None:
     backend.max_queue_depth = depth
 
 
+def set_max_concurrent(server: _Server, value: MaxConcurrent) -> None:
+    """Put the rollouts running under ``value`` (``"auto"`` or N); ``TypeError`` if impossible."""
+    max_concurrent = parse_max_concurrent(value)
+    if server.admission is not None:
+        raise ValueError("max_concurrent is already set for this server")
+    if not supports_concurrency_limit(server.backend):
+        raise TypeError(
+            f"max_concurrent: {type(server.backend).__name__} runs rollouts under no "
+            "concurrency limiter of its own (LocalBackend does); bound it in the backend"
+        )
+    server.admission = AdmissionControl(server.backend, max_concurrent)  # type: ignore[arg-type]
+
+
+def adaptive_concurrency_applies(app: Any) -> bool:
+    """True when ``serve``'s default ``--max-concurrent auto`` can apply to ``app``.
+
+    It applies to an app ``create_rollout_server`` built over a backend with a limiter
+    (LocalBackend) whose concurrency nobody set yet.
+    """
+    server = getattr(getattr(app, "state", None), "osmosis_server", None)
+    return (
+        isinstance(server, _Server)
+        and server.admission is None
+        and supports_concurrency_limit(server.backend)
+    )
+
+
 async def _maybe_await_call(fn: Callable[[], Any]) -> None:
     await _maybe_await(fn())
 
@@ -612,6 +681,7 @@ __all__ = [
     "DEFAULT_RESULT_WAIT_TIMEOUT_SEC",
     "POLLING_LEASE_HEADER",
     "StatusObserver",
+    "adaptive_concurrency_applies",
     "configure_rollout_app",
     "create_rollout_server",
     "execute_rollout",

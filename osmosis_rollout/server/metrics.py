@@ -13,6 +13,10 @@ at scrape time. No client library is needed: the exposition format is small and 
   ``concurrency.queued`` when it reports one, else server progress still ``queued``)
 - ``osmosis_rollouts_in_status{status}``: live rollouts by server progress
 - ``osmosis_rollout_result_latency_seconds``: admission to fixed result (histogram)
+- with ``max_concurrent`` set (``serve`` sets ``auto``): ``osmosis_concurrency_limit``,
+  ``osmosis_concurrency_queue_bound``, ``osmosis_event_loop_lag_seconds``,
+  ``osmosis_rollout_slot_latency_seconds{kind="smoothed"|"baseline"}`` (the adaptive
+  limit's signals) and ``osmosis_concurrency_limit_info{mode,state}``
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The Prometheus text exposition content type."""
@@ -103,8 +108,15 @@ class RolloutMetrics:
         self.finished[(status, category or "none")] += 1
         self.latency.observe(max(latency_sec, 0.0))
 
-    def render(self, *, active: int, queued: int, in_status: Mapping[str, int]) -> str:
-        """The Prometheus text exposition of every metric."""
+    def render(
+        self,
+        *,
+        active: int,
+        queued: int,
+        in_status: Mapping[str, int],
+        admission: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The Prometheus text exposition of every metric (``admission``: ``/health``'s)."""
         lines: list[str] = []
 
         def family(name: str, kind: str, help_text: str) -> None:
@@ -146,7 +158,31 @@ class RolloutMetrics:
         lines.append(f'{name}_bucket{{le="+Inf"}} {self.latency.count}')
         lines.append(f"{name}_sum {_number(self.latency.total)}")
         lines.append(f"{name}_count {self.latency.count}")
+        if admission is not None:
+            _render_admission(admission, family, lines)
         return "\n".join(lines) + "\n"
+
+
+def _render_admission(admission: Mapping[str, Any], family: Any, lines: list[str]) -> None:
+    family("osmosis_concurrency_limit", "gauge", "Rollouts allowed to run at once now.")
+    lines.append(f"osmosis_concurrency_limit {admission['limit']}")
+    family("osmosis_concurrency_queue_bound", "gauge", "Rollouts allowed to wait for a slot.")
+    lines.append(f"osmosis_concurrency_queue_bound {admission['queue_bound']}")
+    family("osmosis_concurrency_limit_info", "gauge", "The limit's mode and state (always 1).")
+    labels = _labels([("mode", str(admission["mode"])), ("state", str(admission["state"]))])
+    lines.append(f"osmosis_concurrency_limit_info{labels} 1")
+    family("osmosis_event_loop_lag_seconds", "gauge", "Mean lateness of a 25 ms timer.")
+    lines.append(f"osmosis_event_loop_lag_seconds {_number(float(admission['loop_lag_sec']))}")
+    family(
+        "osmosis_rollout_slot_latency_seconds",
+        "gauge",
+        "Seconds a finished rollout held its slot: smoothed, and the baseline.",
+    )
+    for kind, key in (("smoothed", "latency_sec"), ("baseline", "baseline_latency_sec")):
+        value = admission.get(key)
+        if value is not None:
+            labels = _labels([("kind", kind)])
+            lines.append(f"osmosis_rollout_slot_latency_seconds{labels} {_number(float(value))}")
 
 
 __all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "Histogram", "RolloutMetrics"]

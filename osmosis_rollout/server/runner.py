@@ -9,6 +9,10 @@ server's drain while the listener stays open: admissions get ``503`` with ``Retr
 result polls and cancels are served until every finished result has been fetched (or its
 lease lapsed) or ``drain_timeout_sec`` passes; only then is uvicorn told to exit. A second
 signal stops at once (uvicorn's graceful stop), a third SIGINT forces it.
+
+Connections are served through :func:`~osmosis_rollout.server.connections.guarded_protocol`:
+slow requests are timed out and, at the connection cap, the oldest idle connection is shed
+(``connections.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,11 @@ from typing import Any
 
 import uvicorn
 
+from osmosis_rollout.server.connections import (
+    HEADER_TIMEOUT_SEC,
+    ConnectionGuard,
+    guarded_protocol,
+)
 from osmosis_rollout.server.shutdown import DEFAULT_DRAIN_TIMEOUT_SEC, KEEP_ALIVE_SEC
 
 logger = logging.getLogger(__name__)
@@ -102,18 +111,27 @@ def run_rollout_app(
     log_level: str = "info",
     timeout_keep_alive: int = KEEP_ALIVE_SEC,
     rollout_server: Any | None = None,
+    max_connections: int | None = None,
+    header_timeout_sec: float = HEADER_TIMEOUT_SEC,
 ) -> DrainingServer:
     """Serve ``app`` until a signal ends the staged drain; return the finished server.
 
     ``rollout_server`` defaults to the one behind ``app`` (pass it when ``app`` is wrapped
     in middleware). An app ``create_rollout_server`` did not build is served with
     uvicorn's own shutdown. ``drain_timeout_sec`` 0 disables the drain. Check
-    ``.started`` on the result to tell a failed start from a stop.
+    ``.started`` on the result to tell a failed start from a stop. ``max_connections``
+    (default: from the open-file limit) and ``header_timeout_sec`` set the
+    :class:`~osmosis_rollout.server.connections.ConnectionGuard`.
     """
     if not math.isfinite(drain_timeout_sec) or drain_timeout_sec < 0:
         raise ValueError(f"drain_timeout_sec must be finite and >= 0, got {drain_timeout_sec!r}")
+    guard = ConnectionGuard(max_connections=max_connections, header_timeout_sec=header_timeout_sec)
+    rollout_server = rollout_server if rollout_server is not None else rollout_server_of(app)
+    if rollout_server is not None:
+        rollout_server.connections = guard  # reported by /health
     config = uvicorn.Config(
         app,
+        http=guarded_protocol(guard),
         host=host,
         port=port,
         timeout_keep_alive=timeout_keep_alive,
@@ -123,7 +141,7 @@ def run_rollout_app(
     )
     server = DrainingServer(
         config,
-        rollout_server=rollout_server if rollout_server is not None else rollout_server_of(app),
+        rollout_server=rollout_server,
         drain_timeout_sec=drain_timeout_sec,
     )
     server.run()

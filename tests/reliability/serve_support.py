@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -48,11 +48,18 @@ def write_main(directory: Path) -> Path:
 
 @contextmanager
 def served(
-    main_py: Path, artifact_root: Path, *options: str, log: Path | None = None
+    main_py: Path,
+    artifact_root: Path,
+    *options: str,
+    log: Path | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+    health_headers: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """Run ``osmosis-rollout serve main_py *options`` until healthy; yield ``(url, process)``.
 
-    Output goes to ``log`` (default ``artifact_root/../serve.log``). The process is killed
+    Output goes to ``log`` (default ``artifact_root/../serve.log``). ``preexec_fn`` runs in
+    the child before it starts (e.g. to lower its limits); ``health_headers`` go with the
+    health probes (the key of a server started with ``--api-key``). The process is killed
     on exit if it is still running.
     """
     port = free_port()
@@ -70,9 +77,10 @@ def served(
             stderr=subprocess.STDOUT,
             env=environment,
             cwd=main_py.parent,
+            preexec_fn=preexec_fn,
         )
         try:
-            wait_healthy(url, process, log_path)
+            wait_healthy(url, process, log_path, headers=health_headers)
             yield url, process
         finally:
             if process.poll() is None:
@@ -80,6 +88,13 @@ def served(
             process.wait(timeout=30)
 
 
-def wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+def wait_healthy(
+    url: str,
+    process: subprocess.Popen[bytes],
+    log_path: Path,
+    headers: dict[str, str] | None = None,
+) -> None:
     """Poll ``/health`` until 200 (60 s bound: the machine may be saturated)."""
-    wait_until_healthy(url, process=process, timeout=60, describe=log_path.read_text)
+    wait_until_healthy(
+        url, process=process, timeout=60, describe=log_path.read_text, headers=headers
+    )

@@ -2,7 +2,8 @@
 
 With 4 slots and ``--max-queue-depth 10``, a 300-request burst must admit exactly 14
 (4 running, 10 queued) and answer the other 286 with 429 + ``Retry-After``: rollouts
-admitted in the same burst count before they reach the limiter.
+admitted in the same burst count before they reach the limiter. (``serve`` runs its
+default ``--max-concurrent auto`` here: the rollout's own 4 slots cap it.)
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ async def test_a_300_request_burst_admits_exactly_the_slots_plus_the_queue_depth
     assert codes.count(429) == BURST - SLOTS - DEPTH
     for response in responses:
         if response.status_code == 429:
-            assert response.headers["retry-after"] == "5"
+            # serve's admission control sets Retry-After near the queue's expected wait.
+            assert int(response.headers["retry-after"]) >= 1
             assert response.json() == {"detail": "rollout queue is full; retry later"}
     assert health["max_queue_depth"] == DEPTH
     assert health["concurrency"]["running"] == SLOTS

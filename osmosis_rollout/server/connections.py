@@ -1,0 +1,223 @@
+"""Shedding slow and idle clients: read timeouts and a cap on open connections.
+
+Uvicorn times out idle keep-alive connections but never a request that is still arriving:
+a client that sends its headers a byte at a time (slowloris), or a body at a trickle,
+holds a connection and a file descriptor for as long as it likes. A thousand of them
+exhaust the process's open files, and then nothing, not even ``/health`` with the right
+key, can connect. :class:`ConnectionGuard` watches every connection through a thin
+subclass of uvicorn's h11 protocol (:func:`guarded_protocol`) and sheds:
+
+- a request whose headers are not complete ``header_timeout_sec`` (10 s) after its first
+  byte, or after the connection opened;
+- a request body arriving slower than ``min_body_rate`` (1 KiB/s) on average once
+  ``body_grace_sec`` (10 s) have passed since its headers;
+- when a new connection would pass ``max_connections`` (by default the open-file limit
+  less an eighth, at least 64, kept for rollouts, files and outbound calls), the oldest
+  connection that is not being answered: one still sending its request or idle between
+  requests. If every connection is being answered, the new one is closed.
+
+A slow *response* is legitimate: once a request has fully arrived (a long poll for a
+result, say), its connection is never timed out nor shed. The inbound key is checked as
+soon as the headers are complete (``BearerAuthMiddleware``, before any body is read), so a
+client without the key can hold a connection no longer than the header timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+HEADER_TIMEOUT_SEC = 10.0
+BODY_GRACE_SEC = 10.0
+MIN_BODY_RATE = 1024.0
+"""Bytes per second a request body must average once its grace period is over."""
+SWEEP_INTERVAL_SEC = 0.5
+MIN_RESERVED_FDS = 64
+
+
+def default_max_connections() -> int:
+    """The open-file limit less an eighth (at least :data:`MIN_RESERVED_FDS`), at least 16."""
+    try:
+        import resource
+    except ImportError:  # not a Unix: no limit to read
+        return 4096
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 65536
+    return max(16, soft - max(MIN_RESERVED_FDS, soft // 8))
+
+
+class Phase(enum.Enum):
+    """Where one connection is in its request/response cycle."""
+
+    HEADERS = "headers"
+    """Opened, or a request started, and its headers not complete."""
+    BODY = "body"
+    """Headers complete, request body still arriving."""
+    ANSWERING = "answering"
+    """The request has arrived; the app is answering it (never shed)."""
+    IDLE = "idle"
+    """Between requests on a keep-alive connection."""
+
+
+@dataclass(eq=False)
+class _Connection:
+    transport: asyncio.Transport
+    phase: Phase = Phase.HEADERS
+    since: float = field(default_factory=time.monotonic)
+    body_bytes: int = 0
+
+    def enter(self, phase: Phase) -> None:
+        if phase is not self.phase:
+            self.phase = phase
+            self.since = time.monotonic()
+            self.body_bytes = 0
+
+    @property
+    def sheddable(self) -> bool:
+        return self.phase is not Phase.ANSWERING
+
+
+class ConnectionGuard:
+    """Every open connection of one server, its phase, and the shedding rules above."""
+
+    def __init__(
+        self,
+        *,
+        max_connections: int | None = None,
+        header_timeout_sec: float = HEADER_TIMEOUT_SEC,
+        body_grace_sec: float = BODY_GRACE_SEC,
+        min_body_rate: float = MIN_BODY_RATE,
+    ) -> None:
+        if max_connections is not None and max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {max_connections}")
+        if not header_timeout_sec > 0:
+            raise ValueError(f"header_timeout_sec must be > 0, got {header_timeout_sec}")
+        self.max_connections = max_connections or default_max_connections()
+        self.header_timeout_sec = header_timeout_sec
+        self.body_grace_sec = body_grace_sec
+        self.min_body_rate = min_body_rate
+        self.shed: Counter[str] = Counter()
+        # Insertion order is opening order: the first sheddable one is the oldest.
+        self._connections: dict[asyncio.Transport, _Connection] = {}
+        self._sweeper: asyncio.TimerHandle | None = None
+
+    def __len__(self) -> int:
+        return len(self._connections)
+
+    def opened(self, transport: asyncio.Transport) -> _Connection:
+        """Track a new connection; past the cap, shed the oldest sheddable one."""
+        connection = _Connection(transport)
+        if len(self._connections) >= self.max_connections:
+            oldest = next((c for c in self._connections.values() if c.sheddable), None)
+            if oldest is None:  # every connection is being answered: refuse the new one
+                self.shed["over_connection_cap"] += 1
+                transport.abort()
+                return connection
+            self._shed(oldest, "over_connection_cap")
+        self._connections[transport] = connection
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().call_later(SWEEP_INTERVAL_SEC, self._sweep)
+        return connection
+
+    def closed(self, transport: asyncio.Transport) -> None:
+        """Forget a connection that is gone."""
+        self._connections.pop(transport, None)
+
+    def _shed(self, connection: _Connection, reason: str) -> None:
+        self.shed[reason] += 1
+        self._connections.pop(connection.transport, None)
+        connection.transport.abort()
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        for connection in list(self._connections.values()):
+            elapsed = now - connection.since
+            if connection.phase is Phase.HEADERS and elapsed > self.header_timeout_sec:
+                self._shed(connection, "header_timeout")
+            elif (
+                connection.phase is Phase.BODY
+                and elapsed > self.body_grace_sec
+                and connection.body_bytes < self.min_body_rate * elapsed
+            ):
+                self._shed(connection, "slow_body")
+        self._sweeper = (
+            asyncio.get_running_loop().call_later(SWEEP_INTERVAL_SEC, self._sweep)
+            if self._connections
+            else None
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        """Open connections by phase, the cap, and how many were shed and why."""
+        phases = Counter(c.phase.value for c in self._connections.values())
+        return {
+            "open": len(self._connections),
+            "max_connections": self.max_connections,
+            "by_phase": {phase.value: phases[phase.value] for phase in Phase},
+            "shed": dict(self.shed),
+        }
+
+
+def guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
+    """Uvicorn's h11 protocol, reporting each connection's phase to ``guard``.
+
+    Imported here, not at module level: the constants above are read by ``serve``'s
+    argument parser, which must work without the ``server`` extra.
+    """
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(H11Protocol):  # type: ignore[misc]  # uvicorn: untyped base
+        _guarded: _Connection
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._guarded = guard.opened(transport)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            guard.closed(self.transport)
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            tracked = self._guarded
+            if tracked.phase is Phase.IDLE:
+                tracked.enter(Phase.HEADERS)
+            elif tracked.phase is Phase.BODY:
+                tracked.body_bytes += len(data)
+            super().data_received(data)
+            self._follow_request()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._follow_request()
+
+        def _follow_request(self) -> None:
+            """Read the phase off h11's view of the client's side of the exchange."""
+            theirs = self.conn.their_state
+            if theirs is h11.SEND_BODY:
+                self._guarded.enter(Phase.BODY)
+            elif theirs is h11.IDLE:
+                if self.conn.our_state is h11.IDLE and self._guarded.phase is Phase.ANSWERING:
+                    self._guarded.enter(Phase.IDLE)
+            else:
+                self._guarded.enter(Phase.ANSWERING)
+
+    return GuardedH11Protocol
+
+
+__all__ = [
+    "BODY_GRACE_SEC",
+    "HEADER_TIMEOUT_SEC",
+    "MIN_BODY_RATE",
+    "ConnectionGuard",
+    "Phase",
+    "default_max_connections",
+    "guarded_protocol",
+]
