@@ -194,6 +194,9 @@ def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
             except TypeError as exc:
                 raise UsageError(f"{_flags(options)}: {exc}") from exc
         if auth.enabled:
+            own = rollout_server_of(app)
+            if own is not None:  # the key may come from --api-key, not the environment
+                own.add_secret(SERVER_API_KEY_ENV, auth.api_key)
             app = BearerAuthMiddleware(app, auth)
         return app, loaded.describe()
     assert loaded.backend is not None

@@ -81,5 +81,8 @@ def served(
 
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
-    """Poll ``/health`` until 200 (60 s bound: the machine may be saturated)."""
-    wait_until_healthy(url, process=process, timeout=60, describe=log_path.read_text)
+    """Poll ``/health`` until 200, or 401 from a server with a key (60 s bound: the machine
+    may be saturated)."""
+    wait_until_healthy(
+        url, process=process, accept=(200, 401), timeout=60, describe=log_path.read_text
+    )
