@@ -91,6 +91,7 @@ async def _save_trajectory(
     result: ExecutionResult,
     extra_fields: Mapping[str, Any] | None,
     policy_key: str | None,
+    secrets: Mapping[str, str | None] | None,
 ) -> tuple[Path | None, Path | None]:
     """Save ``result``'s files; return the paths of its trajectory and diagnostics."""
     from osmosis_rollout.redaction import environment_redactor
@@ -99,7 +100,7 @@ async def _save_trajectory(
 
     # The key the rollout called its policy with is as secret as the environment's keys.
     # Shared between rollouts while the environment's secrets stay the same.
-    redactor = environment_redactor(extra={"POLICY_API_KEY": policy_key})
+    redactor = environment_redactor(extra={**(secrets or {}), "POLICY_API_KEY": policy_key})
 
     save = functools.partial(
         save_trajectory,
@@ -167,6 +168,7 @@ async def execute_in_process(
     *,
     trajectory_root: Path | None = None,
     trajectory_extra_fields: Mapping[str, Any] | None = None,
+    secrets: Mapping[str, str | None] | None = None,
 ) -> ExecutedRollout:
     """Run ``request`` through ``backend`` with ``context`` current; never raises but cancellation.
 
@@ -175,7 +177,8 @@ async def execute_in_process(
     under ``<trajectory_root>/<request.id>/`` before this returns (so the trajectory exists
     before the result is visible); an ``execute`` that raised archives nothing.
     ``trajectory_extra_fields`` go to the trajectory's ``extra.osmosis`` (the request's
-    ``extra_fields`` on the wire).
+    ``extra_fields`` on the wire). The trajectory is redacted of the environment's secrets,
+    the context's key and ``secrets`` (name -> value: a server's inbound key, say).
     """
     if context.progress is None:
         context.progress = RolloutProgress()
@@ -207,6 +210,7 @@ async def execute_in_process(
             outcome.result_to_save,
             trajectory_extra_fields,
             context.api_key,
+            secrets,
         )
     return ExecutedRollout(
         rollout_id=request.id, result=result, trajectory=trajectory, diagnostics=diagnostics

@@ -1,11 +1,17 @@
 """One redaction step for everything a run writes: secret values become ``[REDACTED:NAME]``.
 
-Which values are secret: those of environment variables named like credentials (``*_API_KEY``,
-``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, ``*_ACCESS_KEY``, ``*_PRIVATE_KEY``; this covers
-provider keys such as ``OPENAI_API_KEY`` and the rollout server's inbound
-``OSMOSIS_ROLLOUT_API_KEY``), plus values registered by name, such as the policy endpoint's
-bearer key. Each occurrence is replaced by a marker naming where the value came from, so a
-reader can still tell which key a message was about.
+Which values are secret: those of environment variables named like credentials (``*_KEY``,
+which takes in ``*_API_KEY``, ``*_ACCESS_KEY`` and ``AZURE_OPENAI_KEY``; ``*_TOKEN``,
+``*_SECRET``, ``*_PASSWORD``; this covers provider keys such as ``OPENAI_API_KEY`` and the
+rollout server's inbound ``OSMOSIS_ROLLOUT_API_KEY``), plus values registered by name, such as
+the policy endpoint's bearer key. Each occurrence is replaced by a marker naming where the
+value came from, so a reader can still tell which key a message was about. Credentials in a
+URL (``https://user:pass@host``) become ``https://***@host`` whatever they are.
+
+A rollout server is handed a new key with every rollout (``llm_api_key``): too many for one
+pattern. :class:`LiveRedactor` holds them in an index whose cost per text does not grow with
+their number, and :func:`redact_std_streams` puts the redactor in front of what the process
+prints.
 
 Values shorter than :data:`MIN_SECRET_LENGTH` are ignored: a variable such as ``GH_TOKEN=1``
 must not turn every ``1`` of a report into a marker.
@@ -28,24 +34,42 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Self
 
 __all__ = [
     "MIN_SECRET_LENGTH",
     "SECRET_NAME",
+    "URL_CREDENTIALS",
+    "LiveRedactor",
     "RedactingFormatter",
+    "RedactingStream",
     "Redactor",
     "environment_redactor",
+    "redact_all_handlers",
     "redact_handler",
+    "redact_std_streams",
+    "redact_url",
 ]
 
-SECRET_NAME = re.compile(
-    r"(?:^|_)(?:API_KEY|TOKEN|SECRET|PASSWORD|ACCESS_KEY|SECRET_KEY|PRIVATE_KEY)$",
-    re.IGNORECASE,
-)
+SECRET_NAME = re.compile(r"(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
 """Environment variable names whose values are treated as secrets."""
+
+URL_CREDENTIALS = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://)(?!\*\*\*@)[^\s/?#@\"'<>\\]+@")
+"""The userinfo of a URL (``scheme://user:pass@``); one already redacted is left alone."""
+
+URL_MASK = "***"
+"""What a URL's userinfo becomes."""
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the userinfo of every URL in it replaced by ``***``."""
+    if "://" not in text:
+        return text
+    return URL_CREDENTIALS.sub(rf"\1{URL_MASK}@", text)
+
 
 MIN_SECRET_LENGTH = 8
 """Shorter values are not redacted (too likely to occur by chance)."""
@@ -94,7 +118,7 @@ class Redactor:
         environ: Mapping[str, str] | None = None,
         *,
         extra: Mapping[str, str | None] | None = None,
-    ) -> Redactor:
+    ) -> Self:
         """Secrets of ``environ`` (default ``os.environ``) plus ``extra`` (name -> value)."""
         env = _snapshot(os.environ) if environ is None else environ
         return cls(_environment_pairs(env, extra))
@@ -133,9 +157,12 @@ class Redactor:
         return self._pattern is not None
 
     def redact(self, text: str) -> str:
-        """``text`` with every known secret replaced by ``[REDACTED:NAME]``."""
+        """``text`` with every known secret replaced by ``[REDACTED:NAME]``, and the
+        credentials of every URL by ``***``."""
+        if "://" in text:
+            text = redact_url(text)
         pattern = self._pattern
-        if pattern is None or not text or len(text) < self._shortest:
+        if pattern is None or len(text) < self._shortest:
             return text  # too short to hold any secret (most strings of a report are)
         names = self._names
         return pattern.sub(lambda m: f"[REDACTED:{names.get(m.group(0), 'SECRET')}]", text)
@@ -151,11 +178,13 @@ class Redactor:
         (ASCII output, or a writer that escapes ``/``), and for a subclass, whose own
         redaction must see the value.
         """
+        if type(self) not in (Redactor, _SharedRedactor):
+            return False
+        if "://" in text and URL_CREDENTIALS.search(text) is not None:
+            return False
         pattern = self._pattern
         if pattern is None:
             return True
-        if type(self) not in (Redactor, _SharedRedactor):
-            return False
         return (
             self._verbatim_in_json
             and "\\u" not in text
@@ -167,9 +196,11 @@ class Redactor:
         """A copy of a JSON-like ``value`` with secrets removed from every string (keys too).
 
         Mappings become dicts and tuples lists (their JSON form); other objects pass through.
+        A redactor that knows no secret returns ``value`` itself when no URL in it holds
+        credentials.
         """
         if self._pattern is None:
-            return value
+            return self._walk_shared(value)
         return self._walk(value)
 
     def redact_shared(self, value: Any) -> Any:
@@ -178,8 +209,6 @@ class Redactor:
         No copy of a large document that holds no secret; the result must then be treated
         as read-only, since it shares its parts with ``value``.
         """
-        if self._pattern is None:
-            return value
         return self._walk_shared(value)
 
     def _walk_shared(self, value: Any) -> Any:
@@ -322,3 +351,218 @@ def redact_handler(handler: logging.Handler, redactor: Redactor) -> None:
         current.redactor = redactor
         return
     handler.setFormatter(RedactingFormatter(current, redactor))
+
+
+class LiveRedactor(Redactor):
+    """A :class:`Redactor` that also redacts secrets held for a while: each rollout's key.
+
+    A rollout server is handed one ``llm_api_key`` per rollout, thousands at once: one
+    alternation pattern over them all would cost a millisecond per log line. Held values
+    are found another way: a text is cut into runs of the characters the held values are
+    made of (one C-level pass), a run that is a held value is replaced whole, and only a
+    run long enough to hold one inside it is scanned position by position.
+
+    :meth:`hold` and :meth:`release` count references (two rollouts handed the same key keep
+    it until both end). A released value stays redacted while it is among the last
+    :attr:`retained` released ones, for what outlives its rollout (a thread it started).
+    """
+
+    retained = 4096
+
+    def __init__(self, secrets: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
+        """``secrets`` are redacted for good, as by :class:`Redactor`."""
+        super().__init__(secrets)
+        self._held_lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self._retired: dict[str, None] = {}
+        """Released values, oldest first (insertion order)."""
+        self._live_names: dict[str, str] = {}
+        self._by_prefix: dict[str, tuple[str, ...]] = {}
+        """First :data:`MIN_SECRET_LENGTH` characters -> the values starting so, longest first."""
+        self._alphabet: frozenset[str] = frozenset()
+        self._runs: re.Pattern[str] | None = None
+
+    def hold(self, name: str, value: str | None) -> None:
+        """Redact ``value`` as ``[REDACTED:name]`` until :meth:`release` (ignored when short)."""
+        if not value or len(value) < MIN_SECRET_LENGTH:
+            return
+        with self._held_lock:
+            count = self._counts.get(value, 0)
+            self._counts[value] = count + 1
+            if count:
+                return
+            if value in self._retired:
+                del self._retired[value]  # still indexed
+                return
+            self._index(name, value)
+
+    def release(self, value: str | None) -> None:
+        """End one :meth:`hold` of ``value``; the last one retires it."""
+        if not value or value not in self._counts:
+            return
+        with self._held_lock:
+            count = self._counts.pop(value, 0) - 1
+            if count > 0:
+                self._counts[value] = count
+                return
+            self._retired[value] = None
+            while len(self._retired) > self.retained:
+                oldest = next(iter(self._retired))
+                del self._retired[oldest]
+                self._unindex(oldest)
+
+    @property
+    def held(self) -> int:
+        """How many distinct values are held now (released ones not counted)."""
+        return len(self._counts)
+
+    def _index(self, name: str, value: str) -> None:
+        self._live_names[value] = name
+        prefix = value[:MIN_SECRET_LENGTH]
+        values = (*self._by_prefix.get(prefix, ()), value)
+        self._by_prefix[prefix] = tuple(sorted(values, key=len, reverse=True))
+        if not self._alphabet.issuperset(value):
+            self._alphabet = self._alphabet.union(value)
+            chars = "".join(sorted(self._alphabet))
+            self._runs = re.compile(f"[{re.escape(chars)}]{{{MIN_SECRET_LENGTH},}}")
+
+    def _unindex(self, value: str) -> None:
+        self._live_names.pop(value, None)
+        prefix = value[:MIN_SECRET_LENGTH]
+        values = tuple(v for v in self._by_prefix.get(prefix, ()) if v != value)
+        if values:
+            self._by_prefix[prefix] = values
+        else:
+            self._by_prefix.pop(prefix, None)
+
+    def redact(self, text: str) -> str:
+        """``text`` redacted as by :class:`Redactor`, then of every held value."""
+        text = super().redact(text)
+        runs = self._runs
+        if runs is None or len(text) < MIN_SECRET_LENGTH or not self._live_names:
+            return text
+        pieces: list[str] = []
+        start = 0
+        for match in runs.finditer(text):
+            for begin, end, name in self._found_in(match.group(0)):
+                offset = match.start()
+                pieces.append(text[start : offset + begin])
+                pieces.append(f"[REDACTED:{name}]")
+                start = offset + end
+        if not pieces:
+            return text
+        pieces.append(text[start:])
+        return "".join(pieces)
+
+    def _found_in(self, run: str) -> list[tuple[int, int, str]]:
+        """``(start, end, name)`` of the held values in ``run``, left to right."""
+        names = self._live_names
+        name = names.get(run)
+        if name is not None:
+            return [(0, len(run), name)]  # the usual case: the run is the key
+        found: list[tuple[int, int, str]] = []
+        by_prefix = self._by_prefix
+        i, last = 0, len(run) - MIN_SECRET_LENGTH
+        while i <= last:
+            for value in by_prefix.get(run[i : i + MIN_SECRET_LENGTH], ()):
+                if run.startswith(value, i):
+                    found.append((i, i + len(value), names.get(value, "SECRET")))
+                    i += len(value)
+                    break
+            else:
+                i += 1
+        return found
+
+    def redact_value(self, value: Any) -> Any:
+        """As :meth:`Redactor.redact_value`, held values included (always a walk)."""
+        return self._walk(value)
+
+
+class RedactingStream:
+    """A text stream in front of ``inner`` that writes whole lines, redacted.
+
+    A line is held until its newline (or :meth:`flush`), so a secret written in pieces (one
+    ``write`` per ``print`` argument) is still seen whole. Everything else is ``inner``'s.
+    """
+
+    def __init__(self, inner: Any, redactor: Redactor) -> None:
+        self.inner = inner
+        self.redactor: Redactor | None = redactor
+        """``None`` once switched off (another stream was put in front of this one)."""
+        self._partial = ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        """Write the complete lines of what was held plus ``text``; hold the rest."""
+        redactor = self.redactor
+        if redactor is None:
+            return int(self.inner.write(text))
+        with self._lock:
+            held = self._partial + text
+            cut = held.rfind("\n") + 1
+            self._partial = held[cut:]
+            if cut:
+                self.inner.write(redactor.redact(held[:cut]))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        """Write each of ``lines``."""
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        """Write what is held (redacted), then flush ``inner``."""
+        with self._lock:
+            held, self._partial = self._partial, ""
+            if held:
+                redactor = self.redactor
+                self.inner.write(redactor.redact(held) if redactor is not None else held)
+        self.inner.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def redact_std_streams(redactor: Redactor) -> Callable[[], None]:
+    """Put :class:`RedactingStream` in front of ``sys.stdout`` and ``sys.stderr``.
+
+    What a process prints (user code's ``print``, ``traceback.print_exc``, warnings) then
+    reaches its output redacted. Writes made to the file descriptors directly (C code,
+    subprocesses sharing them) are not seen. Returns the undo: it flushes, and puts the
+    original streams back where the wrappers are still in place (a wrapper something else
+    has since wrapped is switched off instead).
+    """
+    installed: list[tuple[str, RedactingStream]] = []
+    for name in ("stdout", "stderr"):
+        current = getattr(sys, name)
+        if current is None:
+            continue
+        stream = RedactingStream(current, redactor)
+        setattr(sys, name, stream)
+        installed.append((name, stream))
+
+    def undo() -> None:
+        for name, stream in installed:
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass  # the underlying stream is already closed
+            if getattr(sys, name) is stream:
+                setattr(sys, name, stream.inner)
+            else:
+                stream.redactor = None
+
+    return undo
+
+
+def redact_all_handlers(redactor: Redactor) -> None:
+    """Make every handler of every logger in this process redact with ``redactor``."""
+    loggers: list[logging.Logger] = [logging.getLogger()]
+    loggers.extend(
+        logger
+        for logger in list(logging.Logger.manager.loggerDict.values())
+        if isinstance(logger, logging.Logger)
+    )
+    for logger in loggers:
+        for handler in list(logger.handlers):
+            redact_handler(handler, redactor)

@@ -40,13 +40,17 @@ def _auth_headers() -> dict[str, str]:
 
 def check_servers(urls: list[str]) -> None:
     """Refuse to start when a rollout server does not answer ``GET /health``."""
+    from osmosis_rollout.redaction import redact_url
+
     headers = _auth_headers()
     for url in urls:
+        shown = redact_url(url)  # the URL's credentials are used, never shown
         try:
             response = httpx.get(url.rstrip("/") + "/health", timeout=5.0, headers=headers)
         except httpx.HTTPError as exc:
             raise pytest.UsageError(
-                f"pytest-osmosis: --osmosis-server {url}: no rollout server there ({type(exc).__name__}: {exc}). "
+                f"pytest-osmosis: --osmosis-server {shown}: no rollout server there "
+                f"({type(exc).__name__}: {redact_url(str(exc))}). "
                 "Start it (osmosis-rollout serve ...) or use --osmosis-serve."
             ) from None
         if response.status_code != 200:
@@ -56,7 +60,8 @@ def check_servers(urls: list[str]) -> None:
                 else ""
             )
             raise pytest.UsageError(
-                f"pytest-osmosis: --osmosis-server {url}: GET /health answered {response.status_code}{hint}"
+                f"pytest-osmosis: --osmosis-server {shown}: GET /health answered "
+                f"{response.status_code}{hint}"
             )
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from osmosis_rollout.redaction import Redactor, redact_handler
+from osmosis_rollout.redaction import Redactor, redact_handler, redact_url
 from osmosis_rollout.run_journal import (
     JOURNAL_FILENAME,
     RunJournalError,
@@ -212,7 +212,7 @@ class OsmosisSession:
             "entrypoint": self.entrypoint,
             "eval_config": str(self.eval_config) if self.eval_config else None,
             "mode": "server" if (s.servers or s.serve) else "in-process",
-            "servers": list(s.servers),
+            "servers": [redact_url(url) for url in s.servers],
             "policy": s.policy or (f"litellm:{s.model}" if s.model else None),
             "record_mode": s.record_mode,
             "pass_threshold": s.pass_threshold,

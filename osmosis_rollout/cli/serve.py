@@ -248,6 +248,9 @@ def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
                 raise UsageError(f"{_flags(options)}: {exc}") from exc
         _apply_default_concurrency(app, options)
         if auth.enabled:
+            own = rollout_server_of(app)
+            if own is not None:  # the key may come from --api-key, not the environment
+                own.add_secret(SERVER_API_KEY_ENV, auth.api_key)
             app = BearerAuthMiddleware(app, auth)
         return app, loaded.describe()
     assert loaded.backend is not None

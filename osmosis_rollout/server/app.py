@@ -27,8 +27,13 @@ from osmosis_rollout.artifacts import default_artifact_root
 from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.context import RolloutContext, RolloutProgress
 from osmosis_rollout.execution import execute_in_process
-from osmosis_rollout.redaction import Redactor, redact_handler
-from osmosis_rollout.server.auth import BearerAuthMiddleware, ControllerAuth
+from osmosis_rollout.redaction import (
+    LiveRedactor,
+    redact_all_handlers,
+    redact_handler,
+    redact_std_streams,
+)
+from osmosis_rollout.server.auth import SERVER_API_KEY_ENV, BearerAuthMiddleware, ControllerAuth
 from osmosis_rollout.server.concurrency import (
     AdmissionControl,
     MaxConcurrent,
@@ -83,7 +88,7 @@ StatusObserver = Callable[[str, RolloutStatus], None]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
 
 
-def _configure_default_logging() -> None:
+def _configure_default_logging(redactor: LiveRedactor) -> None:
     """Add a root INFO handler only when the process has none (uvicorn configures its own).
 
     Either way the root handlers redact secrets (a grader's exception may quote a key).
@@ -92,9 +97,24 @@ def _configure_default_logging() -> None:
         logging.basicConfig(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
-    redactor = Redactor.from_environment()
     for handler in logging.getLogger().handlers:
         redact_handler(handler, redactor)
+
+
+@asynccontextmanager
+async def _redacted_output(redactor: LiveRedactor) -> AsyncIterator[None]:
+    """While the app serves, everything this process logs or prints is redacted.
+
+    Entered in the lifespan, after uvicorn configured its own loggers: every handler then
+    known redacts, and ``sys.stdout``/``sys.stderr`` get a redacting stream in front (user
+    code's prints, ``traceback.print_exc``, warnings).
+    """
+    redact_all_handlers(redactor)
+    restore = redact_std_streams(redactor)
+    try:
+        yield
+    finally:
+        restore()
 
 
 def _detail(status_code: int, detail: str, headers: Mapping[str, str] | None = None) -> Response:
@@ -139,12 +159,14 @@ async def execute_rollout(
     progress: RolloutProgress | None = None,
     process_id: str | None = None,
     artifact_root: Path | None = None,
+    secrets: Mapping[str, str | None] | None = None,
 ) -> WireResult:
     """Run one admitted rollout through ``backend`` and return its wire result.
 
     The rollout's :class:`RolloutContext` (chat URL, ``llm_api_key`` or ``$OSMOSIS_API_KEY``,
     progress) is current while ``execute`` runs; the trajectory is archived before this
-    returns (see :func:`~osmosis_rollout.execution.execute_in_process`).
+    returns (see :func:`~osmosis_rollout.execution.execute_in_process`), redacted of the
+    environment's secrets, the rollout's key and ``secrets`` (name -> value).
     """
     rollout_id = request.rollout_id
     context = RolloutContext(
@@ -168,6 +190,7 @@ async def execute_rollout(
         context,
         trajectory_root=artifact_root if artifact_root is not None else default_artifact_root(),
         trajectory_extra_fields=request.extra_fields,
+        secrets=secrets,
     )
     return to_wire_result(rollout_id, executed.result)
 
@@ -185,6 +208,7 @@ class _Server:
         artifact_root: Path | None,
         drain: DrainPolicy,
         on_status: StatusObserver | None,
+        inbound_key: str | None = None,
     ) -> None:
         self.backend = backend
         self.result_wait_timeout_sec = result_wait_timeout_sec
@@ -202,6 +226,10 @@ class _Server:
         self.accepting = True
         self.process_id = str(uuid.uuid4())
         self.instance_id = os.environ.get(INSTANCE_ID_ENV) or self.process_id
+        self.secrets: dict[str, str | None] = {SERVER_API_KEY_ENV: inbound_key}
+        """Secrets handed to this server beyond the environment's (name -> value)."""
+        self.redactor = LiveRedactor.from_environment(extra=self.secrets)
+        """Redacts all this process writes: those secrets, and each running rollout's key."""
         self.registry = RolloutRegistry(
             result_wait_timeout_sec=result_wait_timeout_sec,
             polling_lease_timeout_sec=polling_lease_timeout_sec,
@@ -209,6 +237,11 @@ class _Server:
             cancel_in_backend=self._cancel_in_backend,
             on_finish=self._on_finish,
         )
+
+    def add_secret(self, name: str, value: str | None) -> None:
+        """Redact ``value`` (as ``[REDACTED:name]``) from everything this server writes."""
+        self.secrets[name] = value
+        self.redactor.add(name, value)
 
     # -- observers -------------------------------------------------------------------------
 
@@ -276,10 +309,14 @@ class _Server:
                 progress=entry.progress,
                 process_id=self.process_id,
                 artifact_root=self.artifact_root,
+                secrets=self.secrets,
             )
         except asyncio.CancelledError:
             await self.registry.complete(entry, cancelled_result(entry.rollout_id, started=True))
             raise
+        if result.get("err_message"):
+            # The controller shows it (dashboards, reports): no key a workflow raised with.
+            result["err_message"] = self.redactor.redact(str(result["err_message"]))
         await self.registry.complete(entry, result)
 
     def _overloaded(self, admission: AdmissionControl) -> Response:
@@ -325,12 +362,16 @@ class _Server:
             rollout_id = request.rollout_id
             entry.progress.on_status = lambda status: self._notify(rollout_id, status)
             task: asyncio.Task[None] | None = None
+            key = request.llm_api_key
+            # The rollout's key is a secret of this process while the rollout runs.
+            self.redactor.hold("POLICY_API_KEY", key)
             try:
                 self._reserve(rollout_id)
                 task = asyncio.create_task(self.run(entry, request), name=f"rollout-{rollout_id}")
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
                 task.add_done_callback(lambda _: self._release(rollout_id))
+                task.add_done_callback(lambda _: self.redactor.release(key))
                 await self.registry.bind_task(entry, task)
             except BaseException:
                 if task is not None:
@@ -338,6 +379,7 @@ class _Server:
                     await asyncio.gather(task, return_exceptions=True)
                 else:
                     self._release(rollout_id)
+                    self.redactor.release(key)
                 await self.registry.discard(entry)
                 raise
             self.metrics.record_admitted()
@@ -475,8 +517,6 @@ def create_rollout_server(
     check_timeouts(result_wait_timeout_sec, polling_lease_timeout_sec, result_retention_sec)
     if not callable(getattr(backend, "execute", None)):
         raise TypeError(f"backend must be an ExecutionBackend, got {backend!r}")
-    if configure_logging:
-        _configure_default_logging()
     server = _Server(
         backend,
         result_wait_timeout_sec=result_wait_timeout_sec,
@@ -485,15 +525,20 @@ def create_rollout_server(
         artifact_root=Path(artifact_root) if artifact_root is not None else None,
         drain=drain or DrainPolicy(),
         on_status=on_status,
+        inbound_key=auth.api_key,
     )
     if max_concurrent is not None:
         set_max_concurrent(server, max_concurrent)
+    if configure_logging:
+        _configure_default_logging(server.redactor)
 
     @asynccontextmanager
     async def lifespan_with_drain(app: FastAPI) -> AsyncIterator[Any]:
         async with AsyncExitStack() as stack:
             state: Any = None
             try:
+                if configure_logging:
+                    await stack.enter_async_context(_redacted_output(server.redactor))
                 if lifespan is not None:
                     state = await stack.enter_async_context(lifespan(app))
                 yield state

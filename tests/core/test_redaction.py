@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -372,3 +373,88 @@ def test_a_secret_spelled_with_json_escapes_is_not_taken_for_absent(secret: str)
         assert json.loads(text)["error"] == f"got {secret}"
         assert not redactor.absent_from_json(text), text
     assert redactor.absent_from_json(json.dumps({"error": "nothing here"}))
+
+
+def test_environment_names_ending_in_key_are_secrets_beside_tokens_and_passwords() -> None:
+    env = {
+        "AZURE_OPENAI_KEY": "azure-0123456789",
+        "DB_PASSWORD": "password-0123456",
+        "KEYBOARD_LAYOUT": "dvorak-programmer",
+        "MONKEY": "not-a-secret-value",
+    }
+    redactor = Redactor.from_environment(env)
+    assert redactor.names == ["AZURE_OPENAI_KEY", "DB_PASSWORD"]
+    assert redactor.redact("azure-0123456789 dvorak-programmer") == (
+        "[REDACTED:AZURE_OPENAI_KEY] dvorak-programmer"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "--osmosis-server http://user:pass@host:8000/x",
+            "--osmosis-server http://***@host:8000/x",
+        ),
+        ("token only https://ghp_abcdef@github.com", "token only https://***@github.com"),
+        ('{"url": "postgres://a:b@db/x"}', '{"url": "postgres://***@db/x"}'),
+        ("http://***@host stays", "http://***@host stays"),
+        (
+            "no credentials http://host/path?mail=a@b.c",
+            "no credentials http://host/path?mail=a@b.c",
+        ),
+        ("mail a@b.c and ftp://host", "mail a@b.c and ftp://host"),
+    ],
+)
+def test_credentials_in_any_url_become_stars_even_without_a_known_secret(
+    text: str, expected: str
+) -> None:
+    from osmosis_rollout.redaction import redact_url
+
+    assert redact_url(text) == expected
+    assert Redactor().redact(text) == expected
+    document = {"servers": [text]}
+    assert Redactor().redact_value(document) == {"servers": [expected]}
+    assert Redactor().absent_from_json(json.dumps(document)) is (text == expected)
+
+
+def test_a_live_redactor_holds_each_rollouts_key_until_released_and_retires_it_later() -> None:
+    from osmosis_rollout.redaction import LiveRedactor
+
+    redactor = LiveRedactor({"OPENAI_API_KEY": KEY})
+    redactor.retained = 2
+    keys = [f"rollout-key-{i:04d}-abcdefgh" for i in range(4)]
+    for key in keys:
+        redactor.hold("POLICY_API_KEY", key)
+    redactor.hold("POLICY_API_KEY", keys[0])  # two rollouts handed the same key
+    text = f"a {keys[0]}, b x{keys[1]}y, c {KEY} d {keys[3]}"
+    assert redactor.redact(text) == (
+        "a [REDACTED:POLICY_API_KEY], b x[REDACTED:POLICY_API_KEY]y, "
+        "c [REDACTED:OPENAI_API_KEY] d [REDACTED:POLICY_API_KEY]"
+    )
+    assert redactor.held == 4
+    redactor.release(keys[0])
+    assert redactor.redact(keys[0]) == "[REDACTED:POLICY_API_KEY]"  # still held once
+    for key in keys:
+        redactor.release(key)
+    assert redactor.held == 0
+    # The last two released stay redacted; older ones are forgotten.
+    assert redactor.redact(keys[3]) == "[REDACTED:POLICY_API_KEY]"
+    assert redactor.redact(keys[2]) == "[REDACTED:POLICY_API_KEY]"
+    assert redactor.redact(keys[1]) == keys[1]
+    assert redactor.redact_value({"k": [keys[3]]}) == {"k": ["[REDACTED:POLICY_API_KEY]"]}
+
+
+def test_a_redacting_stream_sees_a_secret_written_in_pieces_and_flushes_the_rest() -> None:
+    import io
+
+    from osmosis_rollout.redaction import RedactingStream
+
+    inner = io.StringIO()
+    stream = RedactingStream(inner, Redactor({"OPENAI_API_KEY": KEY}))
+    stream.write("key: " + KEY[:5])
+    assert inner.getvalue() == ""  # held until the line ends
+    stream.write(KEY[5:] + "\nnext " + KEY)
+    assert inner.getvalue() == "key: [REDACTED:OPENAI_API_KEY]\n"
+    stream.flush()
+    assert inner.getvalue() == "key: [REDACTED:OPENAI_API_KEY]\nnext [REDACTED:OPENAI_API_KEY]"

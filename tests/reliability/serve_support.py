@@ -94,7 +94,13 @@ def wait_healthy(
     log_path: Path,
     headers: dict[str, str] | None = None,
 ) -> None:
-    """Poll ``/health`` until 200 (60 s bound: the machine may be saturated)."""
+    """Poll ``/health`` until 200, or 401 from a server with a key (60 s bound: the machine
+    may be saturated)."""
     wait_until_healthy(
-        url, process=process, timeout=60, describe=log_path.read_text, headers=headers
+        url,
+        process=process,
+        headers=headers,
+        accept=(200, 401),
+        timeout=60,
+        describe=log_path.read_text,
     )
