@@ -6,58 +6,23 @@ A stopped run must never look complete. :func:`how_it_ended` reads what stopped 
 ``summary.complete: false``, ``stopped_by``, ``interrupted`` and the rows not run, and
 :func:`incomplete_lines` says the same in the terminal summary.
 
-:class:`SignalWatch` turns SIGTERM into the same orderly stop as Ctrl-C (pytest raises
-``KeyboardInterrupt``, writes its reports and exits 2) and remembers which signal it was.
+What a signal means for the run is :mod:`pytest_osmosis.signals`' (``SignalWatch``, kept
+importable from here).
 """
 
 from __future__ import annotations
 
-import signal
-import threading
 from collections.abc import Sequence
-from types import FrameType
 from typing import Any
 
 import pytest
+
+from pytest_osmosis.signals import SignalWatch
 
 __all__ = ["SignalWatch", "how_it_ended", "incomplete_lines"]
 
 SHOWN_NOT_RUN = 10
 """Row ids listed in the terminal before "... and N more"."""
-
-
-class SignalWatch:
-    """While installed (main thread only), SIGINT and SIGTERM raise ``KeyboardInterrupt``
-    and are remembered by name."""
-
-    def __init__(self) -> None:
-        self.received: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> None:
-        """Install the handlers (a no-op off the main thread)."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            try:
-                self._previous[signum] = signal.signal(signum, self._handle)
-            except (ValueError, OSError):
-                continue
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        # The first signal stops the run; the name is kept for the report.
-        if self.received is None:
-            self.received = signal.Signals(signum).name
-        raise KeyboardInterrupt
-
-    def restore(self) -> None:
-        """Put the previous handlers back."""
-        for signum, handler in self._previous.items():
-            try:
-                signal.signal(signum, handler)
-            except (ValueError, OSError, TypeError):
-                continue
-        self._previous.clear()
 
 
 def how_it_ended(

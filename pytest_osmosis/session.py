@@ -259,8 +259,7 @@ class OsmosisSession:
             self.engine_error = exc
             raise
         self.entrypoint = self.engine.entrypoint
-        # Code blocking the loop as long as an item may wait is interrupted (it fails its row)
-        # rather than holding pytest's thread, which runs the loop while it waits.
+        # A loop blocked as long as an item may wait is given up: the rows left fail at once.
         self.engine.scheduler.block_limit = self.item_deadline()
         return self.engine
 
@@ -498,8 +497,7 @@ class OsmosisSession:
             return None
 
     def _result(self, future: concurrent.futures.Future[AttemptResult], timeout: float) -> Any:
-        """``future.result(timeout)``, running the rollouts meanwhile (on this thread: see
-        :meth:`RolloutScheduler.wait`) and letting the watcher draw while it waits."""
+        """``future.result(timeout)``, letting the watcher draw while it waits."""
         assert self.engine is not None
         scheduler = self.engine.scheduler
         watcher = self.watcher
@@ -531,6 +529,7 @@ class OsmosisSession:
         show live progress while rows run (controller only; the terminal exists by now)."""
         if is_worker(self.config) or not self.settings.active:
             return
+        self.signals.install()  # SIGTERM while collecting stops the run as Ctrl-C does too
         if not self.settings.resume and not self.config.option.collectonly:
             for name in (JOURNAL_FILENAME, "run.json"):
                 (self.output / name).unlink(missing_ok=True)
@@ -551,7 +550,7 @@ class OsmosisSession:
             self._start_rows(session)
             return (yield)
         finally:
-            self.signals.restore()
+            self.signals.rows_over()  # a signal from now on must not cut the reports short
             self.close()
 
     def _start_rows(self, session: pytest.Session) -> None:
@@ -878,6 +877,10 @@ class OsmosisSession:
     def pytest_unconfigure(self) -> None:
         self.close()
         self.report.close()
+        self.signals.restore()
+        session = self.config.pluginmanager.get_plugin("session")
+        if session is not None:  # a signal while pytest wrote its reports: still interrupted
+            session.exitstatus = self.signals.exit_status(session.exitstatus)
 
 
 def _name_blocked_loop(

@@ -82,16 +82,13 @@ class LoopWatchdog:
         loop_thread: threading.Thread,
         *,
         blocked_after: float = BLOCKED_AFTER_SEC,
-        driver: Callable[[], int | None] | None = None,
-        on_block: Callable[[float], None] | None = None,
+        on_block: Callable[[LoopBlock], None] | None = None,
     ) -> None:
-        """``driver``: the id of the thread running the loop now, when that is not always
-        ``loop_thread`` (which then only has to be alive); ``on_block`` is told, while a block
-        lasts, how long it has lasted."""
+        """``on_block`` is told, from the watchdog's thread, about a block while it lasts
+        (every :data:`_PING_SEC`), with ``ended`` set to now."""
         self._loop = loop
         self._loop_thread = loop_thread
         self._blocked_after = blocked_after
-        self._driver = driver or (lambda: loop_thread.ident)
         self._on_block = on_block
         self._answered = threading.Event()
         self._stop = threading.Event()
@@ -110,6 +107,13 @@ class LoopWatchdog:
         """Stop watching (bounded)."""
         self._stop.set()
         self._thread.join(5)
+
+    def ongoing(self) -> LoopBlock | None:
+        """The block in progress, if the loop is blocked right now (``ended``: now)."""
+        with self._lock:
+            if self._ongoing is None:
+                return None
+            return replace(self._ongoing, ended=time.monotonic())
 
     def blocks_between(self, start: float, end: float) -> list[LoopBlock]:
         """The blocks that overlap ``[start, end]`` (``time.monotonic()`` values)."""
@@ -132,8 +136,8 @@ class LoopWatchdog:
             sent = time.monotonic()
             if not self._ping():
                 return
-            if self._answered.wait(self._blocked_after) or self._driver() is None:
-                # Answered, or nobody runs the loop right now: its silence is no block.
+            if self._answered.wait(self._blocked_after) or not self._loop.is_running():
+                # Answered, or the loop is not running (not yet, or no more): no block.
                 self._stop.wait(_PING_SEC)
                 continue
             if self._stop.is_set() or not self._loop_thread.is_alive():
@@ -143,14 +147,14 @@ class LoopWatchdog:
             with self._lock:
                 # Seen at once; the line is filled in once the stack has been read.
                 self._ongoing = LoopBlock(name, "a line not read yet", sent, time.monotonic())
-            where = _innermost_user_line(self._driver() or 0)
+            where = _innermost_user_line(self._loop_thread.ident or 0)
             with self._lock:
                 self._ongoing = LoopBlock(name, where, sent, time.monotonic())
             while not self._answered.wait(_PING_SEC):
                 if self._stop.is_set() or not self._loop_thread.is_alive():
                     break
                 if self._on_block is not None:
-                    self._on_block(time.monotonic() - sent)
+                    self._on_block(LoopBlock(name, where, sent, time.monotonic()))
             with self._lock:
                 self._ongoing = None
                 self._blocks.append(LoopBlock(name, where, sent, time.monotonic()))

@@ -1,5 +1,5 @@
-"""The rollout scheduler: keyed submissions on its own loop, batched hand-offs, cancellation,
-and who runs the loop (a waiting thread, else the loop's own)."""
+"""The rollout scheduler: keyed submissions on the loop's one thread, batched hand-offs, the
+bound, cancellation, and what a blocked or dead loop does to the rollouts waiting on it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_osmosis.scheduler import RolloutLoopStopped, RolloutScheduler
+from pytest_osmosis.scheduler import RolloutLoopBlocked, RolloutLoopStopped, RolloutScheduler
 
 
 @pytest.fixture
@@ -108,22 +108,53 @@ def test_cancel_pending_stops_every_unfinished_submission(scheduler: RolloutSche
     assert all(f.cancelled() for f in futures)
 
 
-def test_a_waiting_thread_runs_the_loop_itself_and_nobody_waiting_leaves_it_to_its_thread(
+def test_every_rollout_runs_on_the_loops_own_thread_whoever_waits_for_it(
     scheduler: RolloutScheduler,
 ) -> None:
     ran_on: list[str] = []
 
     async def work() -> str:
-        # Its first step may run before the waiting thread takes the loop; not its last.
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.05)
         ran_on.append(threading.current_thread().name)
         return "done"
 
     assert scheduler.wait(scheduler.submit("row-0#0", work), 10) == "done"
-    ahead = scheduler.submit("row-1#0", work)
-    # Nobody waits for this one: the loop's own thread takes the loop back and runs it.
-    assert ahead.result(timeout=10) == "done"
-    assert ran_on == [threading.current_thread().name, "osmosis-rollouts"]
+    assert scheduler.run(work, 10) == "done"
+    # Nobody waits for this one: it runs all the same.
+    assert scheduler.submit("row-1#0", work).result(timeout=10) == "done"
+    assert ran_on == ["osmosis-rollouts"] * 3
+
+
+def test_rollouts_start_in_submission_order_and_never_more_than_the_bound_at_once(
+    scheduler: RolloutScheduler,
+) -> None:
+    started: list[int] = []
+    peak = [0]
+
+    async def work(i: int) -> None:
+        started.append(i)
+        peak[0] = max(peak[0], scheduler.running)
+        await asyncio.sleep(0.01)
+
+    with scheduler.batch():
+        futures = [scheduler.submit(f"row-{i}#0", lambda i=i: work(i)) for i in range(12)]
+    for future in futures:
+        scheduler.wait(future, 10)
+    assert started == list(range(12))
+    assert peak[0] == scheduler.concurrency
+
+
+def test_wait_on_the_loops_own_thread_says_it_would_never_return(
+    scheduler: RolloutScheduler,
+) -> None:
+    async def inner() -> str:
+        return "inner"
+
+    async def waits() -> str:
+        return scheduler.wait(scheduler.submit("row-1#0", inner), 1)
+
+    with pytest.raises(RuntimeError, match="on the loop's own thread"):
+        scheduler.wait(scheduler.submit("row-0#0", waits), 10)
 
 
 def test_a_wait_that_times_out_raises_and_leaves_the_rollout_running(
@@ -144,29 +175,7 @@ def test_a_wait_that_times_out_raises_and_leaves_the_rollout_running(
     assert future.result(timeout=10) == "done"
 
 
-def test_rollouts_keep_moving_while_the_waiting_thread_only_reports_finished_ones(
-    scheduler: RolloutScheduler,
-) -> None:
-    # pytest reporting rows that finished ahead keeps the loop from its own thread, so those
-    # waits must give the loop a pass now and then: the other rows' timers and I/O are due.
-    async def quick() -> str:
-        return "done"
-
-    async def steps() -> str:
-        for _ in range(5):
-            await asyncio.sleep(0.02)
-        return "done"
-
-    finished = scheduler.submit("row-0#0", quick)
-    assert scheduler.wait(finished, 10) == "done"
-    pending = scheduler.submit("row-1#0", steps)
-    give_up = time.monotonic() + 30
-    while not pending.done() and time.monotonic() < give_up:
-        assert scheduler.wait(finished, 10) == "done"
-    assert pending.result(timeout=0) == "done"
-
-
-def test_an_exception_escaping_the_loop_while_a_thread_waits_fails_every_pending_rollout(
+def test_an_exception_escaping_the_loop_fails_every_pending_rollout_and_later_ones(
     scheduler: RolloutScheduler,
 ) -> None:
     async def escapes() -> None:
@@ -183,19 +192,82 @@ def test_an_exception_escaping_the_loop_while_a_thread_waits_fails_every_pending
         scheduler.wait(first, 10)
     with pytest.raises(RolloutLoopStopped):
         other.result(timeout=10)
+    with pytest.raises(RolloutLoopStopped, match="SystemExit"):
+        scheduler.submit("row-2#0", sleeps).result(timeout=10)
 
 
 def _raise_system_exit() -> None:
     raise SystemExit(3)
 
 
-# The next two need pytest's own main thread (signals), so each runs in a fresh interpreter.
+def test_a_loop_blocked_past_the_block_limit_is_given_up_naming_the_blocking_line(
+    scheduler: RolloutScheduler,
+) -> None:
+    release = threading.Event()
+    scheduler.block_limit = 1.0
 
-_HELD_SIGNAL = """
+    async def blocks() -> str:
+        release.wait(60)  # sync code in an async def: the loop's thread is stuck here
+        return "blocked"
+
+    async def sleeps() -> str:
+        await asyncio.sleep(60)
+        return "slept"
+
+    try:
+        with scheduler.batch():
+            blocked = scheduler.submit("data.jsonl::row-0#0", blocks)
+            other = scheduler.submit("data.jsonl::row-1#0", sleeps)
+        with pytest.raises(RolloutLoopBlocked) as raised:
+            scheduler.wait(blocked, 60)
+        message = str(raised.value)
+        assert message.startswith("the rollout event loop was blocked for "), message
+        assert f"by data.jsonl::row-0#0 at {__file__}:" in message, message
+        assert "in blocks: release.wait(60)" in message, message
+        assert "longer than an item may wait (1s): the run gave up on the loop" in message
+        with pytest.raises(RolloutLoopBlocked):
+            scheduler.wait(other, 10)
+        # The remaining rows end at once rather than each waiting out its deadline.
+        with pytest.raises(RolloutLoopBlocked):
+            scheduler.submit("data.jsonl::row-2#0", sleeps).result(timeout=0)
+        with pytest.raises(RolloutLoopBlocked):
+            scheduler.run(sleeps, 10)
+        assert [b.task for b in scheduler.blocks_between(0, time.monotonic())] == [
+            "data.jsonl::row-0#0"
+        ]
+    finally:
+        release.set()
+
+
+def test_close_does_not_wait_for_a_loop_blocked_right_now() -> None:
+    scheduler = RolloutScheduler(concurrency=1)
+    release = threading.Event()
+    blocking = threading.Event()
+
+    async def blocks() -> None:
+        blocking.set()
+        release.wait(60)
+
+    try:
+        future = scheduler.submit("row-0#0", blocks)
+        assert blocking.wait(10)
+        while scheduler._watchdog.ongoing() is None:  # seen as blocked by the watchdog
+            time.sleep(0.05)
+        scheduler.close()
+        assert future.cancelled()
+        assert not release.is_set()  # close returned while the loop was still blocked
+    finally:
+        release.set()
+
+
+# These need an interpreter's own main thread (signals), so each runs in a fresh one.
+
+_CTRL_C_WHILE_WAITING = """
 import asyncio, os, signal, threading
 from pytest_osmosis.scheduler import RolloutScheduler
 
 hit = []
+original = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
 
 async def rollout():
     try:
@@ -215,66 +287,51 @@ except KeyboardInterrupt:
     print("interrupted in", threading.current_thread().name)
 print("rollout:", future.result(timeout=10), hit)
 scheduler.close()
+now = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+print("handlers untouched:", now == original)
 """
 
 
-def test_ctrl_c_while_pytests_thread_runs_the_loop_reaches_its_handler_not_the_rollout() -> None:
-    out = _run_python(_HELD_SIGNAL)
-    assert out.splitlines() == ["interrupted in MainThread", "rollout: done []"], out
+def test_ctrl_c_while_waiting_stops_the_wait_and_never_reaches_the_rollout() -> None:
+    out = _run_python(_CTRL_C_WHILE_WAITING)
+    assert out.splitlines() == [
+        "interrupted in MainThread",
+        "rollout: done []",
+        "handlers untouched: True",
+    ], out
 
 
-_ROUTED_BETWEEN_WAITS = """
-import asyncio, os, signal
+_CTRL_C_WHILE_BLOCKED = """
+import asyncio, os, signal, threading, time
 from pytest_osmosis.scheduler import RolloutScheduler
 
-original = signal.getsignal(signal.SIGINT)
+blocking = threading.Event()
 
 async def rollout():
-    return "done"
+    blocking.set()
+    time.sleep(600)  # a grader calling sync code: blocks the loop's thread for good
 
 scheduler = RolloutScheduler(concurrency=1)
-print(scheduler.wait(scheduler.submit("row#0", rollout), 10))
+scheduler.block_limit = 3600.0  # the item deadline: far longer than anyone waits for Ctrl-C
+future = scheduler.submit("row#0", rollout)
+blocking.wait(60)
+threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
 try:
-    os.kill(os.getpid(), signal.SIGINT)  # between waits: straight to the handler
+    scheduler.wait(future, 600)
     print("not interrupted")
 except KeyboardInterrupt:
-    print("interrupted between waits")
+    print("interrupted")
+while scheduler._watchdog.ongoing() is None:
+    time.sleep(0.05)
 scheduler.close()
-print("handler restored:", signal.getsignal(signal.SIGINT) is original)
+print("closed:", future.cancelled())
 """
 
 
-def test_ctrl_c_between_waits_stops_at_once_and_close_puts_the_handler_back() -> None:
-    out = _run_python(_ROUTED_BETWEEN_WAITS)
-    assert out.splitlines() == ["done", "interrupted between waits", "handler restored: True"], out
-
-
-_BLOCKED = """
-import asyncio, threading, time
-from pytest_osmosis.scheduler import LoopBlockedTooLong, RolloutScheduler
-
-async def rollout():
-    while threading.current_thread() is not threading.main_thread():
-        await asyncio.sleep(0.01)  # started before the main thread took the loop
-    try:
-        time.sleep(30)  # blocks the loop, which the waiting main thread runs
-    except LoopBlockedTooLong as exc:
-        return f"interrupted: {exc}"
-    return "slept"
-
-scheduler = RolloutScheduler(concurrency=1)
-scheduler.block_limit = 1.0
-print(scheduler.wait(scheduler.submit("row#0", rollout), 60))
-scheduler.close()
-"""
-
-
-def test_code_blocking_the_loop_past_the_block_limit_is_interrupted_not_waited_for() -> None:
-    out = _run_python(_BLOCKED).strip()
-    assert out == (
-        "interrupted: the rollout event loop was blocked for more than 1s: "
-        "interrupted the code that blocked it"
-    ), out
+def test_ctrl_c_while_sync_code_blocks_the_loop_stops_the_run_without_waiting_for_it() -> None:
+    # The blocked thread is a daemon: the interpreter exits without it.
+    out = _run_python(_CTRL_C_WHILE_BLOCKED)
+    assert out.splitlines() == ["interrupted", "closed: True"], out
 
 
 def _run_python(source: str) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_osmosis.watchdog import LoopWatchdog
+from pytest_osmosis.watchdog import LoopBlock, LoopWatchdog
 
 
 @pytest.fixture
@@ -85,17 +85,52 @@ def test_a_block_is_seen_while_it_lasts_not_only_once_the_loop_answers(
     assert block.task == "data.jsonl::row-3#0"
 
 
-def test_a_loop_nobody_runs_at_the_moment_is_not_blocked() -> None:
-    # pytest's thread runs the loop only while it waits for a row; in between nobody does.
+def test_a_loop_that_is_not_running_is_not_blocked() -> None:
+    # Not started yet, or stopped (e.g. by an exception that escaped it): silence is no block.
     loop = asyncio.new_event_loop()
     idle_thread = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True)
     idle_thread.start()
-    watchdog = LoopWatchdog(loop, idle_thread, driver=lambda: None)
+    watchdog = LoopWatchdog(loop, idle_thread)
     start = time.monotonic()
     watchdog.start()
     try:
         time.sleep(1.6)
         assert watchdog.blocks_between(start, time.monotonic()) == []
+        assert watchdog.ongoing() is None
     finally:
         watchdog.stop()
         loop.close()
+
+
+def test_a_block_is_told_while_it_lasts_and_is_ongoing_until_the_loop_answers() -> None:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    told: list[LoopBlock] = []
+    watchdog = LoopWatchdog(loop, thread, on_block=told.append)
+    watchdog.start()
+    release = threading.Event()
+    seen: list[LoopBlock | None] = []
+
+    async def run() -> None:
+        asyncio.current_task().set_name("data.jsonl::row-5#0")  # type: ignore[union-attr]
+        release.wait(30)
+
+    try:
+        future = asyncio.run_coroutine_threadsafe(run(), loop)
+        while not told:
+            time.sleep(0.05)
+        seen.append(watchdog.ongoing())
+        release.set()
+        future.result(10)
+        while watchdog.ongoing() is not None:
+            time.sleep(0.05)
+    finally:
+        release.set()
+        watchdog.stop()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+    assert {b.task for b in told} == {"data.jsonl::row-5#0"}
+    assert all(b.where.endswith("in run: release.wait(30)") for b in told), told
+    assert seen[0] is not None and seen[0].task == "data.jsonl::row-5#0"

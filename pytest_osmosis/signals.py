@@ -1,0 +1,75 @@
+"""What SIGINT and SIGTERM mean for a run: the one module that installs their handlers.
+
+While the rows run, either signal stops the run the way Ctrl-C stops pytest: the handler
+raises ``KeyboardInterrupt`` on the main thread, pytest stops running items, writes its
+reports and exits 2, and the run's files name the signal (``stopped_by``). The rollouts run on
+the scheduler's own thread, so the exception interrupts pytest's code, never a rollout's;
+closing the scheduler then cancels them. Once the rows are over (pytest is writing the run's
+reports), a signal is remembered, not raised, so the reports are written whole and say the
+run was interrupted; :meth:`SignalWatch.exit_status` makes the exit status 2. A signal the
+process ignored when the run began stays ignored, and every previous handler is put back
+when the run is done.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+import pytest
+
+__all__ = ["HANDLED", "SignalWatch"]
+
+HANDLED = (signal.SIGINT, signal.SIGTERM)
+"""The signals a run handles."""
+
+
+class SignalWatch:
+    """The run's SIGINT/SIGTERM handlers (main thread only; elsewhere every method is a
+    no-op), and the name of the first signal received."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        """``"SIGINT"`` or ``"SIGTERM"``: the first signal the run received."""
+        self._previous: dict[int, Any] = {}
+        self._rows_over = False
+
+    def install(self) -> None:
+        """Install the handlers (again after :meth:`rows_over`: the rows run once more)."""
+        self._rows_over = False
+        if self._previous or threading.current_thread() is not threading.main_thread():
+            return
+        for signum in HANDLED:
+            if signal.getsignal(signum) is signal.SIG_IGN:
+                continue  # e.g. started under nohup: the user asked for this one to be ignored
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except (ValueError, OSError):
+                continue
+
+    def rows_over(self) -> None:
+        """No row runs any more: a signal from now on is remembered, not raised."""
+        self._rows_over = True
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is None:
+            self.received = signal.Signals(signum).name
+        if not self._rows_over:
+            raise KeyboardInterrupt
+
+    def exit_status(self, exitstatus: int) -> int:
+        """The run's exit status: 2 (interrupted) once a signal was received."""
+        if self.received is not None:
+            return int(pytest.ExitCode.INTERRUPTED)
+        return exitstatus
+
+    def restore(self) -> None:
+        """Put the previous handlers back."""
+        for signum, handler in self._previous.items():
+            try:
+                signal.signal(signum, handler)
+            except (ValueError, OSError, TypeError):
+                continue
+        self._previous.clear()
