@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from osmosis_rollout.redaction import Redactor, redact_handler
+from pytest_osmosis.live import show_startup_step
 from pytest_osmosis.options import DEFAULT_CONCURRENCY, OsmosisSettings
 from pytest_osmosis.policy_choice import choose_policy
 from pytest_osmosis.rollout_servers import (
@@ -178,6 +179,18 @@ def _before_the_clock(paths: RunPaths, *, in_process: bool) -> None:
     freeze_startup_heap()  # user code and frameworks are imported: keep them out of GC
 
 
+def _shown(config: pytest.Config, entrypoint: str | None) -> str:
+    """The entrypoint as the user would name it: relative to where pytest was started."""
+    if entrypoint is None:
+        return "the workspace's rollout"
+    path, sep, attr = entrypoint.partition(":")
+    try:
+        path = str(Path(path).resolve().relative_to(Path(config.invocation_params.dir).resolve()))
+    except ValueError:
+        pass
+    return path + sep + attr
+
+
 def start_engine(
     config: pytest.Config,
     settings: OsmosisSettings,
@@ -205,6 +218,7 @@ def start_engine(
         # Rows run in this process answer their pooled clients' calls in-process; the loopback
         # URL serves everything else (own clients, served rollouts, Ray actors).
         in_process = not (s.servers or s.serve or s.ray)
+        show_startup_step(config, "starting the policy endpoint…")
         policy_server = PolicyServer(
             choose_policy(config, settings), host=s.policy_host, in_process=in_process
         )
@@ -213,6 +227,8 @@ def start_engine(
         redactor.add("POLICY_API_KEY", policy_server.api_key)
         if s.servers or s.serve:
             urls = list(s.servers)
+            if urls:
+                show_startup_step(config, "checking the rollout servers…")
             check_servers(urls)
             artifact_root: Path | None = None
             if s.serve:
@@ -220,6 +236,9 @@ def start_engine(
                     "startup discovers the entrypoint for --osmosis-serve"
                 )
                 artifact_root = paths.rollouts
+                show_startup_step(
+                    config, f"starting a rollout server for {_shown(config, entrypoint)}…"
+                )
                 url, stop = start_server_subprocess(
                     entrypoint,
                     cwd=Path(config.invocation_params.dir),
@@ -240,6 +259,7 @@ def start_engine(
                 server_artifact_root=artifact_root,
             )
         else:
+            show_startup_step(config, f"importing {_shown(config, entrypoint)}…")
             if s.ray:
                 backend, entrypoint = ray_backend(config, s, entrypoint, paths, closers)
             else:

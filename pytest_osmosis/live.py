@@ -118,6 +118,10 @@ class LiveProgress:
         self.state.running = self.running()
         self._uncaptured(self.display.update)
 
+    def startup(self, step: str) -> None:
+        """Show a start-up step (``importing rollouts/x/main.py…``) until the counts replace it."""
+        self._uncaptured(lambda: self.display.status(f"osmosis: {step}"))
+
     def done_waiting(self) -> None:
         """Pytest is about to write: erase the line."""
         if self.display.shown:
@@ -143,11 +147,25 @@ class LiveProgress:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.state.total = sum(1 for item in session.items if ROW_KEY in item.stash)
 
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtestloop(self) -> Generator[None, object, object]:
+        # Inside the other wrappers: in-process, the session's has started the engine by now,
+        # so the rate counts from here, not from the first row to finish (which made it
+        # thousands of rows/s); and the line is gone before pytest's writes its final [100%].
+        self._clear()
+        self.state.start()
+        try:
+            return (yield)
+        finally:
+            self._clear()
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # Every worker collects the same items: the first one's count is the total.
         self.xdist = True
         self.state.running = None
+        self.state.started_at = None  # the workers start their rows now, not at the loop's start
+        self.state.start()
         if self.state.total:
             return
         datasets = self.config.stash.get(DATASETS_KEY, set())
@@ -183,8 +201,24 @@ class LiveProgress:
         try:
             return (yield)
         finally:
-            if self.xdist:
-                self.display.update(force=self.state.done >= self.state.total)
+            self._after_item()
+
+    def _after_item(self) -> None:
+        """Pytest wrote an item's result: a moment to draw.
+
+        Under xdist this is the only moment (the controller waits for nothing), so every
+        report from a worker is drawn at once; in-process the display keeps to its refresh,
+        and fast rows that never make the main thread wait still get their lines.
+        """
+        if self.xdist:
+            self.display.update(force=True)
+            return
+        force = self.state.done >= self.state.total
+        if not self.display.due(force=force):
+            return  # most items: suspending pytest's capture costs more than the check
+        self._drain()
+        self.state.running = self.running()
+        self._uncaptured(lambda: self.display.update(force=self.state.done >= self.state.total))
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logstart(self) -> Generator[None, None, None]:
@@ -219,6 +253,13 @@ class LiveProgress:
     def pytest_terminal_summary(self) -> Generator[None, None, None]:
         self._clear()
         return (yield)
+
+
+def show_startup_step(config: pytest.Config, step: str) -> None:
+    """Show ``step`` on the live progress line while the run starts (nothing without one)."""
+    live = config.pluginmanager.get_plugin("osmosis-progress")
+    if isinstance(live, LiveProgress):
+        live.startup(step)
 
 
 def start_live_progress(

@@ -2,7 +2,9 @@
 
 :class:`ProgressState` counts rows as they finish (done/total, running, passed, failed,
 errored, skipped, tokens, cost) and knows the rate and the ETA; it reads time only through
-an injected clock. :func:`progress_segments` turns a state into the status line.
+an injected clock. :func:`progress_fields` turns a state into the status line's fields, and
+:func:`fit` keeps those that fit the terminal, dropping whole fields by priority (the counts
+last, then the ETA and rate, tokens and cost first) rather than cutting one mid-word.
 :class:`ProgressDisplay` decides when to draw it:
 
 - ``bar``: on a terminal, one line redrawn in place a few times a second. It is drawn on
@@ -22,7 +24,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pytest_osmosis.reporting import format_cost
 
@@ -173,47 +175,102 @@ def format_duration(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def progress_segments(state: ProgressState) -> list[Segment]:
-    """The status line, as pieces with pytest markup."""
-    segments: list[Segment] = [(f"osmosis {state.done}/{state.total} rows", {"bold": True})]
+class Field(NamedTuple):
+    """One field of the status line: its text, its pytest markup, and how long it is kept.
+
+    When the line does not fit, fields go whole, lowest ``keep`` first, so a narrow terminal
+    shows fewer fields rather than one cut mid-word.
+    """
+
+    text: str
+    markup: dict[str, bool]
+    keep: int
+
+
+# What a narrow terminal keeps longest: the counts, then the ETA and the rate, then tokens and
+# cost. "running" and a zero "errored" say least of the counts, so they give way to the ETA.
+_KEEP_DONE = 100
+_KEEP_FAILED = 95
+_KEEP_ERRORED = 94
+_KEEP_PASSED = 90
+_KEEP_SKIPPED = 88
+_KEEP_ETA = 80
+_KEEP_RUNNING = 60
+_KEEP_ZERO_ERRORED = 55
+_KEEP_RATE = 50
+_KEEP_TOKENS = 30
+_KEEP_COST = 20
+_SEPARATOR = "  "
+
+
+def format_rate(rate: float | None) -> str:
+    """``0.25 rows/s``, ``12.5 rows/s``, ``340 rows/s``; ``- rows/s`` before the first row."""
+    if rate is None or not math.isfinite(rate):
+        return "- rows/s"
+    if rate < 10:
+        return f"{rate:.2f} rows/s"
+    if rate < 100:
+        return f"{rate:.1f} rows/s"
+    return f"{rate:.0f} rows/s"
+
+
+def progress_fields(state: ProgressState) -> list[Field]:
+    """The status line's fields, in the order they are shown."""
+    fields = [Field(f"osmosis {state.done}/{state.total} rows", {"bold": True}, _KEEP_DONE)]
     if state.running is not None:
-        segments.append((f"  running {state.running}", {}))
-    segments += [
-        (f"  passed {state.passed}", {"green": True} if state.passed else {}),
-        (f"  failed {state.failed}", {"red": True} if state.failed else {}),
-        (f"  errored {state.errored}", {"red": True} if state.errored else {}),
+        fields.append(Field(f"running {state.running}", {}, _KEEP_RUNNING))
+    fields += [
+        Field(f"passed {state.passed}", {"green": True} if state.passed else {}, _KEEP_PASSED),
+        Field(f"failed {state.failed}", {"red": True} if state.failed else {}, _KEEP_FAILED),
+        Field(
+            f"errored {state.errored}",
+            {"red": True} if state.errored else {},
+            _KEEP_ERRORED if state.errored else _KEEP_ZERO_ERRORED,
+        ),
     ]
     if state.skipped:
-        segments.append((f"  skipped {state.skipped}", {"yellow": True}))
-    rate = state.rate()
-    segments.append(
-        (f"  {'-' if rate is None else format(rate, '.2f')} rows/s", {}),
-    )
-    segments.append((f"  ETA {format_duration(state.eta())}", {}))
+        fields.append(Field(f"skipped {state.skipped}", {"yellow": True}, _KEEP_SKIPPED))
+    fields.append(Field(format_rate(state.rate()), {}, _KEEP_RATE))
+    fields.append(Field(f"ETA {format_duration(state.eta())}", {}, _KEEP_ETA))
     if state.tokens:
         estimated = " (estimated)" if state.tokens_estimated else ""
-        segments.append((f"  tokens {state.tokens:,}{estimated}", {}))
+        fields.append(Field(f"tokens {state.tokens:,}{estimated}", {}, _KEEP_TOKENS))
     if state.cost is not None:
         estimated = " (estimated)" if state.cost_estimated else ""
-        segments.append((f"  cost {format_cost(state.cost)}{estimated}", {}))
+        fields.append(Field(f"cost {format_cost(state.cost)}{estimated}", {}, _KEEP_COST))
+    return fields
+
+
+def fit(fields: list[Field], width: int | None = None) -> list[Segment]:
+    """The fields that fit in ``width`` characters, as pieces to write (all of them without one).
+
+    Fields are dropped whole, lowest ``keep`` first, until the rest fit with their separators;
+    only a first field wider than the whole terminal is cut.
+    """
+    kept = list(fields)
+
+    def length(chosen: list[Field]) -> int:
+        return sum(len(f.text) for f in chosen) + len(_SEPARATOR) * max(0, len(chosen) - 1)
+
+    if width is not None:
+        while len(kept) > 1 and length(kept) > width:
+            kept.remove(min(kept, key=lambda f: f.keep))
+    segments: list[Segment] = []
+    for i, (text, markup, _) in enumerate(kept):
+        segments.append((text if i == 0 else _SEPARATOR + text, markup))
+    if width is not None and segments and len(segments[0][0]) > width:
+        segments = [(segments[0][0][: max(0, width)], segments[0][1])]
     return segments
 
 
-def progress_line(state: ProgressState) -> str:
+def progress_segments(state: ProgressState, width: int | None = None) -> list[Segment]:
+    """The status line as pieces with pytest markup, fitted to ``width`` when one is given."""
+    return fit(progress_fields(state), width)
+
+
+def progress_line(state: ProgressState, width: int | None = None) -> str:
     """The status line as plain text."""
-    return "".join(text for text, _ in progress_segments(state))
-
-
-def fit(segments: list[Segment], width: int) -> list[Segment]:
-    """Cut the line to ``width`` characters so it never wraps (a wrapped line cannot be erased)."""
-    fitted: list[Segment] = []
-    left = width
-    for text, markup in segments:
-        if left <= 0:
-            break
-        fitted.append((text[:left], markup))
-        left -= len(text)
-    return fitted
+    return "".join(text for text, _ in progress_segments(state, width))
 
 
 @dataclass
@@ -256,30 +313,43 @@ class ProgressDisplay:
         self._last_draw: float | None = None
         self.lines_written = 0
 
+    def due(self, *, force: bool = False) -> bool:
+        """True when :meth:`update` would draw now (so a caller can skip preparing for it)."""
+        now = self.state.clock()
+        if self.mode == "bar":
+            return force or self._last_draw is None or now - self._last_draw >= self.refresh
+        # The first plain line comes one interval after the start, then one per interval.
+        since = self._last_draw if self._last_draw is not None else self.state.started_at
+        return since is not None and now - since >= self.interval
+
     def update(self, *, force: bool = False) -> bool:
         """Draw when it is time to (a few times a second, or once per interval); True if drawn.
 
         ``force`` redraws the in-place line now (the last row is in); plain lines still keep
         to one per interval.
         """
-        now = self.state.clock()
         self.state.start()
+        if not self.due(force=force):
+            return False
         if self.mode == "bar":
-            if not force and self._last_draw is not None and now - self._last_draw < self.refresh:
-                return False
             self._draw_bar()
         else:
-            # The first plain line comes one interval after the start, then one per interval.
-            since = self._last_draw if self._last_draw is not None else self.state.started_at
-            if since is not None and now - since < self.interval:
-                return False
             self._draw_line()
-        self._last_draw = now
+        self._last_draw = self.state.clock()
         return True
 
-    def _draw_bar(self) -> None:
-        width = max(10, self.terminal.width() - 1)
-        segments = fit(progress_segments(self.state), width)
+    def status(self, text: str) -> None:
+        """Show ``text`` (a start-up step) on the in-place line until the counts replace it.
+
+        Plain-line mode shows nothing: its lines keep to one per interval.
+        """
+        if self.mode == "bar":
+            self._draw_bar([Field(text, {}, _KEEP_DONE)])
+
+    def _draw_bar(self, fields: list[Field] | None = None) -> None:
+        # The last column is left free: a line that reaches it wraps on some terminals.
+        width = max(1, self.terminal.width() - 1)
+        segments = fit(fields if fields is not None else progress_fields(self.state), width)
         if self.shown:
             self.terminal.write(_ERASE_LINE, {})
         else:

@@ -24,16 +24,21 @@ _CSI = re.compile(r"\x1b\[([0-9;]*)([A-Za-z])")
 
 
 def run_in_pty(
-    argv: Sequence[str], cwd: Path, *, columns: int = 120, timeout: float = 300.0
+    argv: Sequence[str],
+    cwd: Path,
+    *,
+    columns: int = 120,
+    lines: int = 50,
+    timeout: float = 300.0,
 ) -> tuple[str, int]:
-    """Run ``argv`` in ``cwd`` with a terminal of ``columns``; return its output and exit code."""
+    """Run ``argv`` in ``cwd`` on a ``columns`` x ``lines`` terminal; return its output and exit code."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: becomes the command
         os.chdir(cwd)
-        os.environ.update({"COLUMNS": str(columns), "LINES": "50", "TERM": "xterm"})
+        os.environ.update({"COLUMNS": str(columns), "LINES": str(lines), "TERM": "xterm"})
         os.environ["PYTEST_ADDOPTS"] = INNER_RUN_ADDOPTS
         os.execvp(argv[0], list(argv))
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
     data = b""
     deadline = time.monotonic() + timeout
     try:

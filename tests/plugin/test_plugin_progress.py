@@ -45,10 +45,25 @@ def slow(workspace: Callable[..., Path]) -> Path:
     return workspace(multiply_rows(8, wrong={5}), policy=SLOW_POLICY)
 
 
-def _pytest_in_pty(root: Path, *args: str) -> tuple[str, list[str]]:
-    raw, code = run_in_pty([sys.executable, "-m", "pytest", *ARGS, *args], root)
+def _pytest_in_pty(
+    root: Path, *args: str, columns: int = 120, lines: int = 50
+) -> tuple[str, list[str]]:
+    raw, code = run_in_pty(
+        [sys.executable, "-m", "pytest", *ARGS, *args], root, columns=columns, lines=lines
+    )
     assert code == 1, raw[-3000:]  # row-5 fails
-    return raw, screen(raw)
+    return raw, screen(raw, columns)
+
+
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+_DRAWN_LINE = re.compile(
+    r"osmosis(?: \d+/\d+ rows|: (?:starting|importing|checking) )[^\r\n]*?(?=\r|\n|\x1b\[K|\x1b\[1A|$)"
+)
+
+
+def _status_lines(raw: str) -> list[str]:
+    """Every status line the display drew (a start-up step or the counts), without colours."""
+    return [m.group(0) for m in _DRAWN_LINE.finditer(_SGR.sub("", raw))]
 
 
 def _drawn(raw: str) -> list[tuple[int, int]]:
@@ -151,3 +166,68 @@ def test_without_pytests_terminal_reporter_nothing_is_drawn(
     result = pytester.runpytest_subprocess(*ARGS, "-p", "no:terminal", "--osmosis-progress=bar")
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # row-5 fails; no crash at start-up
     assert not STATUS.search(result.stdout.str())
+
+
+@pytest.mark.parametrize(
+    ("columns", "lines", "args"),
+    [(80, 24, ()), (80, 24, ("-v",)), (120, 30, ()), (120, 30, ("-v",))],
+    ids=["80x24", "80x24-v", "120x30", "120x30-v"],
+)
+def test_the_line_fits_the_terminal_and_shows_the_eta_at_80_columns(
+    slow: Path, columns: int, lines: int, args: tuple[str, ...]
+) -> None:
+    raw, screen_lines = _pytest_in_pty(slow, *args, columns=columns, lines=lines)
+    drawn = _status_lines(raw)
+    counts = [line for line in drawn if STATUS.match(line)]
+    assert counts, raw[-3000:]
+    assert all(len(line) < columns for line in drawn), [s for s in drawn if len(s) >= columns]
+    # Fields go whole: every one drawn ends a known field, none is cut mid-word.
+    for line in counts:
+        assert re.search(r"ETA (\?|\d+s|\d+m\d\ds)(  |$)", line), line
+    _no_status_left(screen_lines)
+
+
+def test_start_up_steps_show_before_the_first_row(slow: Path) -> None:
+    raw, screen_lines = _pytest_in_pty(slow, columns=80, lines=24)
+    drawn = _status_lines(raw)
+    steps = [line for line in drawn if line.startswith("osmosis: ")]
+    assert steps[:2] == [
+        "osmosis: starting the policy endpoint…",
+        "osmosis: importing rollouts/demo/main.py…",
+    ], drawn[:5]
+    assert drawn.index(steps[-1]) < next(i for i, s in enumerate(drawn) if STATUS.match(s))
+    assert not [line for line in screen_lines if "importing" in line]  # erased like the counts
+
+
+def test_under_xdist_every_report_is_drawn_at_a_sane_rate(slow: Path) -> None:
+    raw, screen_lines = _pytest_in_pty(slow, "-n", "2", columns=120, lines=30)
+    counts = [line for line in _status_lines(raw) if STATUS.match(line)]
+    shown = [int(STATUS.match(line).group(1)) for line in counts]  # type: ignore[union-attr]
+    assert sorted(set(shown)) == list(range(1, 9)), counts  # each report, drawn as it came
+    assert all(len(line) < 120 for line in counts)
+    # 8 rows of 0.5 s, 2 at a time on each of 2 workers: at most 8 rows a second, never
+    # thousands (the rate counts from the workers' start, not from the first report).
+    rates = [float(m) for m in re.findall(r"([\d.]+) rows/s", "\n".join(counts))]
+    assert rates and max(rates) < 20, counts
+    _no_status_left(screen_lines)
+
+
+FAST_POLICY = """
+import re
+
+
+def policy(request):
+    numbers = [int(n) for n in re.findall(r"-?\\d+", request.messages[-1]["content"])]
+    return f"The answer is {numbers[0] * numbers[1]}"
+"""
+
+
+def test_a_fast_run_still_prints_its_interval_lines(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(multiply_rows(150), policy=FAST_POLICY)
+    result = pytester.runpytest_subprocess(*ARGS, "--osmosis-progress-interval=0.2")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+    lines = [line for line in result.stdout.lines if STATUS.match(line)]
+    seconds = float(re.search(r" in ([\d.]+)s", result.stdout.str()).group(1))  # type: ignore[union-attr]
+    assert 1 <= len(lines) <= seconds / 0.2 + 1, result.stdout.str()

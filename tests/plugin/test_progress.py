@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from pytest_osmosis.progress import (
+    Field,
     ProgressDisplay,
     ProgressState,
     Terminal,
     fit,
     format_duration,
+    format_rate,
     progress_line,
     progress_segments,
 )
@@ -118,10 +120,78 @@ def test_costs_keep_small_amounts_visible() -> None:
     assert format_cost(1234.5) == "$1,234.50"
 
 
-def test_fit_cuts_the_line_to_the_width() -> None:
-    segments = [("abcdef", {}), ("ghij", {"red": True})]
-    assert fit(segments, 8) == [("abcdef", {}), ("gh", {"red": True})]
-    assert fit(segments, 3) == [("abc", {})]
+def test_fit_drops_whole_fields_lowest_priority_first_and_keeps_their_order() -> None:
+    fields = [Field("abcdef", {}, 100), Field("gh", {"red": True}, 10), Field("ijk", {}, 50)]
+    assert fit(fields, None) == [("abcdef", {}), ("  gh", {"red": True}), ("  ijk", {})]
+    assert fit(fields, 13) == [("abcdef", {}), ("  ijk", {})]  # "gh" goes whole, not "ijk"'s end
+    assert fit(fields, 6) == [("abcdef", {})]
+    assert fit(fields, 3) == [("abc", {})]  # only a first field wider than the terminal is cut
+
+
+def _busy_state() -> ProgressState:
+    clock = Clock()
+    state = ProgressState(total=400, clock=clock)
+    state.start()
+    state.running = 8
+    clock.now += 100.0
+    for i in range(37):
+        state.row_finished(f"r{i}", "failed" if i < 3 else "passed", tokens=1234, cost=0.002)
+    state.row_finished("e", "failed", errored=True)
+    return state
+
+
+@pytest.mark.parametrize("width", [40, 60, 79, 100, 119, 200])
+def test_the_line_fits_any_width_with_whole_fields(width: int) -> None:
+    state = _busy_state()
+    whole = progress_line(state).split("  ")
+    line = progress_line(state, width)
+    assert len(line) <= width
+    assert all(field in whole for field in line.split("  "))  # no field is cut mid-word
+    assert line.startswith("osmosis 38/400 rows")
+
+
+def test_a_narrow_line_keeps_counts_then_eta_and_drops_tokens_and_cost_first() -> None:
+    state = _busy_state()
+    assert progress_line(state, 79) == (
+        "osmosis 38/400 rows  running 8  passed 34  failed 3  errored 1  ETA 15m53s"
+    )
+    assert progress_line(state, 60) == "osmosis 38/400 rows  passed 34  failed 3  errored 1"
+    wide = progress_line(state, 200)
+    assert "0.38 rows/s" in wide and "tokens 45,658" in wide and "cost $0.074" in wide
+
+
+def test_at_80_columns_the_eta_of_a_typical_run_is_visible() -> None:
+    clock = Clock()
+    state = ProgressState(total=1000, clock=clock)
+    state.start()
+    state.running = 16
+    clock.now += 30.0
+    for i in range(120):
+        state.row_finished(f"r{i}", "passed", tokens=2000, cost=0.01)
+    line = progress_line(state, 79)
+    assert line.endswith("ETA 3m40s"), line
+    assert "rows/s" not in line  # the rate gave way first
+
+
+def test_rates_read_sensibly_at_any_speed() -> None:
+    assert format_rate(None) == "- rows/s"
+    assert format_rate(0.256) == "0.26 rows/s"
+    assert format_rate(12.34) == "12.3 rows/s"
+    assert format_rate(1459.2) == "1459 rows/s"
+
+
+def test_a_start_up_step_shows_on_the_bar_until_the_counts_replace_it() -> None:
+    screen = Screen(width=80)
+    display = ProgressDisplay(ProgressState(total=3, clock=Clock()), screen.terminal(), mode="bar")
+    display.status("osmosis: importing rollouts/demo/main.py…")
+    assert screen.out == "\nosmosis: importing rollouts/demo/main.py…" and display.shown
+    assert display.update()  # the counts come at once, drawn over the step
+    assert screen.out.endswith(
+        "\r\x1b[Kosmosis 0/3 rows  running 0  passed 0  failed 0  errored 0  - rows/s  ETA ?"
+    )
+    plain = Screen()
+    ProgressDisplay(ProgressState(total=3), plain.terminal(), mode="line").status("importing")
+    assert plain.out == ""  # CI logs keep to one line per interval
 
 
 def test_the_bar_draws_below_pytests_line_and_clears_back_to_its_column() -> None:
