@@ -26,6 +26,7 @@ from typing import Any
 from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.backend.local import categorize_exception
 from osmosis_rollout.context import RolloutContext, RolloutProgress
+from osmosis_rollout.rollout_notes import RolloutNotes, notes_for
 from osmosis_rollout.types import (
     ExecutionOutcome,
     ExecutionRequest,
@@ -54,6 +55,8 @@ class ExecutedRollout:
     """``trajectory.json`` when one was saved."""
     diagnostics: Path | None = None
     """``diagnostics.json`` when one was saved (the saved result had ``extra_fields``)."""
+    notes: RolloutNotes | None = None
+    """What the rollout logged and its judge said (filled while :func:`taking_notes` is on)."""
 
     @property
     def phase(self) -> str | None:
@@ -173,7 +176,7 @@ async def execute_in_process(
     """Run ``request`` through ``backend`` with ``context`` current; never raises but cancellation.
 
     ``context`` gets a :class:`RolloutProgress` when it has none (the phase of a failure is
-    read from it). With ``trajectory_root``, the outcome's ``result_to_save`` is archived
+    read from it); what the rollout logs and its judge says go to the result's ``notes``. With ``trajectory_root``, the outcome's ``result_to_save`` is archived
     under ``<trajectory_root>/<request.id>/`` before this returns (so the trajectory exists
     before the result is visible); an ``execute`` that raised archives nothing.
     ``trajectory_extra_fields`` go to the trajectory's ``extra.osmosis`` (the request's
@@ -182,9 +185,10 @@ async def execute_in_process(
     """
     if context.progress is None:
         context.progress = RolloutProgress()
+    notes = RolloutNotes()
     outcome: ExecutionOutcome | None = None
     try:
-        with context:
+        with context, notes_for(notes, context.progress):
             outcome = await backend.execute(request)
         result = outcome.result
         logger.info("rollout %s finished with status %s", request.id, result.status)
@@ -213,7 +217,11 @@ async def execute_in_process(
             secrets,
         )
     return ExecutedRollout(
-        rollout_id=request.id, result=result, trajectory=trajectory, diagnostics=diagnostics
+        rollout_id=request.id,
+        result=result,
+        trajectory=trajectory,
+        diagnostics=diagnostics,
+        notes=notes,
     )
 
 

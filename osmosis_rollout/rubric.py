@@ -57,6 +57,7 @@ from osmosis_rollout.judge_provider import (
 )
 from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy, as_policy
 from osmosis_rollout.rewards import AsyncRewardFunction, RewardFunction
+from osmosis_rollout.rollout_notes import current_notes
 from osmosis_rollout.sample_text import first_user_text, last_assistant_text
 from osmosis_rollout.signatures import RUBRIC_RULE, is_async_callable
 from osmosis_rollout.types import RolloutSample
@@ -262,6 +263,9 @@ async def evaluate_rubric(
                 score_max,
                 score,
             )
+        notes = current_notes()
+        if notes is not None:
+            notes.add_verdict(score, verdict.explanation)
         return RubricResult(
             score=score,
             explanation=verdict.explanation,
