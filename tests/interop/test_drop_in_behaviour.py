@@ -346,3 +346,36 @@ def test_get_response_aggregates_a_replaced_stream_response_and_checks_the_sessi
             "real request without a session": "RuntimeError",
         }
     )
+
+
+def test_already_matching_lease_timeouts_and_concurrency_config_stay_so(
+    official_python: Path, tmp_path: Path
+) -> None:
+    official, ours = both(
+        official_python,
+        tmp_path,
+        """
+        import json
+        from pydantic import ValidationError
+        from osmosis_ai.rollout import ConcurrencyConfig
+        from osmosis_ai.rollout.server.lease import LeaseManager
+
+        async def on_expired(rollout_id):
+            pass
+
+        seen = {"default max_concurrent": ConcurrencyConfig().max_concurrent}
+        for timeout in (0.0, -1.0, float("nan"), float("inf"), 0.5):
+            try:
+                LeaseManager(timeout_sec=timeout, on_expired=on_expired)
+                seen[repr(timeout)] = "accepted"
+            except ValueError as exc:
+                seen[repr(timeout)] = type(exc).__name__
+        try:
+            ConcurrencyConfig(max_concurrent=0)
+        except ValidationError as exc:
+            seen["max_concurrent=0"] = exc.errors()[0]["type"]
+        print(json.dumps(seen))
+        """,
+    )
+    assert ours == official
+    assert official["0.5"] == "accepted" and official["nan"] == "ValueError"
