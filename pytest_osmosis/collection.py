@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_osmosis.keys import RECORD_KEY, ROW_KEY, RowRef
+from pytest_osmosis.policy_choice import CassetteKeys
 from pytest_osmosis.reporting import row_record
 from pytest_osmosis.session import OsmosisSession, ensure_session
 from pytest_osmosis.verdict import RowVerdict, failure_message
@@ -43,8 +44,11 @@ class DatasetFile(pytest.File):
             rows = load_dataset(self.path, rows=settings.rows, limit=settings.limit)
         except DatasetError as exc:
             raise OsmosisUsageFailure(str(exc)) from exc
+        keys = CassetteKeys(self.config, settings)
         for row in rows:
-            yield RowItem.from_parent(self, name=row.key, row=row)
+            yield RowItem.from_parent(
+                self, name=row.key, row=row, cassette_key=keys.for_row(self.path, row.key)
+            )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str | TerminalRepr:  # type: ignore[override]
         if isinstance(excinfo.value, OsmosisUsageFailure):
@@ -55,19 +59,16 @@ class DatasetFile(pytest.File):
 class RowItem(pytest.Item):
     """One dataset row: runs its attempts (started ahead by the scheduler) and asserts the reward."""
 
-    def __init__(self, *, row: DatasetRow, **kwargs: Any) -> None:
+    def __init__(self, *, row: DatasetRow, cassette_key: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.row = row
-        self.stash[ROW_KEY] = RowRef(row, cassette_key=self.cassette_key, dataset=self.dataset)
+        #: The key its cassettes are recorded under (see ``policy_choice.CassetteKeys``).
+        self.cassette_key = cassette_key
+        self.stash[ROW_KEY] = RowRef(row, cassette_key=cassette_key, dataset=self.dataset)
 
     @property
     def dataset(self) -> str:
         return str(self.path)
-
-    @property
-    def cassette_key(self) -> str:
-        """The row's cassette folder name: ``<dataset file name>.<row key>``."""
-        return f"{self.path.name}.{self.row.key}"
 
     def describe(self) -> str:
         line = f" line {self.row.line}" if getattr(self.row, "line", None) else ""

@@ -28,6 +28,40 @@ def cassette_dir(config: pytest.Config, settings: OsmosisSettings) -> Path:
     return Path(config.invocation_params.dir) / "cassettes"
 
 
+class CassetteKeys:
+    """The cassette key of each dataset row: ``<dataset path from the rootdir>::<row key>``.
+
+    Its folder is ``<cassette_dir>/<dataset path>/<row key>/`` (``suite_a/data/test.jsonl``
+    and ``suite_b/data/test.jsonl`` never share one). A row recorded in the old layout,
+    ``<cassette_dir>/<dataset file name>.<row key>/``, keeps that key while no new-layout
+    folder exists, so old cassettes still replay (README, "Record and replay").
+    """
+
+    def __init__(self, config: pytest.Config, settings: OsmosisSettings) -> None:
+        self.rootdir = config.rootpath
+        self.directory = cassette_dir(config, settings)
+        # Nothing to fall back to without the folder: no filesystem look-up per row.
+        self.may_hold_old_layout = self.directory.is_dir()
+
+    def namespace(self, dataset: Path) -> str:
+        """The dataset's path relative to the rootdir (``_outside/...`` when not under it)."""
+        try:
+            return dataset.relative_to(self.rootdir).as_posix()
+        except ValueError:
+            return "_outside/" + dataset.as_posix().lstrip("/")
+
+    def for_row(self, dataset: Path, row_key: str) -> str:
+        """The key a row of ``dataset`` records and replays its cassettes under."""
+        from osmosis_rollout.policy.recording import NAMESPACE_SEPARATOR, row_folder
+
+        key = f"{self.namespace(dataset)}{NAMESPACE_SEPARATOR}{row_key}"
+        if self.may_hold_old_layout and not row_folder(self.directory, key).exists():
+            old = f"{dataset.name}.{row_key}"
+            if row_folder(self.directory, old).is_dir():
+                return old
+        return key
+
+
 def _has_cassettes(directory: Path) -> bool:
     return directory.is_dir() and any(directory.rglob("*.json"))
 

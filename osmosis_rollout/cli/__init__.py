@@ -24,8 +24,13 @@ SUBCOMMANDS: dict[str, str] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand whose module is present."""
+    from osmosis_rollout import __version__
+
     parser = argparse.ArgumentParser(
         prog="osmosis-rollout", description="Write, validate and serve Osmosis agent rollouts."
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True)
     added: set[str] = set()

@@ -46,6 +46,25 @@ logger = logging.getLogger(__name__)
 PORT_ENV = "_OSMOSIS_ROLLOUT_PORT"
 DEFAULT_PORT = 8000
 
+DESCRIPTION = """\
+Serve a rollout to the Osmosis controller over the remote-rollout protocol.
+
+ENTRYPOINT is a file (path/to/main.py) or a module (package.module), optionally with :ATTR:
+an app built with create_rollout_server, a backend, or the workflow and grader classes. The
+server flags (timings, --enable-metrics, --max-queue-depth, --max-body-bytes) apply to the
+app serve builds and equally to an app the entrypoint built itself. Idle keep-alive
+connections are kept 2160 s, past the platform load balancer's 2100 s idle timeout.
+
+--backend ray keeps admission, leases and long polls in this process and runs the rollouts
+on a Ray cluster (--ray-address: auto or HOST:PORT; default a local cluster started here),
+on --ray-actors actors that each import the entrypoint.
+
+SIGTERM (or SIGINT) starts a staged drain: new rollouts get 503 with Retry-After while
+result polls and cancels are still served, until every finished result has been fetched
+or --drain-timeout passes; then the process exits 0. A second signal stops at once.
+"""
+"""``serve --help``'s text: the module docstring's content in plain words, without markup."""
+
 _TIMING_OPTIONS = (
     "result_wait_timeout_sec",
     "polling_lease_timeout_sec",
@@ -58,7 +77,7 @@ def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="serve a rollout entrypoint over the remote-rollout protocol",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("entrypoint", help="path/to/main.py[:ATTR] or package.module[:ATTR]")

@@ -3,7 +3,13 @@
 Layout: one file per (dataset row, attempt) so a single row can be re-recorded alone::
 
     <cassette_dir>/<row_key>/attempt-<n>.json      # requests bound to a dataset row
+    <cassette_dir>/<namespace>/<key>/attempt-<n>.json   # row_key "<namespace>::<key>"
     <cassette_dir>/_unkeyed/<conversation>.json    # requests without a row_key
+
+A row key may name a namespace before ``::`` (the plugin uses the dataset's path relative to
+the rootdir, so two datasets with one file name never share a folder); its ``/``-separated
+parts become nested folders. Each folder name is made safe (unsafe characters become ``_``
+plus a short hash), so every cassette stays inside ``cassette_dir``.
 
 A file is ``{"version": 1, "row_key": ..., "attempt": ..., "interactions": [...]}``; each
 interaction is ``{"key", "request": {"messages", "tools", "params"}, "response": ChatReply}``
@@ -41,10 +47,12 @@ from osmosis_rollout.policy.types import ChatReply, ChatRequest, Policy, coerce_
 
 __all__ = [
     "CASSETTE_VERSION",
+    "NAMESPACE_SEPARATOR",
     "RecordMode",
     "RecordingPolicy",
     "cassette_path",
     "normalise_request",
+    "row_folder",
 ]
 
 RecordMode = Literal["none", "once", "new_episodes", "all"]
@@ -134,10 +142,23 @@ def _conversation_key(request: ChatRequest) -> str:
     return _digest({"opening": opening, "tools": request.tools}, 16)
 
 
+NAMESPACE_SEPARATOR = "::"
+"""Separates a row key's namespace (nested folders) from the row's own key."""
+
+
+def row_folder(cassette_dir: Path, row_key: str) -> Path:
+    """The folder holding the cassettes of ``row_key`` (see the module docstring)."""
+    namespace, separator, key = row_key.partition(NAMESPACE_SEPARATOR)
+    if not separator:
+        return cassette_dir / _safe_segment(row_key)
+    parts = [_safe_segment(part) for part in namespace.split("/")]
+    return cassette_dir.joinpath(*parts, _safe_segment(key))
+
+
 def cassette_path(cassette_dir: Path, request: ChatRequest) -> Path:
     """Where the cassette for ``request`` lives (see the module docstring for the layout)."""
     if request.row_key is not None:
-        return cassette_dir / _safe_segment(request.row_key) / f"attempt-{request.attempt}.json"
+        return row_folder(cassette_dir, request.row_key) / f"attempt-{request.attempt}.json"
     suffix = "" if request.attempt == 0 else f".attempt-{request.attempt}"
     return cassette_dir / "_unkeyed" / f"{_conversation_key(request)}{suffix}.json"
 

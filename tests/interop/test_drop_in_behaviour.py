@@ -284,3 +284,98 @@ def test_save_trajectory_warnings_read_as_the_official(
             ],
         }
     )
+
+
+LITELLM_MODEL = """
+    import asyncio, json
+    from types import SimpleNamespace
+    from agents import ModelSettings, ModelTracing
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+    from osmosis_ai.rollout import RolloutContext
+    from osmosis_ai.rollout.integrations.agents.openai_agents import OsmosisLitellmModel
+
+    async def canned(*args, **kwargs):
+        yield SimpleNamespace(type="response.created")
+        text = ResponseOutputText(type="output_text", text="canned answer", annotations=[])
+        message = ResponseOutputMessage(
+            id="m", type="message", role="assistant", status="completed", content=[text]
+        )
+        done = SimpleNamespace(output=[message], usage=None)
+        yield SimpleNamespace(type="response.completed", response=done)
+
+    class Canned(OsmosisLitellmModel):
+        def stream_response(self, *args, **kwargs):
+            return canned(*args, **kwargs)
+
+    def reply(response):
+        texts = [part.text for item in response.output for part in item.content]
+        return {"output": texts, "requests": response.usage.requests}
+
+    async def main():
+        seen = {}
+        # No OsmosisMemorySession is registered, and nothing listens at the URL: only the
+        # replaced stream_response can answer.
+        with RolloutContext(chat_completions_url="http://127.0.0.1:9/v1", api_key="k"):
+            seen["subclass"] = reply(await Canned().get_response("sys", "hi"))
+            patched = OsmosisLitellmModel()
+            patched.stream_response = canned
+            seen["patched instance"] = reply(await patched.get_response("sys", "hi"))
+            try:
+                await OsmosisLitellmModel().get_response(
+                    system_instructions=None, input="hi", model_settings=ModelSettings(),
+                    tools=[], output_schema=None, handoffs=[], tracing=ModelTracing.DISABLED,
+                )
+            except Exception as exc:
+                seen["real request without a session"] = type(exc).__name__
+        return seen
+
+    print(json.dumps(asyncio.run(main())))
+"""
+
+
+def test_get_response_aggregates_a_replaced_stream_response_and_checks_the_session_at_request(
+    official_python: Path, tmp_path: Path
+) -> None:
+    official, ours = both(official_python, tmp_path, LITELLM_MODEL)
+    assert (
+        ours
+        == official
+        == {
+            "subclass": {"output": ["canned answer"], "requests": 0},
+            "patched instance": {"output": ["canned answer"], "requests": 0},
+            "real request without a session": "RuntimeError",
+        }
+    )
+
+
+def test_already_matching_lease_timeouts_and_concurrency_config_stay_so(
+    official_python: Path, tmp_path: Path
+) -> None:
+    official, ours = both(
+        official_python,
+        tmp_path,
+        """
+        import json
+        from pydantic import ValidationError
+        from osmosis_ai.rollout import ConcurrencyConfig
+        from osmosis_ai.rollout.server.lease import LeaseManager
+
+        async def on_expired(rollout_id):
+            pass
+
+        seen = {"default max_concurrent": ConcurrencyConfig().max_concurrent}
+        for timeout in (0.0, -1.0, float("nan"), float("inf"), 0.5):
+            try:
+                LeaseManager(timeout_sec=timeout, on_expired=on_expired)
+                seen[repr(timeout)] = "accepted"
+            except ValueError as exc:
+                seen[repr(timeout)] = type(exc).__name__
+        try:
+            ConcurrencyConfig(max_concurrent=0)
+        except ValidationError as exc:
+            seen["max_concurrent=0"] = exc.errors()[0]["type"]
+        print(json.dumps(seen))
+        """,
+    )
+    assert ours == official
+    assert official["0.5"] == "accepted" and official["nan"] == "ValueError"

@@ -300,6 +300,18 @@ def test_unsafe_row_keys_become_safe_distinct_directories(tmp_path: Path) -> Non
         assert path.parent.name not in {"..", "."}
 
 
+def test_a_namespaced_row_key_nests_its_folders_inside_the_cassette_dir(tmp_path: Path) -> None:
+    from osmosis_rollout.policy.recording import row_folder
+
+    assert row_folder(tmp_path, "suite_a/data/test.jsonl::row-3") == (
+        tmp_path / "suite_a" / "data" / "test.jsonl" / "row-3"
+    )
+    assert row_folder(tmp_path, "test.jsonl.row-3") == tmp_path / "test.jsonl.row-3"
+    escaping = row_folder(tmp_path, "../../etc::../x")
+    assert escaping.is_relative_to(tmp_path)
+    assert ".." not in escaping.relative_to(tmp_path).parts
+
+
 def test_bad_mode_and_all_without_inner_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown record mode 'sometimes'"):
         RecordingPolicy(None, tmp_path, mode="sometimes")  # type: ignore[arg-type]

@@ -25,7 +25,8 @@ Streaming. The official model streams every call. Ours streams unless told the e
 also answers plain requests (``streaming=False`` on the placeholder, the
 ``OSMOSIS_ROLLOUT_STREAMING`` environment variable, or the rollout context's hint: see
 :mod:`osmosis_rollout.integrations.streaming`), which halves LiteLLM's CPU per call. Both
-paths yield the same session items.
+paths yield the same session items. A subclass's or a patched ``stream_response`` always
+answers ``get_response``, as on the official model.
 
 Needs the ``openai-agents`` extra; importing this module without it raises
 :class:`~osmosis_rollout.errors.MissingExtraError` with the install command.
@@ -225,10 +226,12 @@ _lean_fetch_response = on_lean_endpoint(LitellmModel._fetch_response)
 class OsmosisLitellmModel(LitellmModel):  # type: ignore[misc]
     """LiteLLM model bound to the active rollout's chat-completions endpoint and key.
 
-    Construct inside a rollout context (``RuntimeError`` otherwise). Every call first
-    checks that a sample source (an :class:`OsmosisMemorySession`) is registered.
-    ``streaming`` (``None``: the shared policy) picks how ``get_response`` talks to the
-    endpoint; ``stream_response`` (``Runner.run_streamed``) always streams.
+    Construct inside a rollout context (``RuntimeError`` otherwise). A request refuses to go
+    out unless a sample source (an :class:`OsmosisMemorySession`) is registered, checked
+    where the request is built, as the official SDK does. ``get_response`` aggregates the
+    events of ``self.stream_response`` (so a subclass's or a patched ``stream_response`` is
+    what answers); with ``streaming=False`` (``None``: the shared policy) and the shipped
+    ``stream_response``, it sends one plain request instead, with the same result.
     """
 
     def __init__(self, *, streaming: bool | None = None, **litellm_kwargs: Any) -> None:
@@ -247,28 +250,23 @@ class OsmosisLitellmModel(LitellmModel):  # type: ignore[misc]
         self.streaming: bool = resolve_streaming(streaming, ctx)
 
     async def _fetch_response(self, *args: Any, **kwargs: Any) -> Any:
+        # Every real request, streamed or not, is built here: the session check goes first.
+        _require_sample_source()
         # The SDK's request building, sent by the lean endpoint client (see on_lean_endpoint).
         return await _lean_fetch_response(self, *args, **kwargs)
 
-    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        """Stream the reply as Responses events (refuses without a registered session)."""
-        _require_sample_source()
-        async for event in super().stream_response(*args, **kwargs):
-            yield event
-
     async def get_response(self, *args: Any, **kwargs: Any) -> Any:
-        """One model reply; streamed and aggregated, or a plain request (see ``streaming``)."""
-        _require_sample_source()
-        if not self.streaming:
+        """One model reply: ``self.stream_response``'s events aggregated (see the class)."""
+        if not self.streaming and _streams_as_shipped(self):
             return await super().get_response(*args, **kwargs)
         output: list[Any] = []
-        usage = Usage(requests=1)
-        async for event in super().stream_response(*args, **kwargs):
+        usage = Usage()
+        async for event in self.stream_response(*args, **kwargs):
             if event.type != "response.completed":
                 continue
             final = event.response
             output = list(final.output)
-            if final.usage is not None:
+            if final.usage:
                 usage = Usage(
                     requests=1,
                     input_tokens=final.usage.input_tokens,
@@ -278,6 +276,14 @@ class OsmosisLitellmModel(LitellmModel):  # type: ignore[misc]
                     output_tokens_details=final.usage.output_tokens_details,
                 )
         return ModelResponse(output=output, usage=usage, response_id=None)
+
+
+_SHIPPED_STREAM_RESPONSE = OsmosisLitellmModel.stream_response
+
+
+def _streams_as_shipped(model: OsmosisLitellmModel) -> bool:
+    """True unless a subclass, a patch of the class or of ``model`` replaced stream_response."""
+    return getattr(model.stream_response, "__func__", None) is _SHIPPED_STREAM_RESPONSE
 
 
 class OsmosisAgent(Agent):  # type: ignore[misc]
