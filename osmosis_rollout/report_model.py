@@ -24,8 +24,11 @@ from osmosis_rollout.run_report import REPORT_SCHEMA
 __all__ = [
     "REPORT_SCHEMA",
     "ReportAttempt",
+    "ReportBaseline",
     "ReportDocument",
     "ReportFileError",
+    "ReportInterval",
+    "ReportRegressionTest",
     "ReportRowVerdict",
     "ReportSummary",
     "read_report",
@@ -54,8 +57,44 @@ class ReportRowVerdict(_Open):
     verdict: str = Field(description="'passed' or 'failed' under the row-pass rule")
 
 
+class ReportInterval(_Open):
+    """An interval beside a rate or a mean (:mod:`osmosis_rollout.stats`)."""
+
+    low: float = Field(description="lower bound")
+    high: float = Field(description="upper bound")
+    confidence: float = Field(description="its confidence, e.g. 0.95 (--osmosis-confidence)")
+    method: str = Field(description="how it was made, e.g. 'wilson' or 't'")
+
+
+class ReportRegressionTest(_Open):
+    """The paired test of a run against its baseline, over the rows both ran."""
+
+    worse: int = Field(description="rows whose pass fraction fell (passed before, failed now)")
+    better: int = Field(description="rows whose pass fraction rose")
+    p_value: float = Field(description="two-sided p-value")
+    significant: bool = Field(description="p_value < 1 - confidence")
+    confidence: float = Field(description="the test's confidence")
+    method: str = Field(
+        description="'exact McNemar' (one attempt a row) or 'sign test on per-row pass fractions'"
+    )
+
+
+class ReportBaseline(_Open):
+    """The comparison with ``--osmosis-baseline``: changed rows and the paired test."""
+
+    path: str | None = Field(default=None, description="the baseline report given")
+    test: ReportRegressionTest | None = Field(
+        default=None, description="the paired regression test (absent in older reports)"
+    )
+
+
 class ReportSummary(_Open):
     """Run-level figures: counts, pass rate, reward statistics and completeness."""
+
+    pass_rate_interval: ReportInterval | None = Field(
+        default=None,
+        description="Wilson interval of the attempts' pass_rate (rows.pass_rate_interval: the rows')",
+    )
 
     complete: bool | None = Field(
         default=None, description="false when rows were not run (interrupted, -x, --maxfail)"
@@ -76,6 +115,9 @@ class ReportDocument(_Open):
     rows: list[ReportAttempt] = Field(default_factory=list)
     row_verdicts: list[ReportRowVerdict]
     not_run: list[str] = Field(default_factory=list, description="node ids selected but not run")
+    baseline: ReportBaseline | None = Field(
+        default=None, description="the comparison with --osmosis-baseline, when given"
+    )
 
 
 class ReportFileError(ValueError):

@@ -3,6 +3,13 @@
 Without ``--osmosis-min-pass-rate`` any failed row fails the run, as pytest always does.
 With it, the run passes when the row pass rate is at or above the gate even though some
 rows missed (they stay failed in the summary and the report), and fails below it.
+
+With ``--osmosis-gate-confidence C`` the gate is three-way, decided on an interval at ``C``
+(:mod:`osmosis_rollout.gating`): passed when its lower bound reaches the threshold, failed
+when its upper bound is below it, otherwise undecided, which fails the run unless
+``--osmosis-gate-undecided pass``. The paired regression test against a baseline is always
+reported; with a confidence, ``--osmosis-fail-on-regression`` fails the run only on a
+significant regression (the changed rows are still listed).
 """
 
 from __future__ import annotations
@@ -13,6 +20,15 @@ from typing import Any
 
 import pytest
 
+from osmosis_rollout.gating import (
+    GateDecision,
+    RegressionTest,
+    RowCounts,
+    attempts_gate,
+    regression_test,
+    rows_gate,
+    summary_intervals,
+)
 from osmosis_rollout.report_model import ReportFileError, read_report
 from pytest_osmosis.options import OsmosisSettings
 from pytest_osmosis.reporting import RunReport
@@ -92,6 +108,35 @@ class GateResult:
     exit_override: int | None = None
     verdicts: list[tuple[str, bool]] = field(default_factory=list)
     """``(line, passed)`` per gate, printed last, just before pytest's own summary."""
+    summary: dict[str, Any] = field(default_factory=dict)
+    """Keys the report's ``summary`` gains: the intervals beside its rates."""
+
+
+def row_counts(stats: dict[str, Any], verdict: str) -> RowCounts:
+    """A report row's ``(passed attempts, scored attempts)``; from its verdict in a report
+    that did not record them."""
+    passed, scored = stats.get("passed_attempts"), stats.get("scored_attempts")
+    if isinstance(passed, int) and isinstance(scored, int):
+        return passed, scored
+    return (1, 1) if verdict == "passed" else (0, 1) if verdict == "failed" else (0, 0)
+
+
+def confidence_gate(
+    settings: OsmosisSettings, rows: dict[str, Any], counts: list[RowCounts]
+) -> GateDecision:
+    """The three-way gate: on the rows' pass rate (Wilson) with one attempt a row, on the
+    attempt pass rate (per-row mean) with repeats; valid at every look with ``auto``."""
+    assert settings.gate_confidence is not None and settings.min_pass_rate is not None
+    if settings.n_auto or any(scored > 1 for _, scored in counts):
+        return attempts_gate(
+            counts, settings.min_pass_rate, settings.gate_confidence, anytime=settings.n_auto
+        )
+    return rows_gate(
+        rows["passed"],
+        rows["passed"] + rows["failed"],
+        settings.min_pass_rate,
+        settings.gate_confidence,
+    )
 
 
 def apply_gates(
@@ -115,6 +160,9 @@ def apply_gates(
     override: int | None = None
     failed_rows = rows["failed"]
     incomplete = summary.get("complete") is False
+    needs_rows = baseline is not None or settings.gate_confidence is not None
+    current = _current_rows(report) if needs_rows else []
+    counts = [row.counts for row in current]
     if settings.min_pass_rate is not None and incomplete:
         # The rows not run could all have failed: an incomplete run never passes the gate.
         not_run = rows.get("not_run", 0)
@@ -134,6 +182,25 @@ def apply_gates(
         )
         if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             override = pytest.ExitCode.TESTS_FAILED
+    elif settings.min_pass_rate is not None and settings.gate_confidence is not None:
+        decision = confidence_gate(settings, rows, counts)
+        ok = decision.outcome == "passed" or (
+            decision.outcome == "undecided" and settings.gate_undecided == "pass"
+        )
+        extra["gate"] = {
+            "min_pass_rate": settings.min_pass_rate,
+            "pass_rate": rows["pass_rate"],
+            "passed": ok,
+            "confidence": settings.gate_confidence,
+            **decision.as_dict(),
+        }
+        line = decision.describe()
+        if decision.outcome == "undecided" and ok:
+            line += " (passed: --osmosis-gate-undecided pass)"
+        elif ok and failed_rows:
+            line += f" ({failed_rows} row(s) missed, see above)"
+        verdicts.append((line, ok))
+        override = _gate_exit(ok, testsfailed - failed_rows, exitstatus)
     elif settings.min_pass_rate is not None:
         rate = rows["pass_rate"]
         ok = rows["passed"] + rows["failed"] > 0 and rate >= settings.min_pass_rate
@@ -156,15 +223,10 @@ def apply_gates(
             )
             override = pytest.ExitCode.TESTS_FAILED
     if baseline is not None:
-        current: dict[str, list[dict[str, Any]]] = {"row_verdicts": [], "rows": []}
-        for row in report.iter_rows():
-            current["row_verdicts"].append({"nodeid": row.nodeid, "verdict": row.verdict})
-            current["rows"].extend(
-                {"nodeid": row.nodeid, "reward": a.get("reward")} for a in row.attempts
-            )
         before = load_baseline(baseline, allow_partial=settings.allow_partial_baseline)
-        diff = compare(before, current)
-        extra["baseline"] = {"path": settings.baseline, **diff}
+        diff = compare(before, _as_document(current))
+        test = _regression(before, current, settings.gate_confidence or settings.confidence)
+        extra["baseline"] = {"path": settings.baseline, **diff, "test": test.as_dict()}
         partial = before.get("summary", {}).get("complete") is False
         lines.append(
             f"baseline: {len(diff['regressed'])} regressed, {len(diff['improved'])} improved, "
@@ -186,7 +248,18 @@ def apply_gates(
             )
         for key in diff["improved"]:
             lines.append(f"  improved  {key}")
-        if settings.fail_on_regression:
+        lines.append(test.describe())
+        if settings.fail_on_regression and settings.gate_confidence is not None:
+            verdicts.append(
+                (
+                    f"baseline gate: {test.describe()}: "
+                    + ("failed (--osmosis-fail-on-regression)" if test.regressed else "passed"),
+                    not test.regressed,
+                )
+            )
+            if test.regressed:
+                override = pytest.ExitCode.TESTS_FAILED
+        elif settings.fail_on_regression:
             regressed = len(diff["regressed"])
             verdicts.append(
                 (
@@ -197,4 +270,57 @@ def apply_gates(
             )
             if regressed:
                 override = pytest.ExitCode.TESTS_FAILED
-    return GateResult(extra, lines, override, verdicts)
+    summary_extra = summary_intervals(summary, settings.confidence)
+    return GateResult(extra, lines, override, verdicts, summary_extra)
+
+
+def _gate_exit(ok: bool, other_failures: int, exitstatus: int) -> int | None:
+    """The exit status a gate forces: OK when it passed and only row misses failed the run
+    (any other failure keeps it red), failed when it did not pass."""
+    if not ok:
+        return pytest.ExitCode.TESTS_FAILED
+    if exitstatus == pytest.ExitCode.TESTS_FAILED and other_failures <= 0:
+        return pytest.ExitCode.OK
+    return None
+
+
+@dataclass(frozen=True)
+class _CurrentRow:
+    """A row of this run as the gates read it."""
+
+    nodeid: str
+    verdict: str
+    counts: RowCounts
+    rewards: list[Any]
+
+
+def _current_rows(report: RunReport) -> list[_CurrentRow]:
+    return [
+        _CurrentRow(
+            row.nodeid,
+            row.verdict,
+            row_counts(row.stats, row.verdict),
+            [a.get("reward") for a in row.attempts],
+        )
+        for row in report.iter_rows()
+    ]
+
+
+def _as_document(current: list[_CurrentRow]) -> dict[str, Any]:
+    """This run's rows in the report's shape, for :func:`compare`."""
+    return {
+        "row_verdicts": [{"nodeid": row.nodeid, "verdict": row.verdict} for row in current],
+        "rows": [{"nodeid": row.nodeid, "reward": r} for row in current for r in row.rewards],
+    }
+
+
+def _regression(
+    before: dict[str, Any], current: list[_CurrentRow], confidence: float
+) -> RegressionTest:
+    """The paired test over the rows both runs have."""
+    earlier = {
+        entry["nodeid"]: row_counts(entry, entry.get("verdict", ""))
+        for entry in before.get("row_verdicts", [])
+    }
+    pairs = [(earlier[row.nodeid], row.counts) for row in current if row.nodeid in earlier]
+    return regression_test(pairs, confidence)

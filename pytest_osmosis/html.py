@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pytest_osmosis.reporting import format_cost, row_errored
+from osmosis_rollout.gating import RegressionTest, percent
+from pytest_osmosis.reporting import format_cost, interval_text, row_errored
 
 MAX_MESSAGE_CHARS = 4000
 """A conversation message longer than this is cut in the report (the trajectory has it all)."""
@@ -357,9 +358,18 @@ def _cards(document: dict[str, Any], outcomes: Counter[str]) -> str:
         ("failed", outcomes["failed"], "failed"),
         ("errored", outcomes["errored"], "errored"),
         ("skipped", outcomes["skipped"], "skipped"),
-        ("pass rate", f"{float(rows.get('pass_rate') or 0):.1%}", ""),
+        (
+            "pass rate",
+            f"{float(rows.get('pass_rate') or 0):.1%}"
+            + interval_text(rows.get("pass_rate_interval")),
+            "",
+        ),
         ("threshold", summary.get("pass_threshold"), ""),
-        ("mean reward", _g(_num(stats.get("mean"))), ""),
+        (
+            "mean reward",
+            _g(_num(stats.get("mean"))) + interval_text(stats.get("mean_interval"), "{:.3g}"),
+            "",
+        ),
     ]
     if tokens:
         cards.append(
@@ -402,7 +412,18 @@ def _banners(document: dict[str, Any]) -> str:
             f"{_e(count if count is not None else 'some')} row(s) not run</div>"
         )
     gate = document.get("gate")
-    if isinstance(gate, dict):
+    if isinstance(gate, dict) and isinstance(gate.get("interval"), dict):
+        # Decided at a stated confidence (--osmosis-gate-confidence): its interval and outcome.
+        ok = bool(gate.get("passed"))
+        interval = gate["interval"]
+        parts.append(
+            f'<div class="banner {"good" if ok else "bad"}">gate: {_e(gate.get("measure"))} '
+            f"{float(gate.get('estimate') or 0):.1%}{_e(interval_text(interval))} vs "
+            f"{float(gate.get('min_pass_rate') or 0):.1%}: {_e(gate.get('outcome'))}"
+            f"{'' if gate.get('outcome') != 'undecided' else ' (' + ('passed' if ok else 'failed') + ')'}"
+            "</div>"
+        )
+    elif isinstance(gate, dict):
         ok = bool(gate.get("passed"))
         rate, need = _num(gate.get("pass_rate")), _num(gate.get("min_pass_rate"))
         relation = ">=" if ok else "<"
@@ -428,10 +449,22 @@ def _baseline_section(baseline: dict[str, Any]) -> str:
         f"<h2>Baseline</h2><p>{len(baseline.get('regressed', []))} regressed, "
         f"{len(baseline.get('improved', []))} improved, {len(baseline.get('new', []))} new, "
         f"{len(baseline.get('gone', []))} gone (against {_e(baseline.get('path'))})</p>"
+        + _regression_test(baseline.get("test"))
         + listing("regressed")
         + listing("improved")
         + listing("gone")
     )
+
+
+def _regression_test(test: Any) -> str:
+    """The paired test's line: ``regressions: 25 rows worse, 26 better: not significant ...``."""
+    if not isinstance(test, dict):
+        return ""
+    try:
+        line = RegressionTest(**test).describe()
+    except TypeError:
+        return ""
+    return f"<p><b>{_e(line)}</b> ({_e(test.get('method'))}, {_e(percent(test['confidence']))})</p>"
 
 
 RowGroups = Callable[[], Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]]

@@ -75,11 +75,27 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "cassette_dir", "where cassettes live (default: cassettes/ beside the dataset)", "DIR"
     ),
-    OptionSpec("n", "attempts per row, each an independent rollout (default 1)", "N"),
+    OptionSpec(
+        "n",
+        "attempts per row, each an independent rollout (default 1); auto: one each, then more "
+        "to the least measured rows while the confidence gate is undecided",
+        "N|auto",
+    ),
+    OptionSpec("max_n", "with --osmosis-n auto: at most K attempts per row (default 8)", "K"),
     OptionSpec(
         "row_pass", f"a row's verdict over its attempts: {ROW_PASS_HELP} (default all)", "RULE"
     ),
     OptionSpec("min_pass_rate", "suite gate: pass when the row pass rate is >= R", "R"),
+    OptionSpec("confidence", "confidence of the intervals shown beside rates (default 0.95)", "C"),
+    OptionSpec(
+        "gate_confidence",
+        "decide the pass-rate gate and the regression test at confidence C: pass when the "
+        "interval clears --osmosis-min-pass-rate, fail when below it, else undecided",
+        "C",
+    ),
+    OptionSpec(
+        "gate_undecided", "what an undecided gate does to the run: fail (default) or pass", "MODE"
+    ),
     OptionSpec("baseline", "compare with a previous JSON report, row by row", "REPORT"),
     OptionSpec(
         "allow_partial_baseline",
@@ -314,8 +330,14 @@ class OsmosisSettings:
     record_mode: str | None = None
     cassette_dir: str | None = None
     n: int = 1
+    n_auto: bool = False
+    """``--osmosis-n auto``: rows get further attempts while the gate is undecided."""
+    max_n: int = 8
     row_pass: RowPassRule = field(default_factory=lambda: RowPassRule("all"))
     min_pass_rate: float | None = None
+    confidence: float = 0.95
+    gate_confidence: float | None = None
+    gate_undecided: str = "fail"
     baseline: str | None = None
     allow_partial_baseline: bool = False
     resume: str | None = None
@@ -374,6 +396,8 @@ def resolve_settings(
             "--osmosis-policy and --osmosis-model both given: choose the scripted policy or the real model"
         )
     rule_text = pick("row_pass")
+    repeats = _repeats(n, pick("max_n"))
+    confidence, gate_confidence, gate_undecided = _confidences(config, pick)
     ray = raw_value(config, "ray")
     if ray and (raw_value(config, "server") or _flag(config, "serve")):
         raise pytest.UsageError(
@@ -411,9 +435,14 @@ def resolve_settings(
         report=raw_value(config, "report"),
         record_mode=record_mode,
         cassette_dir=raw_value(config, "cassette_dir"),
-        n=1 if n is None else int(_number("n", n, minimum=1, integer=True)),
+        n=repeats[0],
+        n_auto=repeats[1],
+        max_n=repeats[2],
         row_pass=parse_row_pass(str(rule_text)) if rule_text is not None else RowPassRule("all"),
         min_pass_rate=None if min_rate is None else _checked_rate(min_rate),
+        confidence=confidence,
+        gate_confidence=gate_confidence,
+        gate_undecided=gate_undecided,
         baseline=raw_value(config, "baseline"),
         allow_partial_baseline=_flag(config, "allow_partial_baseline"),
         resume=raw_value(config, "resume"),
@@ -436,6 +465,51 @@ def resolve_settings(
             allow_equal=False,
         ),
     )
+
+
+def _repeats(n: Any, max_n: Any) -> tuple[int, bool, int]:
+    """``(n, n_auto, max_n)`` from ``--osmosis-n N|auto`` and ``--osmosis-max-n K``."""
+    auto = isinstance(n, str) and n.strip().lower() == "auto"
+    if max_n is not None and not auto:
+        raise pytest.UsageError(
+            f"--osmosis-max-n {max_n}: applies only with --osmosis-n auto (a fixed "
+            "--osmosis-n N already says how many attempts each row gets)"
+        )
+    return (
+        1 if n is None or auto else int(_number("n", n, minimum=1, integer=True)),
+        auto,
+        8 if max_n is None else int(_number("max_n", max_n, minimum=1, integer=True)),
+    )
+
+
+GATE_UNDECIDED = ("fail", "pass")
+
+
+def _confidences(config: pytest.Config, pick: Any) -> tuple[float, float | None, str]:
+    """``(confidence, gate_confidence, gate_undecided)``, each checked."""
+    confidence, gate = pick("confidence"), pick("gate_confidence")
+    undecided = raw_value(config, "gate_undecided")
+    mode = "fail" if undecided is None else str(undecided).strip().lower()
+    if mode not in GATE_UNDECIDED:
+        raise pytest.UsageError(
+            f"--osmosis-gate-undecided: invalid value {undecided!r}; choose one of "
+            + ", ".join(GATE_UNDECIDED)
+        )
+    return (
+        0.95 if confidence is None else _checked_confidence("confidence", confidence),
+        None if gate is None else _checked_confidence("gate_confidence", gate),
+        mode,
+    )
+
+
+def _checked_confidence(stem: str, value: Any) -> float:
+    confidence = _number(stem, value, minimum=0, allow_equal=False)
+    if confidence >= 1:
+        flag = "--osmosis-" + stem.replace("_", "-")
+        raise pytest.UsageError(
+            f"{flag}: must be between 0 and 1 (exclusive), e.g. 0.95, got {value!r}"
+        )
+    return confidence
 
 
 PROGRESS_MODES = ("off", "auto", "line", "bar")

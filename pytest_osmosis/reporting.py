@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_rollout._atomic import JsonListSpool, write_json_streamed
+from osmosis_rollout.gating import percent
 from osmosis_rollout.redaction import Redactor
 from osmosis_rollout.run_journal import (
     JOURNAL_FILENAME,
@@ -473,9 +474,16 @@ Segment = tuple[str, dict[str, bool]]
 
 
 def _counts(
-    total: int, passed: int, failed: int, errored: int, skipped: int, rate: float
+    total: int,
+    passed: int,
+    failed: int,
+    errored: int,
+    skipped: int,
+    rate: float,
+    interval: Any = None,
 ) -> list[Segment]:
-    """``N  passed: P  failed: F (E errored)  skipped: S  pass rate: R``, coloured as pytest does."""
+    """``N  passed: P  failed: F (E errored)  skipped: S  pass rate: R [L, H] (C)``, coloured
+    as pytest does (the interval when the summary has one)."""
     segments: list[Segment] = [
         (f"{total}  ", {}),
         (f"passed: {passed}", {"green": True} if passed else {}),
@@ -485,8 +493,16 @@ def _counts(
     if errored:
         segments.append((f" ({errored} errored)", {"red": True}))
     segments.append((f"  skipped: {skipped}", {"yellow": True} if skipped else {}))
-    segments.append((f"  pass rate: {rate:.1%}", {}))
+    segments.append((f"  pass rate: {rate:.1%}{interval_text(interval)}", {}))
     return segments
+
+
+def interval_text(interval: Any, fmt: str = "{:.1%}") -> str:
+    """`` [74.1%, 88.6%] (95%)`` for a report's ``{low, high, confidence}``, else nothing."""
+    if not isinstance(interval, dict):
+        return ""
+    low, high = fmt.format(interval["low"]), fmt.format(interval["high"])
+    return f" [{low}, {high}] ({percent(interval['confidence'])})"
 
 
 def summary_segments(
@@ -508,6 +524,7 @@ def summary_segments(
                 rows.get("errored", 0),
                 rows["skipped"],
                 rows["pass_rate"],
+                rows.get("pass_rate_interval"),
             ),
             (f"  (threshold: reward >= {_fmt(report.pass_threshold)})", {}),
         ]
@@ -526,6 +543,7 @@ def summary_segments(
                     errored,
                     skipped,
                     float(summary["pass_rate"]),
+                    summary.get("pass_rate_interval"),
                 ),
             ]
         )
@@ -549,8 +567,9 @@ def _detail_lines(report: RunReport, summary: dict[str, Any], slowest: int) -> l
     stats = summary.get("reward_stats")
     if stats:
         lines.append(
-            "reward: mean {mean}  median {median}  std {std}  min {min}  max {max}".format(
-                **{k: _fmt(stats.get(k)) for k in ("mean", "median", "std", "min", "max")}
+            "reward: mean {mean}{interval}  median {median}  std {std}  min {min}  max {max}".format(
+                interval=interval_text(stats.get("mean_interval"), "{:.3g}"),
+                **{k: _fmt(stats.get(k)) for k in ("mean", "median", "std", "min", "max")},
             )
         )
     if summary.get("pass_at_k"):

@@ -785,6 +785,7 @@ class OsmosisSession:
         )
         # The report's rows are streamed from the journal into each file, never all at once.
         head = report.head(gates.extra)
+        head["summary"].update(gates.summary)  # the intervals beside its rates (issue 29)
         writes = [
             OutputWrite(
                 "run file",
