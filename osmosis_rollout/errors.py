@@ -10,6 +10,7 @@
     │   ├── RewardSignatureError    a reward/rubric function with the wrong signature (TypeError)
     │   ├── RewardReturnError       a reward that is not a finite float (TypeError, ValueError)
     │   ├── MissingAPIKeyError      no API key for a judge's provider (also RuntimeError)
+    │   ├── RunFolderError          a run folder in use by another run, or holding foreign files
     │   └── PlatformOnlyError       a feature only the official SDK runs (also ImportError)
     └── RuntimeFailure              something failed while running
         ├── RolloutProtocolError    a rollout server answered outside the protocol
@@ -95,6 +96,11 @@ class RewardSignatureError(UsageError, TypeError):
 
 class RewardReturnError(UsageError, TypeError, ValueError):
     """A reward or rubric function returned a bool, a non-number, or a non-finite number."""
+
+
+class RunFolderError(UsageError):
+    """A run's output folder that this run may not use: another run holds it, or it holds
+    files no run of ours created (the message names the holder or the files)."""
 
 
 class RuntimeFailure(OsmosisError):
