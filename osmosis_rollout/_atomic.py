@@ -172,9 +172,14 @@ class JsonListSpool:
         handle.write("\n" + " " * _INDENT + "]")
 
     def close(self) -> None:
-        """Remove the temporary file."""
+        """Remove the temporary file (text still buffered for it is dropped: a full disk
+        that refuses it does not matter to a file being thrown away)."""
         if self._file is not None:
-            self._file.close()
+            file, self._file = self._file, None
+            try:
+                file.close()
+            except OSError:
+                file.close()  # the buffer was cleared by the failed flush: this closes it
 
 
 def write_json_streamed(

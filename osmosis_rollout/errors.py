@@ -11,6 +11,7 @@
     │   ├── RewardReturnError       a reward that is not a finite float (TypeError, ValueError)
     │   ├── NonFiniteRewardError    a grader set a NaN or infinite reward (pydantic ValidationError)
     │   ├── MissingAPIKeyError      no API key for a judge's provider (also RuntimeError)
+    │   ├── RunFolderError          a run folder in use by another run, or holding foreign files
     │   └── PlatformOnlyError       a feature only the official SDK runs (also ImportError)
     └── RuntimeFailure              something failed while running
         ├── RolloutProtocolError    a rollout server answered outside the protocol
@@ -127,6 +128,11 @@ class NonFiniteRewardError(UsageError, ValidationError):
             input=reward,
         )
         return cls.from_exception_data("RolloutSample", [detail])
+
+
+class RunFolderError(UsageError):
+    """A run's output folder that this run may not use: another run holds it, or it holds
+    files no run of ours created (the message names the holder or the files)."""
 
 
 class RuntimeFailure(OsmosisError):

@@ -10,11 +10,17 @@ Layout of a run directory::
 
     run.json      {"schema", "config", "selected": [row ids in order], "finished": {...} | null}
     rows.jsonl    one line per attempt of a finished row (the official ``index.jsonl`` keys,
-                  plus ``nodeid``, ``dataset``, ``row_verdict`` and ``row_stats``)
+                  plus ``nodeid``, ``dataset``, ``row_verdict``, ``row_stats``,
+                  ``fingerprint`` and ``run_id``)
 
 A row may be written again later (its verdict changed when pytest reported it, or an item
-deadline added attempts); readers keep the last line of each ``(nodeid, run_index)``. A
-torn last line (the process died inside ``write``) is skipped, not fatal.
+deadline added attempts); readers keep the last line of each ``(nodeid, run_index)``. A row
+written by a later run (a resume that ran it again: another ``run_id``) replaces every line
+of that row before it. A torn last line (the process died inside ``write``) is skipped, not
+fatal; :func:`cut_torn_tail` removes it before a resumed run appends.
+
+A write that fails (a full disk) is cut back to the whole lines before it and raised: the
+journal never ends inside a line this process wrote.
 
 ``run.json`` is written when the rows are about to run (with ``finished: null``) and once
 more at the end, saying whether every row ran and what stopped the run. A journal whose
@@ -42,6 +48,7 @@ __all__ = [
     "JournalRow",
     "RowJournal",
     "RunJournalError",
+    "cut_torn_tail",
     "index_journal",
     "parse_journal_row",
     "read_journal",
@@ -56,7 +63,7 @@ JOURNAL_FILENAME = "rows.jsonl"
 RUN_FILENAME = "run.json"
 RUN_SCHEMA = "pytest-osmosis/run/v1"
 
-ROW_FIELDS = ("row_verdict", "row_stats")
+ROW_FIELDS = ("row_verdict", "row_stats", "fingerprint", "run_id")
 """Row-level keys each attempt line carries, beside the attempt's own keys."""
 
 
@@ -74,6 +81,11 @@ class JournalRow:
     verdict: str
     attempts: list[dict[str, Any]] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    fingerprint: dict[str, Any] | None = None
+    """What the row's result depends on (see :mod:`pytest_osmosis.resume`); None in a
+    journal written before fingerprints."""
+    run_id: str | None = None
+    """The run that wrote the row."""
 
 
 class RowJournal:
@@ -82,11 +94,20 @@ class RowJournal:
     ``fresh=True`` truncates an existing journal first (a new run in a reused output
     directory); ``fresh=False`` appends (a resumed run, or a pytest-xdist worker). The
     file and its directory are created on the first write, not before. Every value is
-    passed through ``redactor`` before it reaches the disk.
+    passed through ``redactor`` before it reaches the disk. ``run_id`` is written on every
+    line (see :func:`index_journal`).
     """
 
-    def __init__(self, path: Path, *, fresh: bool, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        fresh: bool,
+        redactor: Redactor | None = None,
+        run_id: str | None = None,
+    ) -> None:
         self.path = path
+        self.run_id = run_id
         # Not `redactor or ...`: one with no secret yet is falsy, and is still the one
         # the policy endpoint's key joins when the engine starts.
         self.redactor = redactor if redactor is not None else Redactor()
@@ -109,9 +130,12 @@ class RowJournal:
         *,
         verdict: str,
         stats: Mapping[str, Any],
+        fingerprint: Mapping[str, Any] | None = None,
     ) -> None:
         """Append one row: each attempt line carries the row's verdict and statistics."""
-        self.write_encoded(self.encode_row(attempts, verdict=verdict, stats=stats))
+        self.write_encoded(
+            self.encode_row(attempts, verdict=verdict, stats=stats, fingerprint=fingerprint)
+        )
 
     def encode_row(
         self,
@@ -119,24 +143,46 @@ class RowJournal:
         *,
         verdict: str,
         stats: Mapping[str, Any],
+        fingerprint: Mapping[str, Any] | None = None,
     ) -> bytes:
         """The redacted lines :meth:`write_row` appends for one row (to compare or write later)."""
         lines = []
+        row_fields: dict[str, Any] = {}
+        if fingerprint is not None:
+            row_fields["fingerprint"] = dict(fingerprint)
+        if self.run_id is not None:
+            row_fields["run_id"] = self.run_id
         for attempt in attempts:
-            line = {**attempt, "row_verdict": verdict, "row_stats": dict(stats)}
+            line = {**attempt, "row_verdict": verdict, "row_stats": dict(stats), **row_fields}
             lines.append(_encode_redacted(line, self.redactor) + "\n")
         return "".join(lines).encode("utf-8", errors="backslashreplace")
 
     def write_encoded(self, data: bytes) -> bool:
-        """Append lines made by :meth:`encode_row`; False when the journal is already closed."""
+        """Append lines made by :meth:`encode_row`; False when the journal is already closed.
+
+        An ``OSError`` (a full disk) is raised after cutting the file back to where this
+        write began, so no torn line is left behind; the journal is closed then.
+        """
         with self._lock:
             if self._closed:
                 return False
             fd = self._open()
+            start = os.lseek(fd, 0, os.SEEK_END)
             view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            try:
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+            except OSError:
+                # Shrinking a file needs no free space: the journal keeps whole lines only.
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    pass
+                self._closed = True
+                os.close(fd)
+                self._fd = None
+                raise
         return True
 
     def close(self) -> None:
@@ -159,6 +205,39 @@ def _encode_redacted(line: dict[str, Any], redactor: Redactor) -> str:
     return json.dumps(redactor.redact_value(line), sort_keys=True, default=str)
 
 
+def cut_torn_tail(path: Path) -> int:
+    """Cut ``path`` back to its last newline; the number of bytes removed (0 when it ends
+    with a whole line, or does not exist).
+
+    A run killed inside ``write``, or one whose disk filled up, may leave a last line with
+    no newline: appending to it would glue the next row onto it, and lose that row too.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        return 0
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        end = size
+        chunk = 64 * 1024
+        while end > 0:
+            start = max(0, end - chunk)
+            os.lseek(fd, start, os.SEEK_SET)
+            data = os.read(fd, end - start)
+            newline = data.rfind(b"\n")
+            if newline >= 0:
+                keep = start + newline + 1
+                break
+            end = start
+        else:
+            keep = 0
+        if keep < size:
+            os.ftruncate(fd, keep)
+        return size - keep
+    finally:
+        os.close(fd)
+
+
 def read_journal(path: Path) -> tuple[list[JournalRow], int]:
     """The rows of a journal in first-appearance order, and how many lines were unreadable.
 
@@ -176,14 +255,16 @@ def index_journal(path: Path) -> tuple[dict[str, list[int]], int]:
     """Where each row's attempt lines are, and how many lines were unreadable.
 
     Node id (in first-appearance order) -> the byte offsets of the row's attempt lines: the
-    last line of each ``(nodeid, run_index)``, ordered by ``run_index``. A missing file is
-    an empty journal.
+    last line of each ``(nodeid, run_index)``, ordered by ``run_index``; a line of another
+    ``run_id`` than the row's lines before it starts the row afresh. A missing file is an
+    empty journal.
     """
     try:
         handle = path.open("rb")
     except FileNotFoundError:
         return {}, 0
     by_attempt: dict[str, dict[Any, int]] = {}
+    written_by: dict[str, Any] = {}
     bad = 0
     offset = 0
     with handle:
@@ -199,7 +280,12 @@ def index_journal(path: Path) -> tuple[dict[str, list[int]], int]:
             if not isinstance(line, dict) or not isinstance(line.get("nodeid"), str):
                 bad += 1
                 continue
-            by_attempt.setdefault(_shared(line["nodeid"]), {})[line.get("run_index", 0)] = start
+            nodeid = _shared(line["nodeid"])
+            run_id = line.get("run_id")
+            if nodeid in written_by and written_by[nodeid] != run_id:
+                del by_attempt[nodeid]  # run again by a later run: its lines replace these
+            written_by[nodeid] = run_id
+            by_attempt.setdefault(nodeid, {})[line.get("run_index", 0)] = start
     return {
         nodeid: [attempts[k] for k in sorted(attempts, key=_run_index_order)]
         for nodeid, attempts in by_attempt.items()
@@ -244,10 +330,10 @@ def parse_journal_row(
     :func:`read_journal_row` reads it."""
     attempts = []
     last_line: dict[str, Any] = {}
-    last_fields: tuple[Any, Any] = (None, None)
+    last_fields: tuple[Any, ...] = (None, None, None, None)
     for index, raw in enumerate(lines):
         line = _loads(raw)
-        fields = (line.pop("row_verdict", None), line.pop("row_stats", None))
+        fields = tuple(line.pop(name, None) for name in ROW_FIELDS)
         if index == last:
             last_line, last_fields = line, fields
         if keep is not None:
@@ -255,7 +341,7 @@ def parse_journal_row(
         if share:
             line = {_shared(k): _shared_value(k, v) for k, v in line.items()}
         attempts.append(line)
-    verdict, stats = last_fields
+    verdict, stats, fingerprint, run_id = last_fields
     return JournalRow(
         nodeid=_shared(str(last_line["nodeid"])),
         dataset=_shared(str(last_line.get("dataset", ""))),
@@ -263,6 +349,8 @@ def parse_journal_row(
         verdict=_shared(str(verdict or _verdict_of(last_line))),
         attempts=attempts,
         stats={_shared(str(k)): v for k, v in dict(stats or {}).items()},
+        fingerprint=fingerprint if isinstance(fingerprint, dict) else None,
+        run_id=run_id if isinstance(run_id, str) else None,
     )
 
 
@@ -305,16 +393,24 @@ def write_run_file(
     selected: Iterable[str],
     finished: Mapping[str, Any] | None = None,
     resumed_from: Sequence[str] = (),
+    run_id: str | None = None,
+    resume: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write ``run.json``: the run's configuration, its selected rows and how it ended."""
+    """Write ``run.json``: the run's identity, configuration, selected rows and how it ended.
+
+    ``run_id`` and the schema are how a later run recognises the folder as a run's;
+    ``resume`` says what a resumed run kept and ran again.
+    """
     write_json_atomic(
         run_dir / RUN_FILENAME,
         {
             "schema": RUN_SCHEMA,
+            "run_id": run_id,
             "config": dict(config),
             "selected": list(dict.fromkeys(selected)),
             "finished": dict(finished) if finished is not None else None,
             "resumed": list(resumed_from),
+            "resume": dict(resume) if resume is not None else None,
         },
     )
 

@@ -19,7 +19,12 @@ import pytest
 
 from pytest_osmosis.signals import SignalWatch
 
-__all__ = ["SignalWatch", "how_it_ended", "incomplete_lines"]
+__all__ = ["EXIT_WRITE_FAILED", "SignalWatch", "how_it_ended", "incomplete_lines"]
+
+EXIT_WRITE_FAILED = 12
+"""The exit status of a run whose journal or report could not be written (a full disk).
+pytest's own statuses run from 0 to 6; this one leaves room for more of theirs, and neither
+0 nor 1 may stand for a result that is not on disk."""
 
 SHOWN_NOT_RUN = 10
 """Row ids listed in the terminal before "... and N more"."""

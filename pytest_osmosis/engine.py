@@ -20,6 +20,7 @@ from osmosis_rollout.redaction import Redactor, redact_handler
 from pytest_osmosis.live import show_startup_step
 from pytest_osmosis.options import DEFAULT_CONCURRENCY, OsmosisSettings
 from pytest_osmosis.policy_choice import choose_policy
+from pytest_osmosis.rollout_output import RolloutsLogHandler
 from pytest_osmosis.rollout_servers import (
     check_servers,
     close_clients,
@@ -45,6 +46,9 @@ class Engine:
     """Run after the scheduler stopped, in order."""
     loop_closers: list[Callable[[], None]] = field(default_factory=list)
     """Run while the scheduler's loop still runs (e.g. closing HTTP clients made on it)."""
+    log: RolloutsLogHandler | None = None
+    """The handler writing ``rollouts.log`` (its :attr:`~RolloutsLogHandler.failure` says
+    why the log stopped, if it did)."""
 
     def stop(self) -> None:
         """Cancel what still runs, then stop every server and thread (best effort, bounded)."""
@@ -134,14 +138,17 @@ def _concurrency(settings: OsmosisSettings, backend: ExecutionBackend | None) ->
     return DEFAULT_CONCURRENCY
 
 
-def _route_rollout_logs(path: Path, redactor: Redactor) -> Callable[[], None]:
+def _route_rollout_logs(
+    path: Path, redactor: Redactor
+) -> tuple[Callable[[], None], RolloutsLogHandler]:
     """Send osmosis_rollout's logs to ``<output>/rollouts.log`` while rows run, redacted.
 
     Rollouts run concurrently on another thread, so their log records would otherwise land in
-    whichever item pytest is reporting at that moment. Returns the function that undoes it.
+    whichever item pytest is reporting at that moment. Returns the function that undoes it,
+    and the handler (which says whether the log could be written).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, encoding="utf-8")
+    handler = RolloutsLogHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     redact_handler(handler, redactor)
     logger = logging.getLogger("osmosis_rollout")
@@ -157,7 +164,7 @@ def _route_rollout_logs(path: Path, redactor: Redactor) -> Callable[[], None]:
         logger.propagate, level = previous
         logger.setLevel(level)
 
-    return restore
+    return restore, handler
 
 
 def _before_the_clock(paths: RunPaths, *, in_process: bool) -> None:
@@ -290,11 +297,13 @@ def start_engine(
 
         runner.prices = TokenPrices(s.price_in, s.price_out)
     # First in, so it is undone last, after the scheduler and the servers stopped.
-    closers.insert(0, _route_rollout_logs(output / "rollouts.log", redactor))
+    restore, log = _route_rollout_logs(output / "rollouts.log", redactor)
+    closers.insert(0, restore)
     return Engine(
         scheduler=scheduler,
         runner=runner,
         entrypoint=entrypoint,
         closers=list(reversed(closers)),
         loop_closers=loop_closers,
+        log=log,
     )

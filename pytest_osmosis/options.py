@@ -108,6 +108,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "RUN_DIR",
     ),
     OptionSpec(
+        "resume_keep_errors",
+        "with --osmosis-resume: keep journaled rows whose rollouts errored instead of running "
+        "them again",
+        kind="flag",
+    ),
+    OptionSpec(
         "fail_on_regression", "fail the run when a row regressed against the baseline", kind="flag"
     ),
     OptionSpec(
@@ -341,6 +347,7 @@ class OsmosisSettings:
     baseline: str | None = None
     allow_partial_baseline: bool = False
     resume: str | None = None
+    resume_keep_errors: bool = False
     fail_on_regression: bool = False
     servers: tuple[str, ...] = ()
     serve: bool = False
@@ -446,6 +453,7 @@ def resolve_settings(
         baseline=raw_value(config, "baseline"),
         allow_partial_baseline=_flag(config, "allow_partial_baseline"),
         resume=raw_value(config, "resume"),
+        resume_keep_errors=_flag(config, "resume_keep_errors"),
         fail_on_regression=_flag(config, "fail_on_regression"),
         servers=tuple(str(u) for u in (raw_value(config, "server") or [])),
         serve=_flag(config, "serve"),

@@ -107,6 +107,7 @@ class RunReport:
         settings: dict[str, Any],
         redactor: Redactor | None = None,
         resume: bool = False,
+        run_id: str | None = None,
     ) -> None:
         self.output = output
         self.pass_threshold = pass_threshold
@@ -115,7 +116,7 @@ class RunReport:
         # the policy endpoint's key joins when the engine starts.
         self.redactor = redactor if redactor is not None else Redactor()
         self.journal = RowJournal(
-            output / JOURNAL_FILENAME, fresh=not resume, redactor=self.redactor
+            output / JOURNAL_FILENAME, fresh=not resume, redactor=self.redactor, run_id=run_id
         )
         self.rows: list[RowRecord] = []
         """The reported rows the journal may not hold as reported (pytest-xdist workers')."""
@@ -138,11 +139,16 @@ class RunReport:
 
     def journal_row(self, record: RowRecord) -> None:
         """Append ``record`` to ``rows.jsonl`` now (where the row ran)."""
-        self.journal.write_row(record.attempts, verdict=record.verdict, stats=record.stats)
+        self.journal.write_encoded(self.encode_row(record))
 
     def encode_row(self, record: RowRecord) -> bytes:
         """The journal lines of ``record``, as :meth:`journal_row` would append them."""
-        return self.journal.encode_row(record.attempts, verdict=record.verdict, stats=record.stats)
+        return self.journal.encode_row(
+            record.attempts,
+            verdict=record.verdict,
+            stats=record.stats,
+            fingerprint=record.fingerprint,
+        )
 
     def add(self, record: RowRecord, *, journaled: bool = False) -> None:
         """Keep one reported row's record (on the controlling process).
@@ -162,6 +168,10 @@ class RunReport:
         """How many reported rows were added (before :meth:`finish`)."""
         return len(self.rows) + len(self._in_journal)
 
+    def reported_ids(self) -> set[str]:
+        """The node ids of the reported rows (before :meth:`finish`)."""
+        return {record.nodeid for record in self.rows} | set(self._in_journal)
+
     def close(self) -> None:
         """Stop journaling (late rollouts of a stopped run are not written); remove the
         temporary files of the rows read back."""
@@ -175,7 +185,13 @@ class RunReport:
         if self._read is not None:
             self._read.close()
 
-    def finish(self, *, selected: list[str], finished: dict[str, Any]) -> None:
+    def finish(
+        self,
+        *,
+        selected: list[str],
+        finished: dict[str, Any],
+        counted: set[str] | None = None,
+    ) -> None:
         """Index the journal's rows and say how the run ended.
 
         Rows are the journal's (every row that finished, reported or not), each replaced by
@@ -183,9 +199,12 @@ class RunReport:
         ``selected`` with neither are the rows not run. Only where each row's lines are is
         kept: the first of :meth:`summary`, :meth:`write_json` and :meth:`timings` reads the
         rows back, one at a time, for all three, so the end of a 10,000-row run neither holds
-        them all nor reads them more than once.
+        them all nor reads them more than once. With ``counted``, only those journaled rows
+        count; the others of ``selected`` are rows not run.
         """
         where, _ = index_journal(self.output / JOURNAL_FILENAME)
+        if counted is not None:
+            where = {nodeid: offsets for nodeid, offsets in where.items() if nodeid in counted}
         held = {record.nodeid: record for record in self.rows}
         done = [*where, *(nodeid for nodeid in held if nodeid not in where)]
         for nodeid in held:

@@ -27,6 +27,7 @@ import contextvars
 import logging
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TextIO
 
 logger = logging.getLogger("osmosis_rollout.output")
@@ -88,6 +89,37 @@ class _Router:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+class RolloutsLogHandler(logging.FileHandler):
+    """The handler writing ``rollouts.log``: the first record it cannot write (a full disk)
+    stops it, and is remembered in :attr:`failure` for the run's summary.
+
+    logging's own error handling prints a traceback to ``sys.stderr``; inside a rollout that
+    is routed back to this very log, which fails again: one full disk became hundreds of
+    tracebacks. Here a failure is said once, by the run, and nothing is logged about it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8")
+        self.failure: str | None = None
+        """Why the log stopped: ``No space left on device``; None while it writes."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.failure is None:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if self.failure is not None:
+            return
+        error = sys.exc_info()[1]
+        self.failure = (
+            getattr(error, "strerror", None) or str(error) or type(error).__name__
+            if error is not None
+            else "write failed"
+        )
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 def install_router() -> Callable[[], None]:

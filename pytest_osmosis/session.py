@@ -19,6 +19,7 @@ import asyncio
 import collections
 import concurrent.futures
 import datetime as dt
+import errno
 import functools
 import logging
 import os
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from osmosis_rollout.errors import RunFolderError
 from osmosis_rollout.redaction import Redactor, redact_handler, redact_url
 from osmosis_rollout.run_journal import (
     JOURNAL_FILENAME,
@@ -38,7 +40,12 @@ from osmosis_rollout.run_journal import (
     read_run_file,
     write_run_file,
 )
-from pytest_osmosis.completion import SignalWatch, how_it_ended, incomplete_lines
+from pytest_osmosis.completion import (
+    EXIT_WRITE_FAILED,
+    SignalWatch,
+    how_it_ended,
+    incomplete_lines,
+)
 from pytest_osmosis.keys import (
     RECORD_KEY,
     REPORT_ATTR,
@@ -56,6 +63,8 @@ from pytest_osmosis.reporting import (
     row_record,
     summary_segments,
 )
+from pytest_osmosis.resume import ResumePlan, row_fingerprint, run_fingerprint
+from pytest_osmosis.run_folder import RunFolder
 from pytest_osmosis.runners import RunPaths
 from pytest_osmosis.scheduler import RolloutLoopStopped, RolloutScheduler
 from pytest_osmosis.verdict import AttemptResult, RowVerdict, row_verdict
@@ -148,6 +157,11 @@ class OsmosisSession:
         shared = getattr(config, "workerinput", {}).get("osmosis_run_name")
         self.run_name = shared or dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
         self.output = self._output_dir()
+        self.folder = RunFolder(
+            self.output,
+            run_id=self.run_name,
+            flag="--osmosis-resume" if settings.resume else "--osmosis-output",
+        )
         self.redactor = Redactor.from_environment()
         """One redaction step for every output (the policy key joins it when the engine starts)."""
         self.report = RunReport(
@@ -157,13 +171,21 @@ class OsmosisSession:
             redactor=self.redactor,
             # Workers append to the controller's journal; a resumed run continues its own.
             resume=bool(settings.resume) or is_worker(config),
+            run_id=self.run_name,
         )
+        self.plan: ResumePlan | None = None
+        """What a resumed run kept from the journal and runs again (controller)."""
+        self.stop_reason: str | None = None
+        """What stopped the run early on our side: ``disk full writing rows.jsonl``."""
+        self._pytest_session: pytest.Session | None = None
+        self._run_fingerprint: dict[str, Any] | None = None
+        self._log_failure: str | None = None
+        """Why ``rollouts.log`` stopped being written, if it did."""
+        self._fingerprints: dict[str, dict[str, Any]] = {}
+        """Each submitted row's fingerprint, until its report is journaled."""
         self.signals = SignalWatch()
         self.selected: list[str] = []
         """Node ids of the rows this run set out to run, in item order (controller)."""
-        self.resumed: list[str] = []
-        """Rows a resumed run found already journaled and did not run again."""
-        self.resumed_done = 0
         self._journaled: dict[str, RowRecord] = {}
         """Rows the rollouts' thread journaled and pytest has not reported yet: what was written
         (at most the run-ahead window of them)."""
@@ -225,6 +247,20 @@ class OsmosisSession:
             "output": str(self.output),
         }
 
+    def fingerprint(self, row: DatasetRow) -> dict[str, Any]:
+        """What ``row``'s result depends on, as its journal lines carry it (see :mod:`resume`)."""
+        if self._run_fingerprint is None:
+            s = self.settings
+            self._run_fingerprint = run_fingerprint(
+                entrypoint=self.entrypoint,
+                policy=s.policy or (f"litellm:{s.model}" if s.model else None),
+                pass_threshold=s.pass_threshold,
+                row_pass=s.row_pass.describe(),
+                n=s.n,
+                base=Path(self.config.invocation_params.dir),
+            )
+        return row_fingerprint(self._run_fingerprint, row.raw, row.label)
+
     # -- running rows ----------------------------------------------------------------------
 
     def item_deadline(self) -> float:
@@ -283,6 +319,8 @@ class OsmosisSession:
         Three quarters of the window (at least three times the concurrency) are still
         submitted meanwhile, so every slot stays busy; each hand-off wakes the loop's thread.
         """
+        if self.stop_reason is not None:
+            self._ahead.clear()  # a write failed: no new rows
         if not self._ahead:
             return
         window = self._window()
@@ -327,6 +365,8 @@ class OsmosisSession:
             else:
                 self._watched.add(key)
         journal = (dataset, row.key) if dataset is not None else None
+        if journal is not None:
+            self._fingerprints[key] = self.fingerprint(row)
         self._when_done(key, futures, journal=journal, watcher=watcher)
 
     def _when_done(
@@ -358,6 +398,7 @@ class OsmosisSession:
                     verdict = self._verdict([f.result() for f in futures])
                     if journal is not None:
                         record = row_record(key, journal[0], journal[1], verdict)
+                        record.fingerprint = self._fingerprints.get(key)
                         verdict.record = record
                         self._journal(record)
                     if watcher is not None:
@@ -402,10 +443,15 @@ class OsmosisSession:
                     self._journaled[nodeid] = record
                 return True
         except OSError as exc:
-            # The row still reaches the report through its test report; say why the
-            # journal misses it.
-            logger.warning("could not journal row %s: %s", record.nodeid, exc)
+            # The row still reaches the report through its test report; the run stops.
+            self.write_failed(exc, JOURNAL_FILENAME)
             return False
+
+    def write_failed(self, exc: OSError, name: str) -> None:
+        """A run file could not be written: stop new rows, say why (the first failure)."""
+        if self.stop_reason is None:
+            full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+            self.stop_reason = f"{'disk full' if full else exc.strerror or exc} writing {name}"
 
     def _submit_item(self, item: pytest.Item) -> None:
         ref = _row_ref(item)
@@ -521,18 +567,23 @@ class OsmosisSession:
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.stop()
+            if engine.log is not None and engine.log.failure is not None:
+                self._log_failure = engine.log.failure
 
     # -- hooks -----------------------------------------------------------------------------
 
-    def pytest_sessionstart(self) -> None:
-        """Forget a previous run's journal in a reused output directory (unless resuming), and
-        show live progress while rows run (controller only; the terminal exists by now)."""
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Claim the run folder (controller only: one run at a time, never a folder holding
+        foreign files) and show live progress while rows run (the terminal exists by now)."""
+        self._pytest_session = session
         if is_worker(self.config) or not self.settings.active:
             return
         self.signals.install()  # SIGTERM while collecting stops the run as Ctrl-C does too
-        if not self.settings.resume and not self.config.option.collectonly:
-            for name in (JOURNAL_FILENAME, "run.json"):
-                (self.output / name).unlink(missing_ok=True)
+        if not self.config.option.collectonly:
+            try:
+                self.folder.claim(resume=bool(self.settings.resume))
+            except RunFolderError as exc:
+                raise pytest.UsageError(f"pytest-osmosis: {exc}") from exc
         from pytest_osmosis.live import start_live_progress
 
         def running() -> int:
@@ -558,7 +609,12 @@ class OsmosisSession:
         if self.config.option.collectonly or is_worker(self.config):
             return
         rows = [item for item in session.items if _row_ref(item) is not None]
+        previous = self.plan.previous if self.plan is not None else []
         if not rows:
+            # A resume with nothing left still reports every row of the run.
+            self.selected = list(previous)
+            if self.selected:
+                self.folder.started()
             return
         self._redact_pytest_logs()
         try:
@@ -569,9 +625,16 @@ class OsmosisSession:
         except Exception:
             return
         selected = [item.nodeid for item in rows if _row_dataset(item) is not None]
-        self.selected = list(dict.fromkeys([*self.resumed, *selected]))
+        self.selected = list(dict.fromkeys([*previous, *selected]))
         if self.selected:
-            self._write_run_file(finished=None)
+            if self.settings.resume:
+                self.folder.started()
+            else:
+                self.folder.start_fresh()
+            try:
+                self._write_run_file(finished=None)
+            except OSError as exc:
+                self.write_failed(exc, "run.json")
         try:
             self.run_ahead([functools.partial(self._submit_item, item) for item in rows])
         except pytest.UsageError as exc:
@@ -611,6 +674,7 @@ class OsmosisSession:
         if report.when == "call" and RECORD_KEY in item.stash:
             record = item.stash[RECORD_KEY]
             del item.stash[RECORD_KEY]
+            record.fingerprint = self._fingerprints.pop(item.nodeid, record.fingerprint)
             # Where the row ran: journal it again if its report changed it.
             if self._journal(record, reported=True):
                 self._in_journal.add(item.nodeid)
@@ -644,12 +708,15 @@ class OsmosisSession:
         return "failed", "F", (f"FAILED {word}", {"red": True})
 
     def _write_run_file(self, finished: dict[str, Any] | None) -> None:
+        plan = self.plan
         write_run_file(
             self.output,
             config=self.redactor.redact_value(self.describe()),
             selected=self.selected,
             finished=finished,
-            resumed_from=self.resumed,
+            resumed_from=plan.kept if plan is not None else (),
+            run_id=self.run_name,
+            resume=plan.describe() if plan is not None else None,
         )
 
     def _rollouts_loop(self) -> asyncio.AbstractEventLoop | None:
@@ -703,7 +770,9 @@ class OsmosisSession:
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
-        """On ``--osmosis-resume``, leave out the rows the run's journal already holds."""
+        """On ``--osmosis-resume``, leave out the journaled rows that still stand (see
+        :mod:`pytest_osmosis.resume`): errored rows and rows whose fingerprint changed run
+        again."""
         if not self.settings.resume or is_worker(config):
             return
         try:
@@ -711,20 +780,34 @@ class OsmosisSession:
             journaled, _ = read_journal(self.output / JOURNAL_FILENAME)
         except RunJournalError as exc:
             raise pytest.UsageError(f"--osmosis-resume: {exc}") from exc
-        done = {r.nodeid for r in journaled if len(r.attempts) >= self.settings.n}
-        keep = [item for item in items if item.nodeid not in done or _row_ref(item) is None]
-        skipped = [item for item in items if item.nodeid in done and _row_ref(item) is not None]
+        fingerprints: dict[str, dict[str, Any] | None] = {}
+        for item in items:
+            ref = _row_ref(item)
+            if ref is not None:
+                fingerprints[item.nodeid] = (
+                    self.fingerprint(ref.row) if ref.dataset is not None else None
+                )
+        self.plan = plan = ResumePlan.decide(
+            self.output / JOURNAL_FILENAME,
+            journaled,
+            fingerprints,
+            keep_errors=self.settings.resume_keep_errors,
+            previous=[n for n in run.get("selected") or [] if isinstance(n, str)],
+        )
+        kept = set(plan.kept)
+        skipped = [item for item in items if item.nodeid in kept and item.nodeid in fingerprints]
         if skipped:
             config.hook.pytest_deselected(items=skipped)
-            items[:] = keep
-        previous = [n for n in run.get("selected") or [] if isinstance(n, str)]
-        self.resumed = list(dict.fromkeys([*previous, *(r.nodeid for r in journaled)]))
-        self.resumed_done = len(done)
+            left_out = {item.nodeid for item in skipped}
+            items[:] = [item for item in items if item.nodeid not in left_out]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep each row's record from its report (controller only; workers' reports arrive here)."""
         if is_worker(self.config):
             return
+        session = self._pytest_session
+        if self.stop_reason is not None and session is not None and not session.shouldstop:
+            session.shouldstop = self.stop_reason  # pytest stops after this item
         value = getattr(report, REPORT_ATTR, None)
         if report.when != "call" or not isinstance(value, dict):
             return
@@ -769,11 +852,33 @@ class OsmosisSession:
         report = self.report
         report.close()
         if not report.reported and not self.selected:
+            self.folder.abandon()
             return
+        try:
+            self._finish(session, int(exitstatus))
+        finally:
+            self.folder.release()
+
+    def _finish(self, session: pytest.Session, exitstatus: int) -> None:
         from pytest_osmosis.gates import apply_gates
 
-        finished = how_it_ended(session, int(exitstatus), self.signals.received)
-        report.finish(selected=self.selected, finished=finished)
+        config = self.config
+        report = self.report
+        if self.stop_reason is not None:
+            finished = {"stopped_by": self.stop_reason, "interrupted": False}
+        else:
+            finished = how_it_ended(session, exitstatus, self.signals.received)
+        # The rows pytest reported and the rows a resume kept: a row that finished after
+        # -x or a signal stopped pytest is not counted (pytest does not count it either).
+        plan = self.plan
+        counted = report.reported_ids() | set(plan.kept if plan is not None else ())
+        report.finish(selected=self.selected, finished=finished, counted=counted)
+        summary = report.summary()
+        rows = summary["rows"]
+        if rows["total"] and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            # The verdict of every row of the run, those a resume kept included.
+            exitstatus = pytest.ExitCode.TESTS_FAILED if rows["failed"] else pytest.ExitCode.OK
+            session.exitstatus = exitstatus
         settings = self.settings
         baseline = resolve_path(config, settings.baseline) if settings.baseline else None
         gates = apply_gates(
@@ -781,10 +886,13 @@ class OsmosisSession:
             report,
             baseline=baseline,
             testsfailed=session.testsfailed,
-            exitstatus=int(exitstatus),
+            exitstatus=exitstatus,
         )
+        extra = dict(gates.extra)
+        if plan is not None:
+            extra["resume"] = plan.describe()
         # The report's rows are streamed from the journal into each file, never all at once.
-        head = report.head(gates.extra)
+        head = report.head(extra)
         head["summary"].update(gates.summary)  # the intervals beside its rates (issue 29)
         writes = [
             OutputWrite(
@@ -829,9 +937,13 @@ class OsmosisSession:
             "verdicts": gates.verdicts,
             "paths": [str(resolve_path(config, w)) for w in written if not w.endswith("run.json")],
             "write_failures": failures,
+            "log_failure": self._log_failure,
         }
         if gates.exit_override is not None:
             session.exitstatus = gates.exit_override
+        if self.stop_reason is not None or failures:
+            # A run file that could not be written: the run's outcome is not on disk.
+            session.exitstatus = EXIT_WRITE_FAILED
         report_json = str(self.output / "report.json")
         config.hook.pytest_osmosis_run_finished(
             summary=head["summary"], report_path=report_json if report_json in written else None
@@ -851,13 +963,21 @@ class OsmosisSession:
             terminalreporter.write_line(line, red=True, bold=True)
         for line in result["gate_lines"]:
             terminalreporter.write_line(line, red=line.lstrip().startswith("REGRESSED"))
-        if self.resumed_done:
+        if self.folder.torn_bytes:
             terminalreporter.write_line(
-                f"resumed: {self.resumed_done} rows already in "
-                f"{self.output / JOURNAL_FILENAME} were not run again"
+                f"osmosis: {self.output / JOURNAL_FILENAME}: cut a torn last line "
+                f"({self.folder.torn_bytes} bytes) left by a run that stopped mid-write"
             )
+        for line in self.plan.lines() if self.plan is not None else ():
+            terminalreporter.write_line(line)
         for path in result["paths"]:
             terminalreporter.write_line(f"report: {path}")
+        if result.get("log_failure"):
+            terminalreporter.write_line(
+                f"osmosis: could not write {self.output / 'rollouts.log'}: "
+                f"{result['log_failure']} (the log stopped there)",
+                red=True,
+            )
         for line in result["write_failures"]:
             terminalreporter.write_line(line, red=True)
         # The verdicts come last: the line a reader looks for, just before pytest's own.
@@ -878,6 +998,7 @@ class OsmosisSession:
     def pytest_unconfigure(self) -> None:
         self.close()
         self.report.close()
+        self.folder.release()
         self.signals.restore()
         session = self.config.pluginmanager.get_plugin("session")
         if session is not None:  # a signal while pytest wrote its reports: still interrupted

@@ -7,7 +7,9 @@ Each row's prompt is a list of steps the workflow follows, e.g. ``"after 3; answ
 - ``exit``: ``os._exit(3)`` (the whole process dies, as with an OOM kill);
 - ``wrong``: answer something other than the label;
 - ``write-file PATH``: create a plain file at PATH (to break an output path mid-run);
-- ``once-exit``: ``os._exit(3)`` unless ``exited.flag`` exists (then just answer).
+- ``once-exit``: ``os._exit(3)`` unless ``exited.flag`` exists (then just answer);
+- ``wait-for FILE``: wait (at most 60 s) until FILE exists;
+- ``raise-unless FILE``: raise ``RuntimeError`` (the row errors) unless FILE exists.
 
 Every rollout that starts appends its row key to ``executed.txt`` (outside the run
 directory), so a test can tell which rows a run really executed.
@@ -49,6 +51,15 @@ class Steps(AgentWorkflow):
                 await asyncio.sleep(0.1)
             else:
                 return [*ctx.prompt, {"role": "assistant", "content": "the journal never got there"}]
+        match = re.search(r"wait-for (\\S+)", text)
+        if match:
+            for _ in range(600):
+                if Path(match.group(1)).exists():
+                    break
+                await asyncio.sleep(0.1)
+        match = re.search(r"raise-unless (\\S+)", text)
+        if match and not Path(match.group(1)).exists():
+            raise RuntimeError("the server went away")
         match = re.search(r"write-file (\\S+)", text)
         if match:
             Path(match.group(1)).parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ import pytest
 from journal_workspace import executed, journal_lines, row_ids, write_workspace
 
 from osmosis_rollout.run_report import rebuild_report
+from pytest_osmosis.completion import EXIT_WRITE_FAILED
 
 PREFLIGHT = 2
 RUN = (
@@ -198,14 +199,14 @@ def test_an_unwritable_output_path_is_a_usage_error_before_any_row_runs(
     assert not (root / ".osmosis").exists()
 
 
-def test_a_report_that_cannot_be_written_at_the_end_is_one_line_after_the_summary(
+def test_a_report_that_cannot_be_written_at_the_end_is_one_line_after_the_summary_and_exit_12(
     pytester: pytest.Pytester,
 ) -> None:
     # Valid at start-up; a row then puts a file where the HTML report's directory goes.
     root = write_workspace(pytester.path, ["write-file late/sub", "answer"])
     result = pytester.runpytest(*RUN, "--osmosis-html=late/sub/x.html")
     result.assert_outcomes(passed=2 + PREFLIGHT)
-    assert result.ret == pytest.ExitCode.OK
+    assert result.ret == EXIT_WRITE_FAILED  # the rows passed, but a report is missing
     out = result.stdout.str()
     assert "Traceback" not in out
     summary_at = out.index("rows: 2  passed: 2")
@@ -267,3 +268,24 @@ def test_the_rollouts_log_records_go_to_the_rollouts_log_not_to_an_items_report(
     log = (root / "out" / "rollouts.log").read_text(encoding="utf-8")
     for row in range(3):
         assert f"rollout row-{row}.0." in log, log
+
+
+def test_x_counts_agree_between_pytest_the_summary_and_the_report(
+    pytester: pytest.Pytester,
+) -> None:
+    # Rows 1-3 fail and are journaled before row 0, the first reported, fails: -x stops
+    # pytest there. The rows that finished ahead were never reported, so nothing counts them.
+    root = write_workspace(pytester.path, ["after 3; wrong", "wrong", "wrong", "wrong", "answer"])
+    result = pytester.runpytest(*RUN, "-x")
+    result.assert_outcomes(passed=PREFLIGHT, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "rows: 1  passed: 0  failed: 1*",
+            "*INCOMPLETE: stopped by -x: 4 of 5 rows not run*",
+        ]
+    )
+    document = report(root)
+    rows = document["summary"]["rows"]  # type: ignore[index]
+    assert (rows["total"], rows["failed"], rows["not_run"]) == (1, 1, 4)
+    assert [r["nodeid"] for r in document["row_verdicts"]] == row_ids([0])  # type: ignore[union-attr]
+    assert document["not_run"] == row_ids(range(1, 5))

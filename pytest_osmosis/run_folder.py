@@ -1,0 +1,189 @@
+"""The run's output folder: one run's alone while it runs, and never holding foreign files.
+
+A run claims its folder before it writes anything there (:meth:`RunFolder.claim`):
+
+- **Ownership.** The folder is the run's when the run creates it, when it is empty, or when
+  its ``run.json`` has our schema and a run id (an earlier run's folder, reused or resumed).
+  A folder holding anything else is refused, naming what is there: a dataset
+  ``evals/rows.jsonl`` under ``--osmosis-output evals`` is never deleted.
+- **One run at a time.** An exclusive ``fcntl.flock`` on ``run.lock`` is held until the run
+  ends. A second run on the same folder fails at start, naming the holder's pid and start
+  time; it has written and deleted nothing.
+- **What is replaced.** A fresh run in an earlier run's folder removes only that run's
+  journal and report, once its own rows are about to run (:meth:`RunFolder.start_fresh`).
+  A resumed run first cuts a torn last journal line back to the last newline.
+
+A run that never ran a row leaves the folder as it found it (:meth:`RunFolder.abandon`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import json
+import os
+from pathlib import Path
+
+from osmosis_rollout.errors import RunFolderError
+from osmosis_rollout.run_journal import JOURNAL_FILENAME, RUN_FILENAME, RUN_SCHEMA, cut_torn_tail
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no flock, the folder is not locked
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["LOCK_FILENAME", "REPORT_FILENAME", "RunFolder"]
+
+LOCK_FILENAME = "run.lock"
+REPORT_FILENAME = "report.json"
+SHOWN_FILES = 5
+"""Foreign file names listed before "... and N more"."""
+
+
+class RunFolder:
+    """The output folder of one run (``flag`` names it in messages: ``--osmosis-output``)."""
+
+    def __init__(self, path: Path, *, run_id: str, flag: str = "--osmosis-output") -> None:
+        self.path = path
+        self.run_id = run_id
+        self.flag = flag
+        self.torn_bytes = 0
+        """How many bytes of a torn last journal line :meth:`claim` cut (resume only)."""
+        self._fd: int | None = None
+        self._created: Path | None = None
+        """The outermost folder the claim created (removed again by :meth:`abandon`)."""
+        self._started = False
+
+    @property
+    def claimed(self) -> bool:
+        """True while this run holds the folder's lock."""
+        return self._fd is not None
+
+    def claim(self, *, resume: bool) -> None:
+        """Check the folder is ours, lock it, and (``resume``) cut a torn journal tail.
+
+        Raises :class:`RunFolderError` naming the holder or the foreign files; nothing was
+        created or changed then.
+        """
+        if self.path.is_dir():
+            self._check_ours(resume=resume)
+        else:
+            self._created = _make_dirs(self.path)
+        try:
+            self._lock()
+        except BaseException:
+            self.abandon()
+            raise
+        if resume:
+            self.torn_bytes = cut_torn_tail(self.path / JOURNAL_FILENAME)
+
+    def _check_ours(self, *, resume: bool) -> None:
+        names = sorted(p.name for p in self.path.iterdir() if p.name != LOCK_FILENAME)
+        if not names or resume or _is_run_file(self.path / RUN_FILENAME):
+            return
+        shown = ", ".join(names[:SHOWN_FILES])
+        more = len(names) - SHOWN_FILES
+        raise RunFolderError(
+            f"{self.flag}: {self.path} holds files this run did not create: {shown}"
+            + (f", ... and {more} more" if more > 0 else "")
+            + "; a run writes only into a new or empty folder, or one an earlier run wrote "
+            "(with its run.json): choose another folder"
+        )
+
+    def _lock(self) -> None:
+        if fcntl is None:  # pragma: no cover - Windows
+            return
+        path = self.path / LOCK_FILENAME
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise
+                raise RunFolderError(
+                    f"{self.flag}: {self.path} is in use by another run ({_holder(path)}): "
+                    "wait for it to finish, or choose another folder"
+                ) from None
+            # The holder before us may have removed the file as we opened it: lock the file
+            # that is there now, or two runs would each hold a lock.
+            try:
+                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "started": started}).encode())
+        self._fd = fd
+
+    def start_fresh(self) -> None:
+        """Rows are about to run in a fresh (not resumed) run: remove an earlier run's
+        journal and report from the folder (only ever files a run of ours wrote)."""
+        self._started = True
+        for name in (JOURNAL_FILENAME, REPORT_FILENAME):
+            (self.path / name).unlink(missing_ok=True)
+
+    def started(self) -> None:
+        """Rows are about to run (a resumed run keeps what the folder holds)."""
+        self._started = True
+
+    def release(self) -> None:
+        """Unlock the folder and remove the lock file (the run is over)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        # Removed while still locked: a run that opens it after us creates a new one.
+        (self.path / LOCK_FILENAME).unlink(missing_ok=True)
+        os.close(fd)
+
+    def abandon(self) -> None:
+        """Release the folder; if no row ran, remove what the claim created."""
+        self.release()
+        if self._started or self._created is None:
+            return
+        current = self.path
+        while True:
+            try:
+                current.rmdir()
+            except OSError:
+                return  # something else is in it now: leave it
+            if current == self._created:
+                return
+            current = current.parent
+
+
+def _make_dirs(path: Path) -> Path:
+    """``mkdir -p path``; the outermost folder it created."""
+    outermost = path
+    while not outermost.parent.exists() and outermost.parent != outermost:
+        outermost = outermost.parent
+    path.mkdir(parents=True, exist_ok=True)
+    return outermost
+
+
+def _is_run_file(path: Path) -> bool:
+    """True when ``path`` is a ``run.json`` a run of ours wrote (our schema and a run id)."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(document, dict)
+        and document.get("schema") == RUN_SCHEMA
+        and isinstance(document.get("run_id"), str)
+    )
+
+
+def _holder(path: Path) -> str:
+    """``pid 123, started 2026-01-01 12:00:00 UTC`` from a lock file (as far as it says)."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "pid unknown"
+    if not isinstance(document, dict):
+        return "pid unknown"
+    return f"pid {document.get('pid', 'unknown')}, started {document.get('started', 'unknown')}"

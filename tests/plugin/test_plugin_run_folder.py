@@ -1,0 +1,113 @@
+"""The run folder belongs to one run: locked while it runs, and never holding foreign files.
+
+A second run on a folder in use fails at start (exit 4) naming the holder; a folder that
+holds files no run of ours made is refused with their names, and nothing in it is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from journal_workspace import executed, journal_lines, row_ids, write_workspace
+
+PREFLIGHT = 2
+BASE = (
+    "-p",
+    "no:cacheprovider",
+    "--osmosis-dataset=data/test.jsonl",
+    "--osmosis-policy=policy.py:policy",
+)
+
+
+def test_a_second_run_on_a_folder_in_use_refuses_and_the_first_is_intact(
+    pytester: pytest.Pytester,
+) -> None:
+    root = write_workspace(pytester.path, ["answer", "wrong", "wait-for go.flag", "answer"])
+    first = pytester.popen(
+        [sys.executable, "-m", "pytest", *BASE, "--osmosis-output=out"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(600):
+            if len(journal_lines(root / "out")) >= 3 or first.poll() is not None:
+                break
+            time.sleep(0.05)
+        second = pytester.runpytest_subprocess(*BASE, "--osmosis-output=out", timeout=60)
+        assert second.ret == pytest.ExitCode.USAGE_ERROR
+        second.stderr.fnmatch_lines(
+            [f"*--osmosis-output*out is in use by another run (pid {first.pid}, started *)*"]
+        )
+        (root / "go.flag").write_text("1")
+        out, _ = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(timeout=10)
+    assert first.returncode == pytest.ExitCode.TESTS_FAILED, out.decode()
+    document = json.loads((root / "out" / "report.json").read_text())
+    assert [r["nodeid"] for r in document["row_verdicts"]] == row_ids(range(4))
+    assert document["summary"]["rows"] == {
+        "total": 4,
+        "passed": 3,
+        "failed": 1,
+        "errored": 0,
+        "skipped": 0,
+        "pass_rate": 0.75,
+        "not_run": 0,
+    }
+    assert sorted(str(line["nodeid"]) for line in journal_lines(root / "out")) == row_ids(range(4))
+    assert sorted(executed(root)) == ["row-0", "row-1", "row-2", "row-3"]
+
+
+def test_a_dataset_in_the_output_folder_is_refused_not_deleted(pytester: pytest.Pytester) -> None:
+    root = write_workspace(pytester.path, ["answer", "answer"])
+    (root / "evals").mkdir()
+    dataset = (root / "data" / "test.jsonl").read_text()
+    (root / "evals" / "rows.jsonl").write_text(dataset)
+    result = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--osmosis-dataset=evals/rows.jsonl",
+        "--osmosis-policy=policy.py:policy",
+        "--osmosis-output=evals",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--osmosis-output*evals holds files this run did not create: rows.jsonl*"]
+    )
+    assert (root / "evals" / "rows.jsonl").read_text() == dataset
+    assert sorted(p.name for p in (root / "evals").iterdir()) == ["rows.jsonl"]
+    assert executed(root) == []
+
+
+def test_an_unrelated_run_json_is_refused_not_overwritten(pytester: pytest.Pytester) -> None:
+    root = write_workspace(pytester.path, ["answer"])
+    (root / "out").mkdir()
+    (root / "out" / "run.json").write_text('{"mine": true}')
+    result = pytester.runpytest(*BASE, "--osmosis-output=out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*out holds files this run did not create: run.json*"])
+    assert (root / "out" / "run.json").read_text() == '{"mine": true}'
+
+
+def test_a_folder_of_an_earlier_run_is_reused_and_an_empty_one_adopted(
+    pytester: pytest.Pytester,
+) -> None:
+    root = write_workspace(pytester.path, ["answer", "wrong"])
+    (root / "out").mkdir()
+    pytester.runpytest(*BASE, "--osmosis-output=out").assert_outcomes(
+        passed=1 + PREFLIGHT, failed=1
+    )
+    run = json.loads((root / "out" / "run.json").read_text())
+    assert run["run_id"]
+    write_workspace(root, ["answer", "answer"])
+    again = pytester.runpytest(*BASE, "--osmosis-output=out")
+    again.assert_outcomes(passed=2 + PREFLIGHT)
+    assert json.loads((root / "out" / "run.json").read_text())["run_id"] != run["run_id"]
+    assert len(journal_lines(root / "out")) == 2
