@@ -16,6 +16,12 @@ does) and on loopback only, so the route's gain shows beside the plugin's overhe
 
     .venv/bin/python bench/bench_plugin_throughput.py [--rows 200] [--latency-ms 50] [--repeats 3]
     .venv/bin/python bench/bench_plugin_throughput.py --workflow multiply
+    .venv/bin/python bench/bench_plugin_throughput.py --rows 400 --latency-ms 200 --no-c1 [--base DIR]
+
+The last one is issue 25's target: 400 rows, a policy that takes 200 ms a call, concurrency
+32, the plugin within 1.10x of the bare loop (rollouts wall; the whole command beside it).
+``--base DIR`` (``git archive REV osmosis_rollout pytest_osmosis | tar -x -C DIR``) adds that
+revision's plugin, interleaved with the others, so a change is measured under the same load.
 """
 
 from __future__ import annotations
@@ -145,8 +151,12 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_plugin(root: Path, concurrency: int) -> tuple[float, float]:
-    """Return (process wall seconds, rollouts wall seconds from the report)."""
+def run_plugin(root: Path, concurrency: int, base: Path | None = None) -> tuple[float, float]:
+    """Return (process wall seconds, rollouts wall seconds from the report); ``base``: a
+    source tree put first on ``PYTHONPATH``."""
+    env = _env()
+    if base is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(base), env.get("PYTHONPATH", "")])
     start = time.perf_counter()
     proc = subprocess.run(
         [
@@ -167,7 +177,7 @@ def run_plugin(root: Path, concurrency: int) -> tuple[float, float]:
         capture_output=True,
         text=True,
         timeout=900,
-        env=_env(),
+        env=env,
     )
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
@@ -236,12 +246,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-c1", action="store_true", help="skip the slow concurrency-1 run")
     parser.add_argument("--workflow", choices=("ask-once", "multiply"), default="ask-once")
+    parser.add_argument(
+        "--base", type=Path, help="another revision's source tree, run interleaved as 'base'"
+    )
     args = parser.parse_args()
     os.environ["BENCH_LATENCY_MS"] = str(args.latency_ms)
     bare = "bare LocalBackend c=32"
     names: tuple[str, ...] = ("plugin c=32", bare)
     if args.workflow == "multiply":
         names = (*names, LOOPBACK_BARE)
+    if args.base is not None:
+        names = (*names, "base plugin c=32")
     if not args.no_c1:
         names = (*names, "plugin c=1")
     process: dict[str, list[float]] = {n: [] for n in names}
@@ -255,6 +270,8 @@ def main() -> None:
                 if name.startswith("bare"):
                     in_process = args.workflow == "multiply" and name != LOOPBACK_BARE
                     total, rows_wall = run_bare(root, args.rows, 32, in_process)
+                elif name.startswith("base"):
+                    total, rows_wall = run_plugin(root, 32, args.base)
                 else:
                     total, rows_wall = run_plugin(root, int(name.split("=")[1]))
                 process[name].append(total)
@@ -268,15 +285,20 @@ def main() -> None:
     print(
         "rollouts wall = first rollout start to last rollout end; process = whole command incl. start-up"
     )
-    print(f"{'mode':<26}{'rollouts wall s':>16}{'rows/s':>10}{'vs bare':>10}{'process s':>12}")
+    whole = {n: statistics.median(process[n]) for n in names}
+    print(
+        f"{'mode':<26}{'rollouts wall s':>16}{'rows/s':>10}{'vs bare':>10}{'process s':>12}"
+        f"{'vs bare':>10}"
+    )
     for name in names:
         print(
             f"{name:<26}{med[name]:>16.2f}{args.rows / med[name]:>10.1f}"
-            f"{med[name] / med[bare]:>10.2f}{statistics.median(process[name]):>12.2f}"
+            f"{med[name] / med[bare]:>10.2f}{whole[name]:>12.2f}{whole[name] / whole[bare]:>10.2f}"
         )
     if "plugin c=1" in med:
         print(f"plugin c=32 is {med['plugin c=1'] / med['plugin c=32']:.1f}x faster than c=1")
     print(f"plugin/bare (rollouts wall) = {med['plugin c=32'] / med[bare]:.2f}")
+    print(f"plugin/bare (whole command) = {whole['plugin c=32'] / whole[bare]:.2f}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ concurrency 1 and 32. Three ways to run the same rows, side by side in one run:
 
 - ``plugin``: ``pytest --osmosis-dataset rows.jsonl --osmosis-policy policy.py:policy
   --osmosis-concurrency N`` (the workflow imports ``osmosis_rollout``);
+- ``plugin-served`` (only with ``--modes``): the same with ``--osmosis-serve``: the plugin
+  starts the workspace's rollout server as a subprocess and drives it over HTTP; its rate is
+  over the report's ``rollouts_wall_s`` (first rollout start to last end: the server's
+  start-up is left out), and the server's CPU is not in the figures;
 - ``bare``: our ``LocalBackend.execute`` under a ``RolloutContext`` per row,
   ``asyncio.gather`` over the rows, no pytest (the same workflow file);
 - ``official``: the same loop with the official SDK's ``LocalBackend``/``RolloutContext``
@@ -272,13 +276,18 @@ def run_mode(
     env = {"BENCH_LATENCY_MS": str(latency), "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT": str(artifacts)}
     ours = paths["ours"]
     rows = str(ours / "data" / "rows.jsonl")
-    if mode == "plugin":
+    if mode in ("plugin", "plugin-served"):
         argv = [
             OURS_PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider",
             "--osmosis-dataset=data/rows.jsonl", "--osmosis-policy=policy.py:policy",
             f"--osmosis-concurrency={concurrency}", f"--osmosis-output={artifacts / 'out'}",
+            *(["--osmosis-serve"] if mode == "plugin-served" else []),
         ]  # fmt: skip
         report = run_child(argv, cwd=ours, env=env)
+        if mode == "plugin-served":
+            # From the first rollout's start to the last one's end: not the server's start-up.
+            summary = json.loads((artifacts / "out" / "report.json").read_text())["summary"]
+            report["wall"] = float(summary["rollouts_wall_s"])
     elif mode in ("bare", "bare-stream"):
         hint = "hint-off" if mode == "bare" else "default"
         if mode == "bare-stream":

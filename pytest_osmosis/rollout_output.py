@@ -1,7 +1,7 @@
 """What a rollout prints goes to ``rollouts.log``, redacted, never straight to the terminal.
 
-Rows run on the rollouts' loop (on pytest's thread while it waits for a row, on the
-scheduler's own thread while it reports other items or runs other tests). pytest's
+Rows run on the rollouts' loop, on the scheduler's own thread, while pytest waits for a row,
+reports other items or runs other tests. pytest's
 output capturing is suspended between an item's phases and while the live progress line is
 drawn; a rollout that prints in such a window would write straight to the terminal, past the
 redactor (a workflow echoing a model reply that holds a key, say). Capture that is active
