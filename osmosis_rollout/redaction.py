@@ -60,6 +60,9 @@ SECRET_NAME = re.compile(r"(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE
 URL_CREDENTIALS = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://)(?!\*\*\*@)[^\s/?#@\"'<>\\]+@")
 """The userinfo of a URL (``scheme://user:pass@``); one already redacted is left alone."""
 
+_DERIVED_TAIL = r"(?:\.[A-Za-z0-9_\-]+)?"
+"""What follows a family's prefix in a key derived from it (see :meth:`Redactor.add_family`)."""
+
 URL_MASK = "***"
 """What a URL's userinfo becomes."""
 
@@ -103,6 +106,8 @@ class Redactor:
     def __init__(self, secrets: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
         """``secrets`` maps a name (shown in the marker) to its value."""
         self._names: dict[str, str] = {}
+        self._families: dict[str, str] = {}
+        """Prefix -> name: the prefix and every key derived from it (``prefix.<token>``)."""
         self._pattern: re.Pattern[str] | None = None
         self._shortest = MIN_SECRET_LENGTH
         self._verbatim_in_json = True
@@ -130,28 +135,52 @@ class Redactor:
         return True
 
     def _compile(self) -> None:
-        if not self._names:
+        if not self._names and not self._families:
             self._pattern = None
             return
-        # Longest first, so a key that contains another is replaced whole.
+        # Longest first, so a key that contains another is replaced whole; a family first,
+        # so a derived key is replaced with its token.
         alternatives = sorted(self._names, key=len, reverse=True)
+        families = sorted(self._families, key=len, reverse=True)
         # Shortest and verbatim before pattern: a reader on another thread never skips a text
         # the new pattern must see (secrets are only added, so both only ever go down).
-        self._shortest = len(alternatives[-1])
+        self._shortest = min(len(v) for v in (*alternatives, *families))
         self._verbatim_in_json = self._verbatim_in_json and all(
-            json.dumps(v, ensure_ascii=False)[1:-1] == v for v in alternatives
+            json.dumps(v, ensure_ascii=False)[1:-1] == v for v in (*alternatives, *families)
         )
-        self._pattern = re.compile("|".join(re.escape(v) for v in alternatives))
+        self._pattern = re.compile(
+            "|".join(
+                [re.escape(f) + _DERIVED_TAIL for f in families]
+                + [re.escape(v) for v in alternatives]
+            )
+        )
+
+    def _name_of(self, found: str) -> str:
+        name = self._names.get(found)
+        if name is not None:
+            return name
+        for prefix, family in self._families.items():
+            if found.startswith(prefix):
+                return family
+        return "SECRET"
 
     def add(self, name: str, value: str | None) -> None:
         """Treat ``value`` as a secret shown as ``[REDACTED:name]`` (ignored when too short)."""
         if self._remember(name, value):
             self._compile()
 
+    def add_family(self, name: str, prefix: str) -> None:
+        """Treat ``prefix`` and every key derived from it (``prefix.<token>``, as the policy
+        endpoint issues one per rollout) as secrets shown as ``[REDACTED:name]``."""
+        if len(prefix) < MIN_SECRET_LENGTH or prefix in self._families:
+            return
+        self._families[prefix] = name
+        self._compile()
+
     @property
     def names(self) -> list[str]:
         """The names of the secrets this redactor knows (never their values)."""
-        return sorted(set(self._names.values()))
+        return sorted({*self._names.values(), *self._families.values()})
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -164,8 +193,8 @@ class Redactor:
         pattern = self._pattern
         if pattern is None or len(text) < self._shortest:
             return text  # too short to hold any secret (most strings of a report are)
-        names = self._names
-        return pattern.sub(lambda m: f"[REDACTED:{names.get(m.group(0), 'SECRET')}]", text)
+        name_of = self._name_of
+        return pattern.sub(lambda m: f"[REDACTED:{name_of(m.group(0))}]", text)
 
     def absent_from_json(self, text: str) -> bool:
         """True when no string of the JSON document ``text`` (keys included) holds a secret.

@@ -226,12 +226,17 @@ def start_engine(
         # URL serves everything else (own clients, served rollouts, Ray actors).
         in_process = not (s.servers or s.serve or s.ray)
         show_startup_step(config, "starting the policy endpoint…")
+        # Each rollout gets its own key, which opens only its own URL (the policy endpoint
+        # may be reachable beyond this process: --osmosis-policy-host).
         policy_server = PolicyServer(
-            choose_policy(config, settings), host=s.policy_host, in_process=in_process
+            choose_policy(config, settings),
+            host=s.policy_host,
+            in_process=in_process,
+            scoped_keys=True,
         )
         policy_server.start()
         closers.append(policy_server.stop)
-        redactor.add("POLICY_API_KEY", policy_server.api_key)
+        redactor.add_family("POLICY_API_KEY", policy_server.api_key)
         if s.servers or s.serve:
             urls = list(s.servers)
             if urls:

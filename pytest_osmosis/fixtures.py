@@ -192,7 +192,9 @@ def osmosis_run_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
         grade: bool = True,
     ) -> RunResult:
         messages, row_label, row_metadata = _prompt_messages(prompt, row)
-        server = PolicyServer(policy if policy is not None else (lambda request: ""))
+        server = PolicyServer(
+            policy if policy is not None else (lambda request: ""), scoped_keys=True
+        )
         server.start()
         servers.append(server)
         backend = LocalBackend(
@@ -202,7 +204,7 @@ def osmosis_run_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
             grader_config=grader_config,
         )
         rollout_id = f"osmosis-run-{uuid.uuid4().hex[:12]}"
-        server.bind(rollout_id, row=row if isinstance(row, dict) else None)
+        key = server.bind(rollout_id, row=row if isinstance(row, dict) else None)
         execution_request = ExecutionRequest(
             id=rollout_id,
             prompt=messages,
@@ -214,7 +216,7 @@ def osmosis_run_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
         )
         context = RolloutContext(
             chat_completions_url=server.rollout_url(rollout_id),
-            api_key=server.api_key,
+            api_key=key,
             rollout_id=rollout_id,
         )
         executed = loop.run(

@@ -88,10 +88,13 @@ class _AttemptBuilder:
         self.policy_server = policy_server
         self.paths = paths
 
-    def begin(self, row: DatasetRow, attempt: int, cassette_key: str) -> str:
+    def begin(self, row: DatasetRow, attempt: int, cassette_key: str) -> tuple[str, str]:
+        """Bind a new attempt to the policy endpoint: its rollout id and its own key."""
         rollout_id = make_rollout_id(row.key, attempt)
-        self.policy_server.bind(rollout_id, row=row.raw, row_key=cassette_key, attempt=attempt)
-        return rollout_id
+        key = self.policy_server.bind(
+            rollout_id, row=row.raw, row_key=cassette_key, attempt=attempt
+        )
+        return rollout_id, key
 
     def finish(
         self,
@@ -182,7 +185,7 @@ class InProcessRunner(_AttemptBuilder):
     async def run_attempt(
         self, row: DatasetRow, attempt: int, *, cassette_key: str
     ) -> AttemptResult:
-        rollout_id = self.begin(row, attempt, cassette_key)
+        rollout_id, key = self.begin(row, attempt, cassette_key)
         started = time.perf_counter()
         request = ExecutionRequest(
             id=rollout_id,
@@ -194,7 +197,7 @@ class InProcessRunner(_AttemptBuilder):
         )
         context = RolloutContext(
             chat_completions_url=self.policy_server.rollout_url(rollout_id),
-            api_key=self.policy_server.api_key,
+            api_key=key,
             rollout_id=rollout_id,
             progress=RolloutProgress(),
             # Our endpoint answers plain requests too: in-process rollouts skip the cost of
@@ -247,7 +250,7 @@ class ServerRunner(_AttemptBuilder):
     ) -> AttemptResult:
         from osmosis_rollout.errors import RolloutProtocolError
 
-        rollout_id = self.begin(row, attempt, cassette_key)
+        rollout_id, key = self.begin(row, attempt, cassette_key)
         started = time.perf_counter()
         client = self.clients[next(self._next)]
         try:
@@ -255,7 +258,7 @@ class ServerRunner(_AttemptBuilder):
                 initial_messages=copy.deepcopy(row.initial_messages),
                 chat_completions_url=self.policy_server.rollout_url(rollout_id),
                 rollout_id=rollout_id,
-                llm_api_key=self.policy_server.api_key,
+                llm_api_key=key,
                 label=row.label,
                 metadata=row.metadata or None,
                 grade=True,

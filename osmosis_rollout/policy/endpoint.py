@@ -2,7 +2,9 @@
 
 ``POST <base>/v1/rollouts/{rollout_id}/chat/completions`` with ``Authorization: Bearer <key>``.
 A rollout is handed ``rollout_url(rollout_id)`` as its ``chat_completions_url``; its client
-appends ``/chat/completions``. Replies are plain ``chat.completion`` objects, or, with
+appends ``/chat/completions``. Each :meth:`PolicyServer.bind` issues the rollout its own key
+(``<api_key>.<token>``); with ``scoped_keys=True`` that key is the only one its URL takes
+(another rollout's key or the server's ``api_key`` gets 401) and an id never bound gets 404. Replies are plain ``chat.completion`` objects, or, with
 ``"stream": true``, server-sent events shaped like a real provider's: a role chunk, content split
 over several deltas, tool calls with ``index``/``id``/``name`` first and incremental ``arguments``,
 a ``finish_reason`` chunk, a usage chunk when ``stream_options.include_usage`` is set, ``[DONE]``.
@@ -93,6 +95,8 @@ class _Binding:
     row: dict[str, Any] | None
     row_key: str | None
     attempt: int
+    key: str
+    """The rollout's own bearer key."""
 
 
 def _json(obj: Any) -> str:
@@ -273,6 +277,12 @@ class PolicyServer:
     every call must carry (generated when None). ``faults`` injects failures for tests and may be
     replaced at any time through the ``faults`` attribute.
 
+    ``scoped_keys=True`` (what the pytest plugin and its fixtures use): a rollout's URL answers
+    only the key :meth:`bind` issued to it. A call for an id that is not bound gets 404, one
+    with another rollout's key (or the bare ``api_key``) 401, so one rollout cannot drive,
+    read or spend another's conversation. Without it, ``api_key`` opens every rollout id (a
+    fake provider, a quick test), and a bound rollout's own key opens its URL too.
+
     ``in_process=True`` (what the pytest plugin uses for in-process rows): while started, the
     pooled client shared by :class:`~osmosis_rollout.chat_client.RolloutChatClient` and the
     framework integrations reaches this endpoint by calling its app on the caller's event
@@ -298,9 +308,11 @@ class PolicyServer:
         api_key: str | None = None,
         faults: Faults | None = None,
         in_process: bool = False,
+        scoped_keys: bool = False,
     ) -> None:
         self.policy = as_policy(policy)
         self.in_process = in_process
+        self.scoped_keys = scoped_keys
         self._remove_route: Callable[[], None] | None = None
         self.host = host
         self.port = port
@@ -308,9 +320,13 @@ class PolicyServer:
         self.faults = faults
         self._logs: dict[str, RolloutCallLog] = {}
         self._bindings: dict[str, _Binding] = {}
+        self._owners: dict[str, str] = {}
+        """Each bound rollout's key -> its rollout id."""
         self._lock = threading.Lock()
         self._call_numbers = itertools.count(1)
-        self._secrets = _known_secrets([self.api_key])
+        self._secrets = _known_secrets([])
+        # The key and every rollout key derived from it, token included.
+        self._own_keys = re.compile(re.escape(self.api_key) + r"(?:\.[A-Za-z0-9_\-]+)?")
         self._expected_auth = self.api_key.encode()
         self._base_url: str | None = None
         self._thread: threading.Thread | None = None
@@ -348,10 +364,21 @@ class PolicyServer:
         row: dict[str, Any] | None = None,
         row_key: str | None = None,
         attempt: int = 0,
-    ) -> None:
-        """Attach the dataset row (and its cassette key and repeat index) to a rollout's calls."""
+    ) -> str:
+        """Attach the dataset row (and its cassette key and repeat index) to a rollout's calls.
+
+        Returns the rollout's own key (``<api_key>.<token>``): hand it to the rollout as its
+        ``llm_api_key``. Binding an id again issues a new key and revokes the old one.
+        """
+        key = f"{self.api_key}.{secrets.token_urlsafe(18)}"
+        binding = _Binding(row=row, row_key=row_key, attempt=attempt, key=key)
         with self._lock:
-            self._bindings[rollout_id] = _Binding(row=row, row_key=row_key, attempt=attempt)
+            previous = self._bindings.get(rollout_id)
+            if previous is not None:
+                self._owners.pop(previous.key, None)
+            self._bindings[rollout_id] = binding
+            self._owners[key] = rollout_id
+        return key
 
     def log(self, rollout_id: str) -> RolloutCallLog:
         """A snapshot of the calls ``rollout_id`` made so far (empty when it made none)."""
@@ -363,7 +390,9 @@ class PolicyServer:
         """Forget ``rollout_id`` (log, binding, scripted position) and return its log."""
         with self._lock:
             found = self._logs.pop(rollout_id, None)
-            self._bindings.pop(rollout_id, None)
+            binding = self._bindings.pop(rollout_id, None)
+            if binding is not None:
+                self._owners.pop(binding.key, None)
         forget = getattr(self.policy, "forget", None)
         if callable(forget):
             forget(rollout_id)
@@ -378,15 +407,31 @@ class PolicyServer:
 
     # -- request handling ------------------------------------------------------------
 
-    def _authorized(self, header: str | None) -> bool:
-        if not header:
-            return False
-        scheme, _, token = header.partition(" ")
-        return scheme.lower() == "bearer" and secrets.compare_digest(
-            token.strip().encode(), self._expected_auth
-        )
+    def _refusal(self, rollout_id: str, header: str | None) -> Response | None:
+        """The 401 or 404 a call for ``rollout_id`` with ``header`` gets, or None to serve it."""
+        scheme, _, token = (header or "").partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else ""
+        owner = self._owners.get(token) if token else None
+        binding = self._bindings.get(rollout_id)
+        if not self.scoped_keys:
+            shared = secrets.compare_digest(token.encode(), self._expected_auth)
+            if shared or (binding is not None and owner == rollout_id):
+                return None
+            return _error_response(401, "Unauthorized", "authentication_error")
+        if owner is None:
+            return _error_response(401, "Unauthorized", "authentication_error")
+        if binding is None:
+            return _error_response(
+                404, f"rollout {rollout_id!r} is not bound to this endpoint", "not_found_error"
+            )
+        if owner != rollout_id or not secrets.compare_digest(token.encode(), binding.key.encode()):
+            return _error_response(
+                401, "Unauthorized: not this rollout's key", "authentication_error"
+            )
+        return None
 
     def _redact(self, message: str) -> str:
+        message = self._own_keys.sub("[REDACTED]", message)
         for secret in self._secrets:
             message = message.replace(secret, "[REDACTED]")
         return " ".join(message.split())[:2000]
@@ -422,8 +467,9 @@ class PolicyServer:
 
     async def handle(self, rollout_id: str, request: Request) -> Response:
         """Serve one chat-completions call (the route's body; public for custom mounts)."""
-        if not self._authorized(request.headers.get("authorization")):
-            return _error_response(401, "Unauthorized", "authentication_error")
+        refusal = self._refusal(rollout_id, request.headers.get("authorization"))
+        if refusal is not None:
+            return refusal
         if not is_single_path_segment(rollout_id):
             return _error_response(
                 422, f"invalid rollout_id {rollout_id!r}", "invalid_request_error"

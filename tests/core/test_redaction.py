@@ -458,3 +458,14 @@ def test_a_redacting_stream_sees_a_secret_written_in_pieces_and_flushes_the_rest
     assert inner.getvalue() == "key: [REDACTED:OPENAI_API_KEY]\n"
     stream.flush()
     assert inner.getvalue() == "key: [REDACTED:OPENAI_API_KEY]\nnext [REDACTED:OPENAI_API_KEY]"
+
+
+def test_a_key_family_redacts_the_prefix_and_every_key_derived_from_it_whole() -> None:
+    redactor = Redactor({"OPENAI_API_KEY": KEY})
+    redactor.add_family("POLICY_API_KEY", "policy-0123456789")
+    text = "a policy-0123456789.tok_EN-1 b policy-0123456789, c " + KEY
+    assert redactor.redact(text) == (
+        "a [REDACTED:POLICY_API_KEY] b [REDACTED:POLICY_API_KEY], c [REDACTED:OPENAI_API_KEY]"
+    )
+    assert not redactor.absent_from_json(json.dumps({"k": "x policy-0123456789.abc"}))
+    assert redactor.names == ["OPENAI_API_KEY", "POLICY_API_KEY"]

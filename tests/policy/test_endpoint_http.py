@@ -380,3 +380,60 @@ def test_a_served_endpoint_logs_no_access_lines_and_adds_no_silent_logger(
     assert response.status_code == 200
     assert access.propagate
     assert [r for r in caplog.records if r.name.startswith("uvicorn")] == []
+
+
+async def test_a_scoped_endpoint_answers_each_rollout_only_with_the_key_bound_to_it(
+    in_process: Callable[[PolicyServer], httpx.AsyncClient],
+) -> None:
+    server = PolicyServer("hi", scoped_keys=True)
+    client = in_process(server)
+    key_a, key_b = server.bind("ra"), server.bind("rb")
+    assert key_a != key_b and key_a.startswith(server.api_key + ".")
+
+    def post(rollout_id: str, key: str) -> Any:
+        return client.post(
+            f"/v1/rollouts/{rollout_id}/chat/completions",
+            json=BODY,
+            headers={"Authorization": f"Bearer {key}"},
+        )
+
+    assert (await post("ra", key_a)).status_code == 200
+    assert (await post("rb", key_b)).status_code == 200
+    foreign = await post("rb", key_a)
+    assert foreign.status_code == 401
+    assert foreign.json()["error"]["message"] == "Unauthorized: not this rollout's key"
+    assert (await post("ra", server.api_key)).status_code == 401  # the bare server key
+    assert (await post("ra", "garbage-key-0123456789")).status_code == 401
+    unbound = await post("never-bound", key_a)
+    assert unbound.status_code == 404
+    assert (
+        unbound.json()["error"]["message"] == "rollout 'never-bound' is not bound to this endpoint"
+    )
+    assert (await post("never-bound", "garbage-key-0123456789")).status_code == 401
+    assert server.log("ra").n_calls == 1 and server.log("rb").n_calls == 1
+    server.release("ra")
+    assert (await post("ra", key_a)).status_code == 401  # released: the key is revoked
+    key_b2 = server.bind("rb")  # bound again: a new key, the old one revoked
+    assert (await post("rb", key_b)).status_code == 401
+    assert (await post("rb", key_b2)).status_code == 200
+
+
+async def test_an_unscoped_endpoint_takes_its_key_for_any_id_and_a_bound_key_for_its_own(
+    in_process: Callable[[PolicyServer], httpx.AsyncClient],
+) -> None:
+    server = PolicyServer("hi")
+    client = in_process(server)
+    key = server.bind("ra")
+
+    async def status(rollout_id: str, bearer: str) -> int:
+        response = await client.post(
+            f"/v1/rollouts/{rollout_id}/chat/completions",
+            json=BODY,
+            headers={"Authorization": f"Bearer {bearer}"},
+        )
+        return response.status_code
+
+    assert await status("anything", server.api_key) == 200
+    assert await status("ra", server.api_key) == 200
+    assert await status("ra", key) == 200
+    assert await status("rb", key) == 401
