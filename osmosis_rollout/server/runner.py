@@ -102,13 +102,15 @@ def run_rollout_app(
     log_level: str = "info",
     timeout_keep_alive: int = KEEP_ALIVE_SEC,
     rollout_server: Any | None = None,
+    sockets: list[socket.socket] | None = None,
 ) -> DrainingServer:
     """Serve ``app`` until a signal ends the staged drain; return the finished server.
 
     ``rollout_server`` defaults to the one behind ``app`` (pass it when ``app`` is wrapped
     in middleware). An app ``create_rollout_server`` did not build is served with
     uvicorn's own shutdown. ``drain_timeout_sec`` 0 disables the drain. Check
-    ``.started`` on the result to tell a failed start from a stop.
+    ``.started`` on the result to tell a failed start from a stop. ``sockets``, already
+    bound, are served instead of binding ``host``:``port``.
     """
     if not math.isfinite(drain_timeout_sec) or drain_timeout_sec < 0:
         raise ValueError(f"drain_timeout_sec must be finite and >= 0, got {drain_timeout_sec!r}")
@@ -126,7 +128,7 @@ def run_rollout_app(
         rollout_server=rollout_server if rollout_server is not None else rollout_server_of(app),
         drain_timeout_sec=drain_timeout_sec,
     )
-    server.run()
+    server.run(sockets=sockets)
     return server
 
 
