@@ -72,8 +72,48 @@ def _split(spec: str) -> tuple[str, str | None]:
     return spec, None
 
 
+def syntax_error_text(exc: SyntaxError, base_dir: Path | None = None) -> str:
+    """``path/to/main.py:29: SyntaxError: invalid syntax`` and the line, as an editor reads it.
+
+    The path is relative to ``base_dir`` when it lies under it.
+    """
+    filename = exc.filename or "<unknown>"
+    if base_dir is not None:
+        try:
+            filename = str(Path(filename).resolve().relative_to(base_dir.resolve()))
+        except (ValueError, OSError):
+            pass
+    where = f"{filename}:{exc.lineno}" if exc.lineno else filename
+    text = f"{where}: {type(exc).__name__}: {exc.msg}"
+    if exc.text and exc.text.strip():
+        text += f"\n    {exc.text.strip()}"
+    return text
+
+
+def check_entrypoint_syntax(spec: str, *, base_dir: Path | None = None) -> None:
+    """Compile the entrypoint file (without running it): a syntax error, said as ``file:line``.
+
+    A module path, or a file that does not exist, is left to :func:`load_entrypoint`.
+    """
+    base = base_dir or Path.cwd()
+    target, _ = _split(spec)
+    if not looks_like_file(target, base):
+        return
+    path = Path(target) if Path(target).is_absolute() else base / target
+    try:
+        source = path.read_bytes()
+    except OSError:
+        return
+    try:
+        compile(source, str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise EntrypointError(syntax_error_text(exc, base)) from None
+
+
 def _import_failed(what: str, exc: Exception) -> EntrypointError:
     """The user's module raised while importing (raised ``from`` the original)."""
+    if isinstance(exc, SyntaxError):  # in a module the entrypoint imports: where it is
+        return EntrypointError(f"importing {what} failed: {syntax_error_text(exc, Path.cwd())}")
     return EntrypointError(f"importing {what} failed: {type(exc).__name__}: {exc}")
 
 

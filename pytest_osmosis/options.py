@@ -558,3 +558,31 @@ def resolve_path(config: pytest.Config, value: str) -> Path:
     """A user path relative to the invocation directory."""
     path = Path(value).expanduser()
     return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+def check_ini_keys(config: pytest.Config) -> None:
+    """An ``osmosis_*`` key in the ini file that no option has is an error naming the nearest.
+
+    pytest only warns about an unknown key, and the run then goes on without it (a misspelled
+    ``osmosis_dataset`` ends as "no tests ran").
+    """
+    import difflib
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Config.inicfg is deprecated in pytest 9, not gone
+        keys = list(config.inicfg)
+    known = {spec.dest for spec in OPTIONS}
+    unknown = sorted(k for k in keys if k.startswith("osmosis_") and k not in known)
+    if not unknown:
+        return
+    lines = []
+    for key in unknown:
+        near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        lines.append(f"{config.inipath or 'the ini file'}: unknown option {key}{hint}")
+    raise pytest.UsageError(
+        "\n".join(
+            [*lines, "pytest-osmosis's ini options are listed under 'osmosis' in pytest --help"]
+        )
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
-import socket
+import re
 import subprocess
 import sys
 import time
@@ -92,25 +92,24 @@ def close_clients(scheduler: RolloutScheduler, clients: list[Any]) -> None:
             pass
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+_SERVING_ON = re.compile(rb"osmosis-rollout serve: .* on http://127\.0\.0\.1:(\d+)")
 
 
 def start_server_subprocess(
     entrypoint: str, *, cwd: Path, output: Path, artifact_root: Path
 ) -> tuple[str, Callable[[], None]]:
-    """Run ``osmosis-rollout serve <entrypoint>`` on a free loopback port; return url and stop.
+    """Run ``osmosis-rollout serve <entrypoint>`` on a loopback port; return url and stop.
 
-    The server writes trajectories under ``artifact_root`` and its log to
-    ``<output>/server.log``.
+    The server binds port 0 and names the port the system chose in its first line, so no
+    other process can take the port between choosing and binding it (a port picked here
+    and handed over could be, under load). The server writes trajectories under
+    ``artifact_root`` and its log to ``<output>/server.log``.
     """
-    port = _free_port()
     env = dict(os.environ, _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(artifact_root), PYTHONUNBUFFERED="1")
     log_path = output / "server.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("ab")
+    start = log.tell()  # a reused output directory's log holds earlier servers' lines
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -121,14 +120,13 @@ def start_server_subprocess(
             "--host",
             "127.0.0.1",
             "--port",
-            str(port),
+            "0",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
         cwd=str(cwd),
     )
-    url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + SERVE_START_TIMEOUT_SEC
 
     def stop() -> None:
@@ -143,6 +141,7 @@ def start_server_subprocess(
 
     # One client for every poll: a client per poll loads the CA bundle each time, CPU taken
     # from the server importing the user's rollout on the same cores.
+    url: str | None = None
     with httpx.Client(timeout=1.0, headers=_auth_headers()) as health:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -151,13 +150,21 @@ def start_server_subprocess(
                 raise pytest.UsageError(
                     f"pytest-osmosis: --osmosis-serve: the server exited early:\n{tail}"
                 )
-            try:
-                if health.get(url + "/health").status_code == 200:
-                    return url, stop
-            except httpx.HTTPError:
-                pass
+            if url is None:
+                with log_path.open("rb") as written:
+                    written.seek(start)
+                    found = _SERVING_ON.search(written.read())
+                if found is not None:
+                    url = f"http://127.0.0.1:{int(found.group(1))}"
+            if url is not None:
+                try:
+                    if health.get(url + "/health").status_code == 200:
+                        return url, stop
+                except httpx.HTTPError:
+                    pass
             time.sleep(0.1)
     stop()
     raise pytest.UsageError(
-        f"pytest-osmosis: --osmosis-serve: no healthy server on {url} after {SERVE_START_TIMEOUT_SEC:g}s"
+        f"pytest-osmosis: --osmosis-serve: no healthy server on {url or 'its port'} after "
+        f"{SERVE_START_TIMEOUT_SEC:g}s (its log: {log_path})"
     )

@@ -72,7 +72,7 @@ def configure_session(config: pytest.Config) -> None:
     dataset_paths = [resolve_path(config, d) for d in datasets]
     for path in dataset_paths:
         if not path.is_file():
-            raise pytest.UsageError(f"--osmosis-dataset: file not found: {path}")
+            raise pytest.UsageError(_dataset_not_found(path, invocation))
     workspace = find_workspace(
         [invocation, Path(config.rootpath), *(p.parent for p in dataset_paths)]
     )
@@ -95,6 +95,8 @@ def configure_session(config: pytest.Config) -> None:
         entrypoint = settings.rollout
     if entrypoint is None and needs_entrypoint:
         entrypoint = discover_entrypoint(workspace)
+    if entrypoint is not None:
+        _check_syntax(entrypoint, invocation)
     session = OsmosisSession(
         config, settings, workspace=workspace, entrypoint=entrypoint, eval_config=eval_config
     )
@@ -112,6 +114,62 @@ def configure_session(config: pytest.Config) -> None:
     anchor = preflight_anchor(config, dataset_paths)
     if anchor is not None:
         config.pluginmanager.register(PreflightPlugin(session, anchor), "osmosis-preflight")
+
+
+DATASET_SUFFIXES = (".jsonl", ".csv", ".parquet")
+
+
+def _dataset_not_found(path: Path, base: Path) -> str:
+    """Which dataset path is wrong, and the files of that folder it was probably meant to name."""
+
+    def shown(p: Path) -> str:
+        try:
+            return str(p.relative_to(base))
+        except ValueError:
+            return str(p)
+
+    if path.is_dir():
+        names = sorted(p.name for p in path.iterdir() if p.suffix in DATASET_SUFFIXES)
+        listing = (
+            ", ".join(shown(path / n) for n in names[:5]) or "no .jsonl, .csv or .parquet file"
+        )
+        return f"--osmosis-dataset: {shown(path)} is a folder; name a file in it ({listing})"
+    folder = path.parent
+    if not folder.is_dir():
+        while not folder.is_dir() and folder != folder.parent:
+            folder = folder.parent
+        return (
+            f"--osmosis-dataset: file not found: {shown(path)} "
+            f"(there is no folder {shown(path.parent)}; the nearest that exists is {shown(folder)})"
+        )
+    import difflib
+
+    names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    near = difflib.get_close_matches(path.name, names, n=3, cutoff=0.5)
+    if not near:
+        near = [n for n in names if n.endswith(DATASET_SUFFIXES)][:3]
+        hint = (
+            f"; {shown(folder)} has {', '.join(near)}"
+            if near
+            else f"; {shown(folder)} has no dataset file"
+        )
+    else:
+        hint = "; did you mean " + " or ".join(shown(folder / n) for n in near) + "?"
+    return f"--osmosis-dataset: file not found: {shown(path)}{hint}"
+
+
+def _check_syntax(entrypoint: str, base: Path) -> None:
+    """A syntax error in the rollout stops the run here, as ``file:line: message``.
+
+    Found later, when the rows start, it could only end the run from inside pytest's loop.
+    """
+    from osmosis_rollout.entrypoint import check_entrypoint_syntax
+    from osmosis_rollout.errors import EntrypointError
+
+    try:
+        check_entrypoint_syntax(entrypoint, base_dir=base)
+    except EntrypointError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _check_outputs(config: pytest.Config, settings: OsmosisSettings, output: Path) -> None:

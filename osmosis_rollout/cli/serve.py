@@ -32,6 +32,7 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from types import FrameType
@@ -86,7 +87,8 @@ def add_parser(subparsers: Any) -> None:
         "--port",
         type=int,
         default=None,
-        help=f"port (default ${PORT_ENV} or {DEFAULT_PORT})",
+        help=f"port (default ${PORT_ENV} or {DEFAULT_PORT}; 0: one the system picks, named in "
+        "the first line printed)",
     )
     parser.add_argument(
         "--api-key",
@@ -281,6 +283,15 @@ def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
     return built, loaded.describe()
 
 
+def _bind_any_port(host: str) -> socket.socket:
+    """A socket bound to ``host`` on a port the system picks (``--port 0``)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    return sock
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT and the drain; 0 after it, 2 on a usage error."""
     from osmosis_rollout._imports import require_extra
@@ -311,6 +322,12 @@ def run(args: argparse.Namespace) -> int:
     warm_up()  # the CA bundle and httpx's transport, before the first rollout
     freeze_startup_heap()  # the entrypoint and its frameworks are imported: keep them out of GC
     port = args.port if args.port is not None else int(os.environ.get(PORT_ENV) or DEFAULT_PORT)
+    sockets = None
+    if port == 0:
+        # Bound here, so the line below names the port the system chose: a parent that asked
+        # for port 0 (pytest's --osmosis-serve) reads it there, with no window for a race.
+        sockets = [_bind_any_port(args.host)]
+        port = int(sockets[0].getsockname()[1])
     print(f"osmosis-rollout serve: {description} on http://{args.host}:{port}", flush=True)
     inner = getattr(loaded_app, "app", loaded_app)  # behind BearerAuthMiddleware
     previous = {sig: signal.signal(sig, _ignore_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -325,6 +342,7 @@ def run(args: argparse.Namespace) -> int:
             rollout_server=rollout_server_of(loaded_app) or rollout_server_of(inner),
             max_connections=args.max_connections,
             header_timeout_sec=args.header_timeout,
+            sockets=sockets,
         )
     finally:
         for sig, handler in previous.items():

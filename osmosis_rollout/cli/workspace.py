@@ -47,6 +47,7 @@ from osmosis_rollout.templates import (
     run_command,
     validate_rollout_name,
 )
+from osmosis_rollout.templates.workspace_config import PytestConfig, write_pytest_config
 from osmosis_rollout.workspace import workspace_files
 
 __all__ = [
@@ -69,6 +70,14 @@ DEFAULT_TEMPLATE = "multiply-local-openai"
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+_CONFIG_ACTIONS = {
+    "written": "(pytest configuration: a bare `pytest` here runs the rows)",
+    "appended": "([tool.pytest.ini_options] added: a bare `pytest` here runs the rows)",
+    "unchanged": "(pytest configuration, already there, unchanged)",
+    "kept": "(pytest is already configured there, left as it is: run this rollout with the "
+    "command below)",
+}
 
 _TEMPLATE_CHOICES = [*TEMPLATES, *(alias for t in TEMPLATES.values() for alias in t.aliases)]
 
@@ -210,6 +219,8 @@ class AppliedTemplate:
     root: Path
     written: list[Path] = field(default_factory=list)
     unchanged: list[Path] = field(default_factory=list)
+    pytest_config: PytestConfig | None = None
+    """The workspace's pytest configuration: written for this rollout, or one already there."""
 
 
 def apply_template(
@@ -244,6 +255,7 @@ def apply_template(
         with target.open("w" if force else "x", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
         applied.written.append(target)
+    applied.pytest_config = write_pytest_config(root, chosen, rollout)
     return applied
 
 
@@ -254,20 +266,37 @@ def init_rollout(name: str, template: str, workspace: str | Path) -> list[Path]:
 
 def _report(applied: AppliedTemplate, out: TextIO, note: str | None = None) -> None:
     template, name, root = applied.template, applied.rollout, applied.root
-    print(f"created rollout {name!r} from template {template.name!r}:", file=out)
+    config = applied.pytest_config
+    changed = applied.written or (config is not None and config.action in ("written", "appended"))
+    if changed:
+        print(f"created rollout {name!r} from template {template.name!r}:", file=out)
+    else:
+        print(
+            f"rollout {name!r} from template {template.name!r} is already there, every file "
+            "unchanged; nothing written:",
+            file=out,
+        )
     for path in applied.written:
         print(f"  {path}", file=out)
     for path in applied.unchanged:
         print(f"  {path} (already there, unchanged)", file=out)
+    run = run_command(name, template.dataset)
+    if config is not None:
+        print(f"  {config.path} {_CONFIG_ACTIONS[config.action]}", file=out)
     if note:
         print(note, file=out)
     cd = f"  cd {root}\n" if root.resolve() != Path.cwd().resolve() else ""
+    if config is not None and config.action != "kept":
+        # The written configuration runs this rollout: a bare pytest is the whole command.
+        run = (
+            f"pytest          # {config.path.name} names the dataset and policy; in full:\n  {run}"
+        )
     print(
         "\nnext, offline (no API key):\n"
         f'  pip install "pytest-osmosis[{template.extra}]"   # if not installed\n'
         f"{cd}"
         f"  osmosis-rollout validate --config configs/eval/{name}.toml\n"
-        f"  {run_command(name, template.dataset)}\n"
+        f"  {run}\n"
         "\nthen, on the platform, with the official CLI (osmosis-ai):\n"
         f"  osmosis eval submit configs/eval/{name}.toml\n"
         f"  osmosis train submit configs/training/{name}.toml",

@@ -158,27 +158,20 @@ class KeyRegistry:
 
 
 def header_row_problems(columns: tuple[str, ...]) -> list[Problem]:
-    """Column-level prompt-mode check for CSV/Parquet: one message instead of one per row."""
+    """Column-level prompt-mode check for CSV/Parquet: one message, whatever is missing."""
     if METADATA_COLUMN in columns:
         return []
-    problems: list[Problem] = []
+    missing: list[str] = []
     if "user_prompt" not in columns:
-        problems.append(
-            Problem(
-                "no 'user_prompt' column"
-                + suggest("user_prompt", columns)
-                + f"; the columns are {short_columns(columns)}",
-                column="user_prompt",
-                fix=_FIX_PROMPT_MODE,
-            )
-        )
+        missing.append("'user_prompt'" + suggest("user_prompt", columns))
     if "ground_truth" not in columns and "label" not in columns:
-        problems.append(
-            Problem(
-                "no 'ground_truth' column (or its alias 'label')"
-                + suggest("ground_truth", columns),
-                column="ground_truth",
-                fix=_FIX_PROMPT_MODE,
-            )
+        missing.append("'ground_truth' (or its alias 'label')" + suggest("ground_truth", columns))
+    if not missing:
+        return []
+    return [
+        Problem(
+            f"the header has {short_columns(columns)}; it lacks {' and '.join(missing)}",
+            column="user_prompt" if "user_prompt" not in columns else "ground_truth",
+            fix=_FIX_PROMPT_MODE,
         )
-    return problems
+    ]

@@ -104,11 +104,13 @@ def combine(path: str, errors: list[DatasetError], truncated: bool) -> DatasetEr
 
 
 def suggest(name: str, candidates: Iterable[str]) -> str:
+    """`` (found 'User_Prompt': ...case-sensitive)``, `` (did you mean 'prompt'?)`` or ``""``."""
     names = [str(candidate) for candidate in candidates]
-    matches = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     lowered = {candidate.lower(): candidate for candidate in names}
-    match = lowered.get(name.lower()) or (matches[0] if matches else None)
-    return f" (found {match!r}: column names are case-sensitive)" if match else ""
+    if name.lower() in lowered:
+        return f" (found {lowered[name.lower()]!r}: column names are case-sensitive)"
+    matches = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return f" (did you mean {matches[0]!r}?)" if matches else ""
 
 
 def short_columns(columns: Iterable[str]) -> str:

@@ -113,6 +113,7 @@ def run_rollout_app(
     rollout_server: Any | None = None,
     max_connections: int | None = None,
     header_timeout_sec: float = HEADER_TIMEOUT_SEC,
+    sockets: list[socket.socket] | None = None,
 ) -> DrainingServer:
     """Serve ``app`` until a signal ends the staged drain; return the finished server.
 
@@ -121,7 +122,8 @@ def run_rollout_app(
     uvicorn's own shutdown. ``drain_timeout_sec`` 0 disables the drain. Check
     ``.started`` on the result to tell a failed start from a stop. ``max_connections``
     (default: from the open-file limit) and ``header_timeout_sec`` set the
-    :class:`~osmosis_rollout.server.connections.ConnectionGuard`.
+    :class:`~osmosis_rollout.server.connections.ConnectionGuard`. ``sockets``, already
+    bound, are served instead of binding ``host``:``port``.
     """
     if not math.isfinite(drain_timeout_sec) or drain_timeout_sec < 0:
         raise ValueError(f"drain_timeout_sec must be finite and >= 0, got {drain_timeout_sec!r}")
@@ -144,7 +146,7 @@ def run_rollout_app(
         rollout_server=rollout_server,
         drain_timeout_sec=drain_timeout_sec,
     )
-    server.run()
+    server.run(sockets=sockets)
     return server
 
 

@@ -30,6 +30,7 @@ from pathlib import PurePosixPath
 __all__ = [
     "EXAMPLES",
     "NAME_PATTERN",
+    "PYTEST_SECTION",
     "TEMPLATES",
     "Example",
     "Template",
@@ -38,6 +39,7 @@ __all__ = [
     "is_template_name",
     "render_example",
     "render_template",
+    "render_workspace_pyproject",
     "run_command",
     "template_targets",
     "validate_rollout_name",
@@ -264,6 +266,21 @@ def _layout(files: dict[PurePosixPath, str]) -> str:
     return "\n".join(f"{path!s:<{width}}  {describe(path, text)}" for path, text in shown.items())
 
 
+PYTEST_SECTION = "[tool.pytest.ini_options]"
+"""Where a workspace's ``pyproject.toml`` configures pytest."""
+
+
+def render_workspace_pyproject(
+    template: str | Template, rollout_name: str, *, dataset: str | None = None
+) -> str:
+    """The workspace's ``pyproject.toml``: its dependencies and the pytest configuration
+    (``osmosis_config``, ``osmosis_dataset``, ``osmosis_policy``) that makes a bare ``pytest``
+    in the workspace run the rollout's rows offline."""
+    chosen = _chosen(template)
+    values = _values(chosen, rollout_name, dataset or chosen.dataset)
+    return _substitute(_read(f"{_SHARED}/workspace_pyproject.toml.tmpl"), values)
+
+
 def render_example(name: str) -> dict[PurePosixPath, str]:
     """Every file of the example workspace ``example_rollouts/<name>``: path -> text."""
     example = EXAMPLES[name]
@@ -272,8 +289,8 @@ def render_example(name: str) -> dict[PurePosixPath, str]:
     for source, target in template.example_files:
         files[PurePosixPath(target)] = _read(source)
     values = _values(template, example.name, example.dataset)
-    files[PurePosixPath("pyproject.toml")] = _substitute(
-        _read(f"{_SHARED}/workspace_pyproject.toml.tmpl"), values
+    files[PurePosixPath("pyproject.toml")] = render_workspace_pyproject(
+        template, example.name, dataset=example.dataset
     )
     readme = _substitute(_read(f"{template.folder}/README.md.tmpl"), values)
     files[PurePosixPath("README.md")] = readme.replace("{{layout}}", _layout(files))

@@ -43,9 +43,11 @@ def test_label_alias_satisfies_the_required_columns(write_csv: Any) -> None:
     assert validate_dataset(write_csv(["user_prompt", "label"], [["q", "a"]] * 4)).ok
 
 
-def test_missing_required_columns_are_one_error_each(write_csv: Any) -> None:
+def test_missing_required_columns_are_one_error_naming_each(write_csv: Any) -> None:
     report = validate_dataset(write_csv(["prompt", "answer"], [["q", "a"]] * 10))
-    assert [error.column for error in report.errors] == ["user_prompt", "ground_truth"]
+    assert [error.column for error in report.errors] == ["user_prompt"]
+    message = str(report.errors[0])
+    assert "lacks 'user_prompt' (did you mean 'prompt'?) and 'ground_truth'" in message
 
 
 def test_jsonl_lines_must_share_the_first_lines_keys(write_jsonl: Any) -> None:

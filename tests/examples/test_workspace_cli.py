@@ -64,6 +64,7 @@ def test_template_apply_writes_the_official_layout_named_after_the_template(
         "configs/eval/multiply-local-openai.toml",
         "configs/training/multiply-local-openai.toml",
         "data/multiply.jsonl",
+        "pyproject.toml",
         "rollouts/multiply-local-openai/main.py",
         "rollouts/multiply-local-openai/policy.py",
         "rollouts/multiply-local-openai/pyproject.toml",
@@ -104,9 +105,12 @@ def test_init_writes_the_rollout_its_policy_configs_and_the_dataset_its_config_n
 ) -> None:
     assert init(tmp_path, "calc", template) == 0
     dataset = TEMPLATES[template].dataset
-    assert written_files(tmp_path) == sorted(str(rel) for rel in template_targets("calc", template))
+    assert written_files(tmp_path) == sorted(
+        [*(str(rel) for rel in template_targets("calc", template)), "pyproject.toml"]
+    )
     assert written_files(tmp_path) == sorted(
         [
+            "pyproject.toml",
             "rollouts/calc/main.py",
             "rollouts/calc/policy.py",
             "rollouts/calc/pyproject.toml",
@@ -470,7 +474,7 @@ def next_steps(printed: str) -> list[str]:
 
 
 def run_step(workspace: Path, step: str) -> Run:
-    words = shlex.split(step)
+    words = shlex.split(step, comments=True)
     if words[0] == "pytest":
         return run_pytest(workspace, *words[1:])
     assert words[0] == "osmosis-rollout", step
@@ -484,11 +488,12 @@ def test_init_then_the_commands_the_files_and_init_print_pass_for_every_template
     created = run_cli(tmp_path, "init", "demo", "--template", template)
     assert created.returncode == 0, created.explain()
     steps = next_steps(created.stdout)
-    assert [step.split()[0] for step in steps] == ["osmosis-rollout", "pytest"]
+    assert [step.split()[0] for step in steps] == ["osmosis-rollout", "pytest", "pytest"]
     told = (tmp_path / "rollouts/demo/main.py").read_text(encoding="utf-8")
-    assert f"    {steps[1]}\n" in told, "main.py and init must name the same command"
+    assert f"    {steps[2]}\n" in told, "main.py and init must name the same command"
     validated = run_step(tmp_path, steps[0])
     assert validated.returncode == 0, validated.explain()
+    assert shlex.split(steps[1], comments=True) == ["pytest"]  # the workspace says the rest
     ran = run_step(tmp_path, steps[1])
     dataset = TEMPLATES[template].dataset
     assert_all_rows_passed(ran, count_rows(tmp_path / "data" / f"{dataset}.jsonl"))
@@ -497,7 +502,8 @@ def test_init_then_the_commands_the_files_and_init_print_pass_for_every_template
 def test_template_apply_in_an_empty_folder_then_its_next_steps_pass_offline(tmp_path: Path) -> None:
     applied = run_cli(tmp_path, "template", "apply", "multiply-local-openai")
     assert applied.returncode == 0, applied.explain()
-    validated, ran = (run_step(tmp_path, step) for step in next_steps(applied.stdout))
+    validate, _, in_full = next_steps(applied.stdout)
+    validated, ran = run_step(tmp_path, validate), run_step(tmp_path, in_full)
     assert validated.returncode == 0, validated.explain()
     assert "all 2 check(s) passed" in validated.stdout, validated.explain()
     assert_all_rows_passed(ran, count_rows(tmp_path / "data" / "multiply.jsonl"))
@@ -505,6 +511,7 @@ def test_template_apply_in_an_empty_folder_then_its_next_steps_pass_offline(tmp_
 
 def test_the_eval_configs_own_dataset_runs_when_no_dataset_is_given(tmp_path: Path) -> None:
     assert run_cli(tmp_path, "template", "apply", "plain").returncode == 0
+    (tmp_path / "pyproject.toml").unlink()  # its osmosis_dataset would name the file itself
     ran = run_pytest(
         tmp_path,
         "--osmosis-config",
@@ -517,6 +524,7 @@ def test_the_eval_configs_own_dataset_runs_when_no_dataset_is_given(tmp_path: Pa
 
 def test_a_platform_dataset_without_a_local_file_is_named_with_the_fix(tmp_path: Path) -> None:
     assert run_cli(tmp_path, "template", "apply", "plain").returncode == 0
+    (tmp_path / "pyproject.toml").unlink()  # its osmosis_dataset would name the local file
     config = tmp_path / "configs" / "eval" / "plain.toml"
     config.write_text(config.read_text().replace('"multiply"', '"gsm8k-platform"'))
     ran = run_pytest(
@@ -590,3 +598,52 @@ def test_ungraded_rows_fail_once_the_user_sets_a_threshold(tmp_path: Path) -> No
     assert ran.returncode == 1, ran.explain()
     assert "r0 (rows.jsonl line 1): reward none < threshold 0.5" in ran.stdout, ran.explain()
     assert "no grader ran" in ran.stdout, ran.explain()
+
+
+def test_re_applying_a_template_says_nothing_was_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["template", "apply", "plain", "--dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["template", "apply", "plain", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        "rollout 'plain' from template 'plain' is already there, every file unchanged; "
+        "nothing written:\n"
+    )
+    assert (
+        f"  {tmp_path / 'pyproject.toml'} (pytest configuration, already there, unchanged)" in out
+    )
+
+
+def test_a_workspaces_own_pyproject_gains_the_pytest_section_and_keeps_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mine = '[project]\nname = "mine"\nversion = "1"\n'
+    (tmp_path / "pyproject.toml").write_text(mine)
+    assert main(["template", "apply", "plain", "--dir", str(tmp_path)]) == 0
+    text = (tmp_path / "pyproject.toml").read_text()
+    assert text.startswith(mine + "\n[tool.pytest.ini_options]\n")
+    assert 'osmosis_policy = "rollouts/plain/policy.py:policy"' in text
+    assert "([tool.pytest.ini_options] added: a bare `pytest` here runs the rows)" in (
+        capsys.readouterr().out
+    )
+
+
+def test_an_existing_pytest_configuration_is_left_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -q\n")
+    assert main(["template", "apply", "plain", "--dir", str(tmp_path)]) == 0
+    assert (tmp_path / "pytest.ini").read_text() == "[pytest]\naddopts = -q\n"
+    assert not (tmp_path / "pyproject.toml").exists()
+    out = capsys.readouterr().out
+    assert "pytest.ini (pytest is already configured there, left as it is" in out
+    steps = next_steps(out)
+    assert steps[-1] == run_command("plain", "multiply")  # the full command, only
+    assert [step for step in steps if step.startswith("pytest")] == steps[-1:]
+
+
+def test_after_template_apply_a_bare_pytest_runs_the_rows(tmp_path: Path) -> None:
+    assert run_cli(tmp_path, "template", "apply", "plain").returncode == 0
+    assert_all_rows_passed(run_pytest(tmp_path), count_rows(tmp_path / "data" / "multiply.jsonl"))

@@ -8,6 +8,7 @@ are answered by the loopback server's thread, as before.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -73,3 +74,20 @@ def test_a_served_rollout_is_answered_on_loopback(
     workspace(rows("served on osmosis-policy-server:"), main=CHAT_CLIENT_MAIN, policy=THREAD_POLICY)
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-serve")
     result.assert_outcomes(passed=3 + PREFLIGHT)
+
+
+def test_a_served_rollout_runs_on_the_port_its_server_chose_not_one_an_older_log_names(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace(
+        rows("served on osmosis-policy-server:"), main=CHAT_CLIENT_MAIN, policy=THREAD_POLICY
+    )
+    log = root / "out" / "server.log"
+    log.parent.mkdir()
+    log.write_text("osmosis-rollout serve: an earlier run on http://127.0.0.1:9\n")
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-serve", "--osmosis-output=out"
+    )
+    result.assert_outcomes(passed=3 + PREFLIGHT)
+    ports = re.findall(r"serve: .* on http://127\.0\.0\.1:(\d+)", log.read_text())
+    assert ports[0] == "9" and len(ports) == 2 and ports[1] not in ("0", "9")

@@ -228,3 +228,16 @@ def test_an_unresolvable_entrypoint_exits_2_with_the_reason(tmp_path: Path) -> N
     )
     assert completed.returncode == 2
     assert "found no FastAPI app, ExecutionBackend or AgentWorkflow subclass" in completed.stderr
+
+
+def test_port_0_serves_on_the_port_the_system_chose_and_names_it_first(
+    main_py: Path, tmp_path: Path, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    process = start_server(main_py, 0, tmp_path / "artifacts")
+    stop_later.append(process)
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    assert first.startswith("osmosis-rollout serve: ") and " on http://127.0.0.1:" in first, first
+    port = int(first.rsplit(":", 1)[1])
+    assert port != 0
+    wait_healthy(f"http://127.0.0.1:{port}", process)

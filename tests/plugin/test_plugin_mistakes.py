@@ -1,0 +1,109 @@
+"""Common mistakes stop the run at once with one message that names the fix.
+
+A misspelled path or ini key, a syntax error in the rollout, a CSV with the wrong header:
+each is said once, where it is, with the near match when there is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+POLICY = "--osmosis-policy=policy.py:policy"
+
+
+def test_a_misspelled_dataset_path_suggests_the_near_file(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace()
+    result = pytester.runpytest("--osmosis-dataset=data/tset.jsonl", POLICY)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --osmosis-dataset: file not found: data/tset.jsonl; did you mean data/test.jsonl?"]
+    )
+
+
+def test_a_dataset_in_a_missing_folder_names_the_nearest_folder_that_exists(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace()
+    result = pytester.runpytest("--osmosis-dataset=data/eval/test.jsonl", POLICY)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --osmosis-dataset: file not found: data/eval/test.jsonl "
+            "(there is no folder data/eval; the nearest that exists is data)"
+        ]
+    )
+
+
+def test_a_folder_given_as_the_dataset_lists_its_dataset_files(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace()
+    result = pytester.runpytest("--osmosis-dataset=data", POLICY)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --osmosis-dataset: data is a folder; name a file in it (data/test.jsonl)"]
+    )
+
+
+def test_a_misspelled_ini_key_is_an_error_naming_the_closest_key(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace()
+    pytester.makeini(
+        "[pytest]\nosmosis_datset = data/test.jsonl\nosmosis_policy = policy.py:policy\n"
+    )
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # not "no tests ran" (exit 5)
+    result.stderr.fnmatch_lines(
+        ["ERROR: *tox.ini: unknown option osmosis_datset; did you mean osmosis_dataset?"]
+    )
+
+
+def test_other_plugins_ini_keys_are_left_alone(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace()
+    pytester.makeini(
+        "[pytest]\nosmosis_dataset = data/test.jsonl\nosmosis_policy = policy.py:policy\n"
+        "timeout = 60\n"
+    )
+    assert pytester.runpytest().ret == pytest.ExitCode.OK
+
+
+def test_a_syntax_error_in_main_py_reads_as_file_line_message(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace()
+    main = root / "rollouts" / "demo" / "main.py"
+    main.write_text(main.read_text() + "\ndef broken(:\n    pass\n")
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    lineno = main.read_text().splitlines().index("def broken(:") + 1
+    result.stderr.fnmatch_lines(
+        [f"ERROR: rollouts/demo/main.py:{lineno}: SyntaxError: *", "    def broken(:"]
+    )
+    assert "_pytest.outcomes.Exit" not in result.stdout.str() + result.stderr.str()
+    assert not (root / ".osmosis").exists()  # stopped before any run directory
+
+
+def test_a_csv_with_the_wrong_header_says_what_is_missing_once(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace()
+    (root / "data" / "bad.csv").write_text("prompt,answer\nWhat is 2 times 3?,6\n")
+    result = pytester.runpytest("--osmosis-dataset=data/bad.csv", POLICY)
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a bad dataset is a collection error
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*bad.csv, column 'user_prompt': the header has 'answer', 'prompt'; it lacks "
+            "'user_prompt' (did you mean 'prompt'?) and 'ground_truth' (or its alias 'label')",
+            "  fix: add a 'user_prompt' and a 'ground_truth' (or 'label') column*",
+        ]
+    )
+    assert out.count("fix:") == 1 and "case-sensitive" not in out
