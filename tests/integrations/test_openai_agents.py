@@ -237,6 +237,35 @@ async def test_the_model_refuses_to_call_without_a_registered_session(
     assert multiply_server.log("r1").calls == []
 
 
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_get_response_aggregates_a_subclass_stream_response_without_a_request(
+    multiply_server: PolicyServer, streaming: bool
+) -> None:
+    # As on the official model (tests/interop compares them): the override answers, even in
+    # plain-request mode and with no session registered, and nothing reaches the endpoint.
+    from types import SimpleNamespace
+
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+    text = ResponseOutputText(type="output_text", text="canned", annotations=[])
+    message = ResponseOutputMessage(
+        id="m", type="message", role="assistant", status="completed", content=[text]
+    )
+
+    class Canned(OsmosisLitellmModel):  # type: ignore[misc]
+        async def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            yield SimpleNamespace(type="response.created")
+            yield SimpleNamespace(
+                type="response.completed", response=SimpleNamespace(output=[message], usage=None)
+            )
+
+    with rollout_context(multiply_server, streaming=streaming):
+        response = await Canned().get_response("system", "hi")
+
+    assert response.output == [message]
+    assert multiply_server.log("r1").calls == []
+
+
 async def test_a_second_session_in_one_rollout_raises_value_error(
     multiply_server: PolicyServer,
 ) -> None:

@@ -156,12 +156,12 @@ RUBRIC_CALLS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(RUBRIC_CALLS))
 def test_evaluate_rubric_refuses_bad_arguments_like_the_official_before_any_request(
-    official_python: Path, tmp_path: Path, case: str
+    official_python: Path, tmp_path: Path
 ) -> None:
     # No key and an unreachable provider: a check that came after the request would show as a
-    # MissingAPIKeyError or a provider error instead.
+    # MissingAPIKeyError or a provider error instead. One process per SDK for every case:
+    # importing LiteLLM costs seconds.
     official, ours = both(
         official_python,
         tmp_path,
@@ -171,20 +171,23 @@ def test_evaluate_rubric_refuses_bad_arguments_like_the_official_before_any_requ
             os.environ.pop(name, None)
         from osmosis_ai.eval.rubric import evaluate_rubric
 
-        async def main():
+        async def call(arguments):
             try:
-                await evaluate_rubric(model="openai/gpt-5-mini", **{RUBRIC_CALLS[case]!r})
+                await evaluate_rubric(model="openai/gpt-5-mini", **arguments)
             except Exception as exc:
                 return {{"type": type(exc).__name__, "message": str(exc)}}
             return {{"type": None}}
 
-        print(json.dumps(asyncio.run(main())))
+        cases = {RUBRIC_CALLS!r}
+        print(json.dumps({{case: asyncio.run(call(arguments)) for case, arguments in cases.items()}}))
         """,
     )
     assert isinstance(official, dict) and isinstance(ours, dict)
-    # Ours opens with the official message and then says what it got.
-    assert ours["message"].startswith(official["message"])
-    assert ours["type"] == official["type"] in ("TypeError", "ValueError")
+    assert sorted(ours) == sorted(official) == sorted(RUBRIC_CALLS)
+    for case, seen in official.items():
+        assert ours[case]["type"] == seen["type"] in ("TypeError", "ValueError"), case
+        # Ours opens with the official message and then says what it got.
+        assert ours[case]["message"].startswith(seen["message"]), case
 
 
 LOG_CAPTURE = """
