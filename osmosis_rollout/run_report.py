@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from osmosis_rollout.gating import summary_intervals
 from osmosis_rollout.metrics import aggregate
 from osmosis_rollout.run_journal import (
     JOURNAL_FILENAME,
@@ -201,5 +202,12 @@ def rebuild_report(run_dir: Path) -> tuple[dict[str, Any], int]:
         finished=run.get("finished"),
         config=config,
         preflight=(run.get("finished") or {}).get("preflight") or (),
+    )
+    # The intervals beside the summary's rates, at the confidence the run used.
+    confidence = config.get("confidence")
+    document["summary"].update(
+        summary_intervals(
+            document["summary"], float(confidence) if isinstance(confidence, float) else 0.95
+        )
     )
     return document, bad

@@ -244,6 +244,7 @@ class OsmosisSession:
             "agent_timeout": s.agent_timeout,
             "grader_timeout": s.grader_timeout,
             "min_pass_rate": s.min_pass_rate,
+            "confidence": s.confidence,
             "output": str(self.output),
         }
 

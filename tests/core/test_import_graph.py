@@ -157,6 +157,8 @@ PLUGIN_LAYERS: dict[str, int] = {
     "pytest_osmosis.gates": 1,
     "pytest_osmosis.completion": 1,
     "pytest_osmosis.outputs": 1,
+    "pytest_osmosis.run_folder": 1,
+    "pytest_osmosis.resume": 1,
     # 2: running rollouts: scheduler, runners, and the engine that wires them
     "pytest_osmosis.watchdog": 2,
     "pytest_osmosis.scheduler": 2,
