@@ -8,12 +8,15 @@ are answered by the loopback server's thread, as before.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from workspaces import MAIN_PY
+
+from osmosis_rollout.run_journal import RUN_FILENAME, RUN_SCHEMA
 
 PREFLIGHT = 2
 POLICY = "--osmosis-policy=policy.py:policy"
@@ -85,6 +88,8 @@ def test_a_served_rollout_runs_on_the_port_its_server_chose_not_one_an_older_log
     log = root / "out" / "server.log"
     log.parent.mkdir()
     log.write_text("osmosis-rollout serve: an earlier run on http://127.0.0.1:9\n")
+    # The earlier run's folder: its run.json makes it ours to reuse.
+    (root / "out" / RUN_FILENAME).write_text(json.dumps({"schema": RUN_SCHEMA, "run_id": "r0"}))
     result = pytester.runpytest(
         "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-serve", "--osmosis-output=out"
     )
