@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from osmosis_rollout.gating import summary_intervals
 from osmosis_rollout.metrics import aggregate
 from osmosis_rollout.run_journal import (
     JOURNAL_FILENAME,
@@ -160,10 +161,13 @@ def report_head(
     preflight: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The report document with its per-row lists (``rows``, ``row_verdicts``) left empty,
-    for a writer to fill, or stream, row by row."""
+    for a writer to fill, or stream, row by row. The summary gains the intervals beside its
+    rates, at the run's ``confidence`` (``--osmosis-confidence``, else 0.95)."""
+    confidence = config.get("confidence")
+    level = float(confidence) if isinstance(confidence, int | float) else 0.95
     return {
         "schema": REPORT_SCHEMA,
-        "summary": summary,
+        "summary": {**summary, **summary_intervals(summary, level)},
         "rows": [],
         "row_verdicts": [],
         "not_run": list(not_run),
