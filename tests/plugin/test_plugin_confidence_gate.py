@@ -107,12 +107,16 @@ def test_the_gate_at_a_confidence_passes_fails_or_stays_undecided(
         "--osmosis-min-pass-rate=0.8",
         "--osmosis-gate-confidence=0.95",
         "--osmosis-report=r.json",
+        "--osmosis-html=r.html",
         *extra,
     )
     assert _verdict_line(result, "gate: ").startswith(line)
     assert result.ret == exit_code
     gate = json.loads((root / "r.json").read_text())["gate"]
-    assert gate["outcome"] == line.split(": ")[2].split(" at ")[0]
+    outcome = line.split(": ")[2].split(" at ")[0]
+    assert gate["outcome"] == outcome
+    interval = line.split(" vs ")[0].split(" ", 3)[3]  # "82.5% [68.1%, 91.3%]"
+    assert f"gate: pass rate {interval} (95%) vs 80.0%: {outcome}" in (root / "r.html").read_text()
     assert gate["interval"]["method"] == "wilson"
     assert gate["passed"] is (exit_code == 0)
 
