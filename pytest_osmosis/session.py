@@ -219,7 +219,7 @@ class OsmosisSession:
             "policy": s.policy or (f"litellm:{s.model}" if s.model else None),
             "record_mode": s.record_mode,
             "pass_threshold": s.pass_threshold,
-            "n": s.n,
+            "n": f"auto (max {s.max_n})" if s.n_auto else s.n,
             "row_pass": s.row_pass.describe(),
             "concurrency": s.concurrency,
             "agent_timeout": s.agent_timeout,

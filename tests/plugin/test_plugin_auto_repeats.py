@@ -29,6 +29,7 @@ def test_auto_stops_after_the_first_round_once_the_gate_is_decided(
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
         [
+            "osmosis: *, n auto (max 8)*",
             "attempts: auto spent 40 attempts over 40 rows (a fixed --osmosis-n 8 would spend 320)",
             "gate: attempt pass rate 100.0% * vs 50%: passed at 95%",
         ]
