@@ -35,6 +35,7 @@ from osmosis_rollout.stats import (
     mean_interval_from_moments,
     mixture_radius,
     normal_quantile,
+    paired_t_test,
     sign_test,
     wilson_interval,
 )
@@ -207,14 +208,16 @@ class RegressionTest:
     significant: bool
     confidence: float
     method: str
+    change: float = 0.0
+    """The mean change of the rows' pass fractions (negative: worse)."""
 
     @property
     def regressed(self) -> bool:
         """A significant change, for the worse."""
-        return self.significant and self.worse > self.better
+        return self.significant and self.change < 0
 
     def as_dict(self) -> dict[str, Any]:
-        """``{worse, better, p_value, significant, confidence, method}``."""
+        """``{worse, better, p_value, significant, confidence, method, change}``."""
         return {
             "worse": self.worse,
             "better": self.better,
@@ -222,13 +225,14 @@ class RegressionTest:
             "significant": self.significant,
             "confidence": self.confidence,
             "method": self.method,
+            "change": self.change,
         }
 
     def describe(self) -> str:
         """``regressions: 25 rows worse, 26 better: not significant (p = 1.00)``."""
         if not self.significant:
             verdict = "not significant"
-        elif self.worse > self.better:
+        elif self.change < 0:
             verdict = "a significant regression"
         else:
             verdict = "a significant improvement"
@@ -248,27 +252,36 @@ def regression_test(
 ) -> RegressionTest:
     """Compare each row's pass fraction now with the baseline's: ``(before, after)`` counts.
 
-    One attempt a row on both sides: the exact McNemar test on the rows that went from pass to
-    fail (worse) and from fail to pass (better). With repeats: the sign test on the change of
-    each row's pass fraction (the same binomial test). Rows with no scored attempt on either
-    side are left out. Significant when ``p < 1 - confidence``.
+    - One attempt a row on both sides: the exact McNemar test on the rows that went from pass
+      to fail (worse) and from fail to pass (better).
+    - The same number of attempts on both sides of every row: the sign test on the change of
+      each row's pass fraction (the same binomial test; under no change a row is as likely to
+      fall as to rise because its two sides are alike).
+    - Otherwise (``--osmosis-n auto``, or a baseline run with another ``--osmosis-n``): a
+      fraction over 1 attempt and one over 8 are not alike, a row at 0.9 is far likelier to
+      "fall" from 1/1 to 7/8 than to rise from 0/1, and the sign test would call noise a
+      regression; the paired t-test on the changes needs only that they average zero.
+
+    Rows with no scored attempt on either side are left out. Significant when
+    ``p < 1 - confidence``.
     """
-    differences = [
-        after[0] / after[1] - before[0] / before[1]
-        for before, after in pairs
-        if before[1] > 0 and after[1] > 0
-    ]
-    repeats = any(
-        before[1] != 1 or after[1] != 1 for before, after in pairs if before[1] and after[1]
-    )
-    p_value = sign_test(differences)
+    scored = [(before, after) for before, after in pairs if before[1] > 0 and after[1] > 0]
+    differences = [after[0] / after[1] - before[0] / before[1] for before, after in scored]
+    if all(before[1] == after[1] for before, after in scored):
+        p_value = sign_test(differences)
+        one = all(before[1] == 1 for before, _ in scored)
+        method = "exact McNemar" if one else "sign test on per-row pass fractions"
+    else:
+        p_value = paired_t_test(differences)
+        method = "paired t-test on per-row pass fractions"
     return RegressionTest(
         worse=sum(1 for d in differences if d < 0),
         better=sum(1 for d in differences if d > 0),
         p_value=p_value,
         significant=p_value < 1.0 - confidence,
         confidence=confidence,
-        method="sign test on per-row pass fractions" if repeats else "exact McNemar",
+        method=method,
+        change=math.fsum(differences) / len(differences) if differences else 0.0,
     )
 
 

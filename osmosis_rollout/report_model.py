@@ -75,7 +75,11 @@ class ReportRegressionTest(_Open):
     significant: bool = Field(description="p_value < 1 - confidence")
     confidence: float = Field(description="the test's confidence")
     method: str = Field(
-        description="'exact McNemar' (one attempt a row) or 'sign test on per-row pass fractions'"
+        description="'exact McNemar' (one attempt a row), 'sign test on per-row pass fractions' "
+        "(equal repeats) or 'paired t-test on per-row pass fractions' (unequal attempts)"
+    )
+    change: float | None = Field(
+        default=None, description="mean change of the rows' pass fractions (negative: worse)"
     )
 
 

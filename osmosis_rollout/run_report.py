@@ -161,10 +161,13 @@ def report_head(
     preflight: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The report document with its per-row lists (``rows``, ``row_verdicts``) left empty,
-    for a writer to fill, or stream, row by row."""
+    for a writer to fill, or stream, row by row. The summary gains the intervals beside its
+    rates, at the run's ``confidence`` (``--osmosis-confidence``, else 0.95)."""
+    confidence = config.get("confidence")
+    level = float(confidence) if isinstance(confidence, int | float) else 0.95
     return {
         "schema": REPORT_SCHEMA,
-        "summary": summary,
+        "summary": {**summary, **summary_intervals(summary, level)},
         "rows": [],
         "row_verdicts": [],
         "not_run": list(not_run),
@@ -202,12 +205,5 @@ def rebuild_report(run_dir: Path) -> tuple[dict[str, Any], int]:
         finished=run.get("finished"),
         config=config,
         preflight=(run.get("finished") or {}).get("preflight") or (),
-    )
-    # The intervals beside the summary's rates, at the confidence the run used.
-    confidence = config.get("confidence")
-    document["summary"].update(
-        summary_intervals(
-            document["summary"], float(confidence) if isinstance(confidence, float) else 0.95
-        )
     )
     return document, bad

@@ -19,6 +19,9 @@ method comes from:
 - :func:`sign_test`: the same binomial test on the signs of paired differences (rows whose
   pass fraction fell against rows whose fraction rose, over repeats); with one attempt per
   row it *is* the exact McNemar test.
+- :func:`paired_t_test`: Student (1908) again, on paired differences: their mean over its
+  standard error. Unlike the sign test it needs no symmetry, only a mean of zero under no
+  change, so it compares pass fractions measured over different numbers of attempts.
 - :func:`paired_permutation_test`: Fisher, R. A. (1935). *The Design of Experiments*, ch. 3.
   Under no change each paired difference is as likely to have either sign; the p-value is
   the share of sign flips whose total is at least as far from zero as the observed one
@@ -40,6 +43,7 @@ method comes from:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import random
@@ -58,6 +62,7 @@ __all__ = [
     "mixture_radius",
     "normal_quantile",
     "paired_permutation_test",
+    "paired_t_test",
     "regularized_beta",
     "sign_test",
     "student_t_cdf",
@@ -176,6 +181,10 @@ def student_t_cdf(t: float, df: float) -> float:
     """``P(T <= t)`` for Student's t with ``df`` degrees of freedom."""
     if df <= 0:
         raise ValueError(f"degrees of freedom must be positive, got {df!r}")
+    if t * t < df:
+        # Near the median: the central part, I at t^2 / (df + t^2), keeps its precision.
+        half = 0.5 * regularized_beta(0.5, df / 2.0, t * t / (df + t * t))
+        return 0.5 + half if t > 0 else 0.5 - half
     tail = 0.5 * regularized_beta(df / 2.0, 0.5, df / (df + t * t))
     return 1.0 - tail if t > 0 else tail
 
@@ -269,6 +278,21 @@ def sign_test(differences: Sequence[float]) -> float:
     negative = sum(1 for d in differences if d < 0)
     positive = sum(1 for d in differences if d > 0)
     return mcnemar_exact(negative, positive)
+
+
+def paired_t_test(differences: Sequence[float]) -> float:
+    """The two-sided paired t-test's p-value: ``mean / (s / sqrt(n))`` on ``n - 1`` degrees
+    of freedom. Fewer than two differences, or all equal to zero, give 1; all equal and not
+    zero, 0."""
+    n = len(differences)
+    if n < 2:
+        return 1.0
+    mean = statistics.fmean(differences)
+    spread = statistics.stdev(differences)
+    if spread == 0.0:
+        return 1.0 if mean == 0.0 else 0.0
+    t = mean / (spread / math.sqrt(n))
+    return min(1.0, 2.0 * student_t_cdf(-abs(t), n - 1))
 
 
 def paired_permutation_test(
@@ -369,6 +393,7 @@ def mixture_radius(variance: float, confidence: float, *, tuned_variance: float)
     return math.sqrt(variance * _mixture_excess(rho * variance, log_inverse_alpha))
 
 
+@functools.lru_cache(maxsize=32)
 def _best_ratio(log_inverse_alpha: float) -> float:
     """The ``x = rho V`` that minimizes the mixture radius: ``1/x - log(1 + 1/x) = 2 log(1/alpha)``."""
     target = 2.0 * log_inverse_alpha

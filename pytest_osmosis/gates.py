@@ -27,7 +27,6 @@ from osmosis_rollout.gating import (
     attempts_gate,
     regression_test,
     rows_gate,
-    summary_intervals,
 )
 from osmosis_rollout.report_model import ReportFileError, read_report
 from pytest_osmosis.options import OsmosisSettings
@@ -108,8 +107,6 @@ class GateResult:
     exit_override: int | None = None
     verdicts: list[tuple[str, bool]] = field(default_factory=list)
     """``(line, passed)`` per gate, printed last, just before pytest's own summary."""
-    summary: dict[str, Any] = field(default_factory=dict)
-    """Keys the report's ``summary`` gains: the intervals beside its rates."""
 
 
 def row_counts(stats: dict[str, Any], verdict: str) -> RowCounts:
@@ -270,8 +267,19 @@ def apply_gates(
             )
             if regressed:
                 override = pytest.ExitCode.TESTS_FAILED
-    summary_extra = summary_intervals(summary, settings.confidence)
-    return GateResult(extra, lines, override, verdicts, summary_extra)
+    if settings.n_auto:
+        attempts, row_total = summary["total_samples"], rows["total"]
+        extra["auto"] = {
+            "attempts": attempts,
+            "rows": row_total,
+            "max_n": settings.max_n,
+            "fixed_n_attempts": settings.max_n * row_total,
+        }
+        lines.append(
+            f"attempts: auto spent {attempts} attempts over {row_total} rows "
+            f"(a fixed --osmosis-n {settings.max_n} would spend {settings.max_n * row_total})"
+        )
+    return GateResult(extra, lines, override, verdicts)
 
 
 def _gate_exit(ok: bool, other_failures: int, exitstatus: int) -> int | None:

@@ -404,6 +404,12 @@ def resolve_settings(
         )
     rule_text = pick("row_pass")
     repeats = _repeats(n, pick("max_n"))
+    if repeats[1] and (raw_value(config, "resume") or config.getoption("numprocesses", None)):
+        raise pytest.UsageError(
+            "--osmosis-n auto decides each row's attempts from the whole run's results, on one "
+            "process: it does not combine with --osmosis-resume or pytest-xdist's -n; give a "
+            "fixed --osmosis-n N there"
+        )
     confidence, gate_confidence, gate_undecided = _confidences(config, pick)
     ray = raw_value(config, "ray")
     if ray and (raw_value(config, "server") or _flag(config, "serve")):

@@ -71,6 +71,7 @@ from pytest_osmosis.verdict import AttemptResult, RowVerdict, row_verdict
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
+    from pytest_osmosis.auto_repeats import AutoRepeats
     from pytest_osmosis.engine import Engine
 
 ITEM_GRACE_SEC = 60.0
@@ -208,6 +209,8 @@ class OsmosisSession:
         self._watched: set[str] = set()
         self.watcher: RowWatcher | None = None
         """Told when a row's rollouts finish and while an item waits (the live progress)."""
+        self.auto: AutoRepeats | None = None
+        """``--osmosis-n auto``: how many attempts each row got (issue 29)."""
 
     def register(self) -> None:
         """Register this session as the ``osmosis-session`` plugin."""
@@ -238,13 +241,13 @@ class OsmosisSession:
             "policy": s.policy or (f"litellm:{s.model}" if s.model else None),
             "record_mode": s.record_mode,
             "pass_threshold": s.pass_threshold,
-            "n": s.n,
+            "n": f"auto (max {s.max_n})" if s.n_auto else s.n,
             "row_pass": s.row_pass.describe(),
             "concurrency": s.concurrency,
             "agent_timeout": s.agent_timeout,
             "grader_timeout": s.grader_timeout,
             "min_pass_rate": s.min_pass_rate,
-            "confidence": s.confidence,
+            "confidence": s.confidence,  # of the summary's intervals, for a rebuilt report
             "output": str(self.output),
         }
 
@@ -357,7 +360,7 @@ class OsmosisSession:
                     runner.run_attempt, row, attempt, cassette_key=cassette_key or row.key
                 ),
             )
-            for attempt in range(self.settings.n)
+            for attempt in range(self.row_attempts(key))
         ]
         watcher = self.watcher
         if watcher is not None:
@@ -483,7 +486,7 @@ class OsmosisSession:
         deadline = self.item_deadline()
         attempts: list[AttemptResult] = []
         submitted: list[float] = []
-        for attempt in range(self.settings.n):
+        for attempt in range(self.row_attempts(key)):
             future_key = f"{key}#{attempt}"
             future = scheduler.future(future_key)
             assert future is not None
@@ -522,6 +525,10 @@ class OsmosisSession:
         self._consumed.add(key)
         self._top_up()
         return verdict if verdict is not None else self._verdict(attempts)
+
+    def row_attempts(self, key: str) -> int:
+        """How many attempts the row under ``key`` gets: ``--osmosis-n``, or what auto gave it."""
+        return self.auto.attempts_for(key) if self.auto is not None else self.settings.n
 
     def _verdict(self, attempts: list[AttemptResult]) -> RowVerdict:
         settings = self.settings
@@ -637,6 +644,16 @@ class OsmosisSession:
             except OSError as exc:
                 self.write_failed(exc, "run.json")
         try:
+            if self.settings.n_auto:  # issue 29: every row's attempts, in rounds, first
+                from pytest_osmosis.auto_repeats import AutoRow, run_rounds
+
+                refs = [(item.nodeid, _row_ref(item)) for item in rows]
+                self.auto = run_rounds(
+                    self.ensure_engine(),
+                    self.settings,
+                    [AutoRow(key, ref.row, ref.cassette_key) for key, ref in refs if ref],
+                    deadline=self.item_deadline(),
+                )
             self.run_ahead([functools.partial(self._submit_item, item) for item in rows])
         except pytest.UsageError as exc:
             # A user mistake (no policy, a broken entrypoint): say it once and stop.
@@ -894,7 +911,6 @@ class OsmosisSession:
             extra["resume"] = plan.describe()
         # The report's rows are streamed from the journal into each file, never all at once.
         head = report.head(extra)
-        head["summary"].update(gates.summary)  # the intervals beside its rates (issue 29)
         writes = [
             OutputWrite(
                 "run file",

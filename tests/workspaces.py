@@ -73,3 +73,23 @@ def multiply_rows(
             row = {"id": f"case-{i}", **row}
         rows.append(row)
     return rows
+
+
+# A seeded flaky policy: row i passes each attempt with probability FLAKY_RATE, drawn from
+# a hash of (FLAKY_SEED, prompt, attempt), so two runs with different seeds are two draws.
+SEEDED_FLAKY_POLICY = '''
+import hashlib
+import os
+import re
+
+
+def policy(request):
+    """Right with probability FLAKY_RATE, drawn from a hash of (FLAKY_SEED, prompt, attempt)."""
+    text = request.messages[-1]["content"]
+    numbers = [int(n) for n in re.findall(r"-?\\d+", text)]
+    seed = os.environ.get("FLAKY_SEED", "0")
+    digest = hashlib.sha256(f"{seed}:{text}:{request.attempt}".encode()).digest()
+    if int.from_bytes(digest[:8], "big") / 2**64 >= float(os.environ.get("FLAKY_RATE", "0.85")):
+        return "no idea"
+    return f"The answer is {numbers[0] * numbers[1]}"
+'''

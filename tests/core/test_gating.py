@@ -83,11 +83,29 @@ def test_a_real_drop_is_a_significant_regression() -> None:
 
 
 def test_repeats_compare_each_rows_pass_fraction() -> None:
-    pairs = [((4, 4), (3, 4))] * 12 + [((2, 4), (2, 4))] * 5 + [((0, 3), (1, 4))]
+    pairs = [((4, 4), (3, 4))] * 12 + [((2, 4), (2, 4))] * 5 + [((0, 4), (1, 4))]
     test = regression_test(pairs, 0.95)
     assert (test.worse, test.better) == (12, 1)
     assert test.method == "sign test on per-row pass fractions"
     assert test.regressed
+
+
+def test_unequal_attempts_are_compared_by_the_mean_change_not_by_signs() -> None:
+    """Baseline once a row, now eight times: a 0.9 row "falls" from 1/1 to 7/8 far more often
+    than it "rises" from 0/1, so counting signs would call an unchanged policy a regression."""
+    rng = random.Random(3)
+    runs, fired, signs_fired = 200, 0, 0
+    for _ in range(runs):
+        pairs = [
+            ((int(rng.random() < 0.9), 1), (sum(rng.random() < 0.9 for _ in range(8)), 8))
+            for _ in range(100)
+        ]
+        test = regression_test(pairs, 0.95)
+        assert test.method == "paired t-test on per-row pass fractions"
+        fired += test.regressed
+        signs_fired += test.worse > 2 * test.better
+    assert fired / runs <= 0.05
+    assert signs_fired / runs > 0.9
 
 
 def test_an_unchanged_policy_fires_the_regression_test_at_most_at_its_error_rate() -> None:

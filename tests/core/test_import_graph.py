@@ -167,6 +167,7 @@ PLUGIN_LAYERS: dict[str, int] = {
     "pytest_osmosis.rollout_servers": 2,
     "pytest_osmosis.engine": 2,
     "pytest_osmosis.live": 2,
+    "pytest_osmosis.auto_repeats": 2,
     # 3: the session plugin, which owns the run's state and hooks
     "pytest_osmosis.session": 3,
     # 4: what pytest drives: start-up, collection, preflight, fixtures, xdist glue

@@ -10,28 +10,11 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from workspaces import multiply_rows
+from workspaces import SEEDED_FLAKY_POLICY, multiply_rows
 
 POLICY = "--osmosis-policy=policy.py:policy"
 DATASET = "--osmosis-dataset=data/test.jsonl"
 REPO = Path(__file__).resolve().parents[2]
-
-SEEDED_FLAKY_POLICY = '''
-import hashlib
-import os
-import re
-
-
-def policy(request):
-    """Right with probability FLAKY_RATE, drawn from a hash of (FLAKY_SEED, prompt, attempt)."""
-    text = request.messages[-1]["content"]
-    numbers = [int(n) for n in re.findall(r"-?\\d+", text)]
-    seed = os.environ.get("FLAKY_SEED", "0")
-    digest = hashlib.sha256(f"{seed}:{text}:{request.attempt}".encode()).digest()
-    if int.from_bytes(digest[:8], "big") / 2**64 >= float(os.environ.get("FLAKY_RATE", "0.85")):
-        return "no idea"
-    return f"The answer is {numbers[0] * numbers[1]}"
-'''
 
 
 def _verdict_line(result: pytest.RunResult, start: str) -> str:
@@ -124,12 +107,16 @@ def test_the_gate_at_a_confidence_passes_fails_or_stays_undecided(
         "--osmosis-min-pass-rate=0.8",
         "--osmosis-gate-confidence=0.95",
         "--osmosis-report=r.json",
+        "--osmosis-html=r.html",
         *extra,
     )
     assert _verdict_line(result, "gate: ").startswith(line)
     assert result.ret == exit_code
     gate = json.loads((root / "r.json").read_text())["gate"]
-    assert gate["outcome"] == line.split(": ")[2].split(" at ")[0]
+    outcome = line.split(": ")[2].split(" at ")[0]
+    assert gate["outcome"] == outcome
+    interval = line.split(" vs ")[0].split(" ", 3)[3]  # "82.5% [68.1%, 91.3%]"
+    assert f"gate: pass rate {interval} (95%) vs 80.0%: {outcome}" in (root / "r.html").read_text()
     assert gate["interval"]["method"] == "wilson"
     assert gate["passed"] is (exit_code == 0)
 
@@ -187,7 +174,15 @@ def test_an_unchanged_flaky_policy_is_not_a_regression(
     assert any(text.startswith("  REGRESSED ") for text in judged.stdout.lines)
     assert judged.ret == pytest.ExitCode.OK
     test = json.loads((root / "now.json").read_text())["baseline"]["test"]
-    assert set(test) == {"worse", "better", "p_value", "significant", "confidence", "method"}
+    assert set(test) == {
+        "worse",
+        "better",
+        "p_value",
+        "significant",
+        "confidence",
+        "method",
+        "change",
+    }
     assert test["significant"] is False and test["method"] == "exact McNemar"
     assert f"rows worse, {test['better']} better" in line
 
