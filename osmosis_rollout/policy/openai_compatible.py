@@ -13,6 +13,8 @@ The routing rule (:func:`openai_route`), decided once when the policy is made:
   ``api_key`` or ``$HOSTED_VLLM_API_KEY`` (else ``fake-api-key``, as LiteLLM sends).
   LiteLLM's vLLM request fixes are applied (``strict`` and ``additionalProperties: false``
   dropped from tool schemas, ``thinking_blocks`` from assistant messages).
+- ``litellm_proxy/MODEL``: here, at ``api_base`` or ``$LITELLM_PROXY_API_BASE``, with
+  ``api_key`` or ``$LITELLM_PROXY_API_KEY`` (LiteLLM forwards such a call untransformed).
 - ``openai/MODEL`` with a base URL (``api_base``/``base_url``, else ``$OPENAI_BASE_URL``
   or ``$OPENAI_API_BASE``) that is not OpenAI's own API: here, with ``api_key`` or
   ``$OPENAI_API_KEY``. Against ``api.openai.com`` (or with no base URL) LiteLLM keeps the
@@ -112,7 +114,7 @@ class OpenAIRoute:
     """Where and how an OpenAI-compatible call goes: resolved once, when the policy is made."""
 
     provider: str
-    """``openai`` or ``hosted_vllm``: the LiteLLM provider prefix, for the cost map."""
+    """``openai``, ``hosted_vllm`` or ``litellm_proxy``: the LiteLLM provider prefix."""
     model: str
     """The model as the server names it (the id without its provider prefix)."""
     base_url: str
@@ -171,6 +173,9 @@ def openai_route(
     if provider == "hosted_vllm":
         base = given_base or _env("HOSTED_VLLM_API_BASE")
         key = given_key or _env("HOSTED_VLLM_API_KEY") or "fake-api-key"
+    elif provider == "litellm_proxy":
+        base = given_base or _env("LITELLM_PROXY_API_BASE")
+        key = given_key or _env("LITELLM_PROXY_API_KEY")
     elif provider == "openai":
         base = given_base or _env("OPENAI_BASE_URL", "OPENAI_API_BASE")
         key = given_key or _env("OPENAI_API_KEY")
