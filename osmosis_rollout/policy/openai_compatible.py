@@ -28,8 +28,8 @@ Here a call is one ``POST {base}/chat/completions`` with the request's own field
 refused ones already dropped by the policy), streamed when the request streams
 (``stream_options.include_usage`` added so usage comes back), on one pooled ``AsyncOpenAI``
 client per policy and event loop (a connection belongs to the loop that opened it; the
-plugin's policy endpoint runs one loop). Its pool holds ``max_connections`` connections, kept
-alive between calls. Retries are the SDK's: ``num_retries`` (else ``max_retries``, else 2)
+plugin's policy endpoint runs one loop). It holds at most ``max_connections`` connections,
+kept alive between calls, in pools of 16 (a pool's cost per call grows with its size). Retries are the SDK's: ``num_retries`` (else ``max_retries``, else 2)
 retries of connection errors, 408, 409, 429 and 5xx, waiting what ``Retry-After`` /
 ``retry-after-ms`` says (else an exponential backoff). A failure raises the SDK's error
 (``RateLimitError``, ``InternalServerError``, ... with its ``status_code``), the names
@@ -40,11 +40,14 @@ one (:func:`~osmosis_rollout.policy.accounting.litellm_cost`).
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib
 import json
 import os
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,6 +64,8 @@ DEFAULT_TIMEOUT_S = 600.0
 """Seconds a call may take when no ``timeout`` is given (the ``openai`` SDK's default)."""
 DEFAULT_MAX_CONNECTIONS = 32
 """Pool size when the policy is not told how many calls run at once."""
+REQUESTS_PER_POOL = 16
+"""Connections per pool: the client's connections are split over pools of this many."""
 
 # Below the 5 s keep-alive of uvicorn and most inference servers: an idle connection is
 # dropped by the pool before the server closes it, so no call goes out on a closing one.
@@ -226,6 +231,76 @@ def _clean_message(message: Any, vllm: bool) -> Any:
     return cleaned
 
 
+@functools.cache
+def _sharded_transport_type(http: ModuleType) -> type[Any]:
+    """A transport over connection pools of ``http`` (``httpx`` or ``httpx2``: the one the
+    installed ``openai`` SDK is built on), of the given ``sizes``.
+
+    A pool scans every one of its connections whenever a request starts or a response
+    closes: with 256 calls in flight on one pool that scan was over half the policy's CPU.
+    A request goes to the first pool with a free connection (so the first pools' connections
+    stay warm), opening the next pool only when every open one is busy; with all busy, the
+    least loaded pool queues it. Its place is given back when its response closes, or when
+    it fails.
+    """
+
+    class Releasing(http.AsyncByteStream):  # type: ignore[misc, name-defined]
+        def __init__(self, stream: Any, release: Callable[[], None]) -> None:
+            self._stream = stream
+            self._release: Callable[[], None] | None = release
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            async for part in self._stream:
+                yield part
+
+        async def aclose(self) -> None:
+            try:
+                await self._stream.aclose()
+            finally:
+                release, self._release = self._release, None
+                if release is not None:
+                    release()
+
+    class ShardedPools(http.AsyncBaseTransport):  # type: ignore[misc, name-defined]
+        def __init__(self, factory: Callable[[int], Any], sizes: list[int]) -> None:
+            self._factory, self._sizes = factory, sizes
+            self.pools: list[Any] = []
+            self.loads: list[int] = []
+
+        def _acquire(self) -> int:
+            for index, load in enumerate(self.loads):
+                if load < self._sizes[index]:
+                    break
+            else:
+                if len(self.pools) < len(self._sizes):
+                    self.pools.append(self._factory(self._sizes[len(self.pools)]))
+                    self.loads.append(0)
+                    index = len(self.pools) - 1
+                else:  # every connection busy: the least loaded pool queues the request
+                    index = min(range(len(self.loads)), key=self.loads.__getitem__)
+            self.loads[index] += 1
+            return index
+
+        def _release(self, index: int) -> None:
+            self.loads[index] -= 1
+
+        async def handle_async_request(self, request: Any) -> Any:
+            index = self._acquire()
+            try:
+                response = await self.pools[index].handle_async_request(request)
+            except BaseException:
+                self._release(index)
+                raise
+            response.stream = Releasing(response.stream, lambda: self._release(index))
+            return response
+
+        async def aclose(self) -> None:
+            for pool in self.pools:
+                await pool.aclose()
+
+    return ShardedPools
+
+
 class OpenAICompatibleClient:
     """Send chat-completions calls down one :class:`OpenAIRoute`; see the module docstring.
 
@@ -257,11 +332,23 @@ class OpenAICompatibleClient:
         if client is None:
             openai = require_extra("openai", extra="litellm")
             route = self.route
-            limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
-                max_connections=self.max_connections,
-                max_keepalive_connections=self.max_connections,
-                keepalive_expiry=_KEEPALIVE_EXPIRY_S,
+            # The HTTP library the installed SDK is built on (httpx, or httpx2 from openai 3).
+            http = importlib.import_module(
+                type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
             )
+            full, rest = divmod(self.max_connections, REQUESTS_PER_POOL)
+            sizes = [REQUESTS_PER_POOL] * full + ([rest] if rest else [])
+            tls = http.create_ssl_context()  # loaded once, not once per pool
+
+            def pool(size: int) -> Any:
+                limits = http.Limits(
+                    max_connections=size,
+                    max_keepalive_connections=size,
+                    keepalive_expiry=_KEEPALIVE_EXPIRY_S,
+                )
+                return http.AsyncHTTPTransport(verify=tls, limits=limits)
+
+            transport = _sharded_transport_type(http)(pool, sizes)
             client = openai.AsyncOpenAI(
                 api_key=route.api_key,
                 organization=route.organization,
@@ -269,7 +356,9 @@ class OpenAICompatibleClient:
                 timeout=route.timeout_s,
                 max_retries=route.max_retries,
                 default_headers=dict(route.headers) or None,
-                http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=route.timeout_s),
+                http_client=openai.DefaultAsyncHttpxClient(
+                    transport=transport, timeout=route.timeout_s
+                ),
             )
             self._clients[loop] = client
         return client

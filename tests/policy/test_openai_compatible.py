@@ -181,14 +181,17 @@ def test_vllm_gets_the_request_fixes_litellm_applies(tools: dict[str, Any]) -> N
     assert body["temperature"] == 0.2 and "drop_params" not in body and "stream" not in body
 
 
-async def test_one_pool_bounded_by_max_connections_serves_every_call(stub_provider: Any) -> None:
+@pytest.mark.parametrize(("size", "calls"), [(3, 12), (20, 60)], ids=["one-pool", "two-pools"])
+async def test_one_client_bounded_by_max_connections_serves_every_call(
+    stub_provider: Any, size: int, calls: int
+) -> None:
     stub_provider.latency_s = 0.05
     policy = LiteLLMPolicy(
-        "openai/stub-model", api_base=stub_provider.base_url, api_key=KEY, max_connections=3
+        "openai/stub-model", api_base=stub_provider.base_url, api_key=KEY, max_connections=size
     )
-    replies = await asyncio.gather(*(policy.complete(_request(f"q{i}")) for i in range(12)))
-    assert [reply.content for reply in replies] == ["stub says hi"] * 12
-    assert stub_provider.max_in_flight <= 3, "no more calls in flight than the pool holds"
-    assert len(set(stub_provider.peers)) <= 3, "connections are reused, not opened per call"
+    replies = await asyncio.gather(*(policy.complete(_request(f"q{i}")) for i in range(calls)))
+    assert [reply.content for reply in replies] == ["stub says hi"] * calls
+    assert stub_provider.max_in_flight <= size, "no more calls in flight than connections"
+    assert len(set(stub_provider.peers)) <= size, "connections are reused, not opened per call"
     await policy.complete(_request("once more"))
     assert stub_provider.peers[-1] in stub_provider.peers[:-1], "a later call reuses a connection"
