@@ -29,9 +29,10 @@ refused ones already dropped by the policy), streamed when the request streams
 (``stream_options.include_usage`` added so usage comes back), on one pooled ``AsyncOpenAI``
 client per policy and event loop (a connection belongs to the loop that opened it; the
 plugin's policy endpoint runs one loop). It holds at most ``max_connections`` connections,
-kept alive between calls, in pools of 16 (a pool's cost per call grows with its size). Retries are the SDK's: ``num_retries`` (else ``max_retries``, else 2)
-retries of connection errors, 408, 409, 429 and 5xx, waiting what ``Retry-After`` /
-``retry-after-ms`` says (else an exponential backoff). A failure raises the SDK's error
+kept alive between calls, in pools of 16 (:mod:`~osmosis_rollout.policy.connection_pools`).
+Retries are the SDK's: ``num_retries`` (else ``max_retries``, else 2) retries of connection
+errors, 408, 409, 429 and 5xx, waiting what ``Retry-After`` / ``retry-after-ms`` says (else
+an exponential backoff). A failure raises the SDK's error
 (``RateLimitError``, ``InternalServerError``, ... with its ``status_code``), the names
 LiteLLM's errors carry. The cost is LiteLLM's cost map's price for the model when it has
 one (:func:`~osmosis_rollout.policy.accounting.litellm_cost`).
@@ -40,20 +41,19 @@ one (:func:`~osmosis_rollout.policy.accounting.litellm_cost`).
 from __future__ import annotations
 
 import asyncio
-import functools
 import importlib
 import json
 import os
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
 from osmosis_rollout._imports import require_extra
 from osmosis_rollout.errors import PolicyError
 from osmosis_rollout.policy.accounting import litellm_cost
+from osmosis_rollout.policy.connection_pools import pool_sizes, pooled_transport
 from osmosis_rollout.policy.types import ChatReply, ToolCall, Usage, new_call_id
 
 __all__ = ["OpenAICompatibleClient", "OpenAIRoute", "openai_route"]
@@ -64,8 +64,6 @@ DEFAULT_TIMEOUT_S = 600.0
 """Seconds a call may take when no ``timeout`` is given (the ``openai`` SDK's default)."""
 DEFAULT_MAX_CONNECTIONS = 32
 """Pool size when the policy is not told how many calls run at once."""
-REQUESTS_PER_POOL = 16
-"""Connections per pool: the client's connections are split over pools of this many."""
 
 # Below the 5 s keep-alive of uvicorn and most inference servers: an idle connection is
 # dropped by the pool before the server closes it, so no call goes out on a closing one.
@@ -231,76 +229,6 @@ def _clean_message(message: Any, vllm: bool) -> Any:
     return cleaned
 
 
-@functools.cache
-def _sharded_transport_type(http: ModuleType) -> type[Any]:
-    """A transport over connection pools of ``http`` (``httpx`` or ``httpx2``: the one the
-    installed ``openai`` SDK is built on), of the given ``sizes``.
-
-    A pool scans every one of its connections whenever a request starts or a response
-    closes: with 256 calls in flight on one pool that scan was over half the policy's CPU.
-    A request goes to the first pool with a free connection (so the first pools' connections
-    stay warm), opening the next pool only when every open one is busy; with all busy, the
-    least loaded pool queues it. Its place is given back when its response closes, or when
-    it fails.
-    """
-
-    class Releasing(http.AsyncByteStream):  # type: ignore[misc, name-defined]
-        def __init__(self, stream: Any, release: Callable[[], None]) -> None:
-            self._stream = stream
-            self._release: Callable[[], None] | None = release
-
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            async for part in self._stream:
-                yield part
-
-        async def aclose(self) -> None:
-            try:
-                await self._stream.aclose()
-            finally:
-                release, self._release = self._release, None
-                if release is not None:
-                    release()
-
-    class ShardedPools(http.AsyncBaseTransport):  # type: ignore[misc, name-defined]
-        def __init__(self, factory: Callable[[int], Any], sizes: list[int]) -> None:
-            self._factory, self._sizes = factory, sizes
-            self.pools: list[Any] = []
-            self.loads: list[int] = []
-
-        def _acquire(self) -> int:
-            for index, load in enumerate(self.loads):
-                if load < self._sizes[index]:
-                    break
-            else:
-                if len(self.pools) < len(self._sizes):
-                    self.pools.append(self._factory(self._sizes[len(self.pools)]))
-                    self.loads.append(0)
-                    index = len(self.pools) - 1
-                else:  # every connection busy: the least loaded pool queues the request
-                    index = min(range(len(self.loads)), key=self.loads.__getitem__)
-            self.loads[index] += 1
-            return index
-
-        def _release(self, index: int) -> None:
-            self.loads[index] -= 1
-
-        async def handle_async_request(self, request: Any) -> Any:
-            index = self._acquire()
-            try:
-                response = await self.pools[index].handle_async_request(request)
-            except BaseException:
-                self._release(index)
-                raise
-            response.stream = Releasing(response.stream, lambda: self._release(index))
-            return response
-
-        async def aclose(self) -> None:
-            for pool in self.pools:
-                await pool.aclose()
-
-    return ShardedPools
-
-
 class OpenAICompatibleClient:
     """Send chat-completions calls down one :class:`OpenAIRoute`; see the module docstring.
 
@@ -336,8 +264,7 @@ class OpenAICompatibleClient:
             http = importlib.import_module(
                 type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
             )
-            full, rest = divmod(self.max_connections, REQUESTS_PER_POOL)
-            sizes = [REQUESTS_PER_POOL] * full + ([rest] if rest else [])
+            sizes = pool_sizes(self.max_connections)
             tls = http.create_ssl_context()  # loaded once, not once per pool
 
             def pool(size: int) -> Any:
@@ -348,7 +275,7 @@ class OpenAICompatibleClient:
                 )
                 return http.AsyncHTTPTransport(verify=tls, limits=limits)
 
-            transport = _sharded_transport_type(http)(pool, sizes)
+            transport = pooled_transport(http, pool, sizes)
             client = openai.AsyncOpenAI(
                 api_key=route.api_key,
                 organization=route.organization,

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy
+from osmosis_rollout.policy.connection_pools import pool_sizes
 from osmosis_rollout.policy.openai_compatible import openai_route
 
 KEY = "sk-stub-0123456789abcdef"
@@ -195,3 +196,9 @@ async def test_one_client_bounded_by_max_connections_serves_every_call(
     assert len(set(stub_provider.peers)) <= size, "connections are reused, not opened per call"
     await policy.complete(_request("once more"))
     assert stub_provider.peers[-1] in stub_provider.peers[:-1], "a later call reuses a connection"
+
+
+def test_connections_are_split_over_pools_of_sixteen() -> None:
+    assert pool_sizes(3) == [3]
+    assert pool_sizes(20) == [16, 4]
+    assert pool_sizes(256) == [16] * 16
