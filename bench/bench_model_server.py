@@ -18,8 +18,9 @@ answering after 0 ms, 200 ms or 2 s), at concurrency 32 and 256. Four ways, one 
 
 Rates are over the run phase (imports excluded); CPU is the client process's
 ``getrusage`` user+system over that span, per rollout (the model server's is not counted).
-Then ``--cpu-calls`` sequential ``LiteLLMPolicy.complete`` calls on each route against the
-0 ms server give the policy side's CPU per model call (``time.process_time``).
+Then ``LiteLLMPolicy.complete`` calls on each route against the 0 ms server, 1, 32 and 256 in
+flight (at least ``--cpu-calls``), give the policy side's CPU per model call
+(``time.process_time``; the model server's is not counted).
 
     .venv/bin/python bench/bench_model_server.py [--latencies 0,200,2000]
         [--concurrency 32,256] [--min-rows 200] [--repeats 1] [--cpu-calls 500]
@@ -151,24 +152,30 @@ from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy
 base_url, key, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
 TOOL = {"type": "function", "function": {"name": "multiply", "parameters": {
     "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}
+REQUEST = ChatRequest(messages=[{"role": "user", "content": "What is 6 times 7?"}],
+                      tools=[TOOL], params={"temperature": 1.0, "max_tokens": 256},
+                      rollout_id="cpu")
 
 
-async def measure(force):
+async def measure(force, in_flight):
     policy = LiteLLMPolicy("openai/bench-model", api_base=base_url, api_key=key,
-                           force_litellm=force)
-    request = ChatRequest(messages=[{"role": "user", "content": "What is 6 times 7?"}],
-                          tools=[TOOL], params={"temperature": 1.0, "max_tokens": 256},
-                          rollout_id="cpu")
-    for _ in range(20):  # warm: imports, connections, caches
-        await policy.complete(request)
+                           force_litellm=force, max_connections=in_flight)
+    gate = asyncio.Semaphore(in_flight)
+
+    async def one():
+        async with gate:
+            await policy.complete(REQUEST)
+
+    await asyncio.gather(*(one() for _ in range(max(20, in_flight))))  # warm: imports, pool
+    n = max(calls, 4 * in_flight)
     t0 = time.process_time()
-    for _ in range(calls):
-        await policy.complete(request)
-    return {"route": policy.route, "cpu_ms": 1000 * (time.process_time() - t0) / calls}
+    await asyncio.gather(*(one() for _ in range(n)))
+    return {"route": policy.route, "in_flight": in_flight,
+            "cpu_ms": 1000 * (time.process_time() - t0) / n}
 
 
 async def main():
-    return [await measure(False), await measure(True)]
+    return [await measure(force, n) for force in (False, True) for n in (1, 32, 256)]
 
 
 with open(os.environ["BENCH_REPORT"], "w") as fh:
@@ -358,11 +365,14 @@ def main() -> None:
         )
     )
     if cpu_routes:
-        print(f"\npolicy side, {args.cpu_calls} sequential LiteLLMPolicy.complete calls at 0 ms:")
+        print(
+            f"\npolicy side: LiteLLMPolicy.complete against the 0 ms server, at least "
+            f"{args.cpu_calls} calls (4 x in flight), time.process_time per call:"
+        )
         print(
             table(
-                ["route", "cpu ms per model call"],
-                [[r["route"], f"{r['cpu_ms']:.3f}"] for r in cpu_routes],
+                ["route", "calls in flight", "cpu ms per model call"],
+                [[r["route"], r["in_flight"], f"{r['cpu_ms']:.3f}"] for r in cpu_routes],
             )
         )
 

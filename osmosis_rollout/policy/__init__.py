@@ -3,7 +3,8 @@
 Three kinds behind one interface (``async def complete(ChatRequest) -> ChatReply``):
 
 - scripted (:func:`as_policy`, :class:`ScriptedPolicy`): a callable or a list of replies;
-- a real model through LiteLLM (:class:`LiteLLMPolicy`);
+- a real model (:class:`LiteLLMPolicy`): through LiteLLM, or through the ``openai`` SDK for
+  an OpenAI-compatible server of your own (:mod:`~osmosis_rollout.policy.openai_compatible`);
 - record and replay of any policy into JSON cassettes (:class:`RecordingPolicy`).
 
 The HTTP endpoint serving them is :class:`PolicyServer` (``endpoint.py``; also importable

@@ -167,6 +167,11 @@ class LiteLLMPolicy:
         """``"openai"`` when calls go through the ``openai`` SDK, ``"litellm"`` otherwise."""
         return "litellm" if self._openai is None else "openai"
 
+    @property
+    def pool_size(self) -> int | None:
+        """Connections the ``openai`` route's pool holds (None when calls go through LiteLLM)."""
+        return None if self._openai is None else self._openai.max_connections
+
     def build_kwargs(self, request: ChatRequest) -> dict[str, Any]:
         """The keyword arguments passed to ``litellm.acompletion`` for ``request``."""
         kwargs: dict[str, Any] = dict(self.default_params)

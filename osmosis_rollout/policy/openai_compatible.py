@@ -13,6 +13,8 @@ The routing rule (:func:`openai_route`), decided once when the policy is made:
   ``api_key`` or ``$HOSTED_VLLM_API_KEY`` (else ``fake-api-key``, as LiteLLM sends).
   LiteLLM's vLLM request fixes are applied (``strict`` and ``additionalProperties: false``
   dropped from tool schemas, ``thinking_blocks`` from assistant messages).
+- ``litellm_proxy/MODEL``: here, at ``api_base`` or ``$LITELLM_PROXY_API_BASE``, with
+  ``api_key`` or ``$LITELLM_PROXY_API_KEY`` (LiteLLM forwards such a call untransformed).
 - ``openai/MODEL`` with a base URL (``api_base``/``base_url``, else ``$OPENAI_BASE_URL``
   or ``$OPENAI_API_BASE``) that is not OpenAI's own API: here, with ``api_key`` or
   ``$OPENAI_API_KEY``. Against ``api.openai.com`` (or with no base URL) LiteLLM keeps the
@@ -26,10 +28,11 @@ Here a call is one ``POST {base}/chat/completions`` with the request's own field
 refused ones already dropped by the policy), streamed when the request streams
 (``stream_options.include_usage`` added so usage comes back), on one pooled ``AsyncOpenAI``
 client per policy and event loop (a connection belongs to the loop that opened it; the
-plugin's policy endpoint runs one loop). Its pool holds ``max_connections`` connections, kept
-alive between calls. Retries are the SDK's: ``num_retries`` (else ``max_retries``, else 2)
-retries of connection errors, 408, 409, 429 and 5xx, waiting what ``Retry-After`` /
-``retry-after-ms`` says (else an exponential backoff). A failure raises the SDK's error
+plugin's policy endpoint runs one loop). It holds at most ``max_connections`` connections,
+kept alive between calls, in pools of 16 (:mod:`~osmosis_rollout.policy.connection_pools`).
+Retries are the SDK's: ``num_retries`` (else ``max_retries``, else 2) retries of connection
+errors, 408, 409, 429 and 5xx, waiting what ``Retry-After`` / ``retry-after-ms`` says (else
+an exponential backoff). A failure raises the SDK's error
 (``RateLimitError``, ``InternalServerError``, ... with its ``status_code``), the names
 LiteLLM's errors carry. The cost is LiteLLM's cost map's price for the model when it has
 one (:func:`~osmosis_rollout.policy.accounting.litellm_cost`).
@@ -38,6 +41,7 @@ one (:func:`~osmosis_rollout.policy.accounting.litellm_cost`).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import weakref
@@ -49,6 +53,7 @@ from urllib.parse import urlsplit
 from osmosis_rollout._imports import require_extra
 from osmosis_rollout.errors import PolicyError
 from osmosis_rollout.policy.accounting import litellm_cost
+from osmosis_rollout.policy.connection_pools import pool_sizes, pooled_transport
 from osmosis_rollout.policy.types import ChatReply, ToolCall, Usage, new_call_id
 
 __all__ = ["OpenAICompatibleClient", "OpenAIRoute", "openai_route"]
@@ -112,7 +117,7 @@ class OpenAIRoute:
     """Where and how an OpenAI-compatible call goes: resolved once, when the policy is made."""
 
     provider: str
-    """``openai`` or ``hosted_vllm``: the LiteLLM provider prefix, for the cost map."""
+    """``openai``, ``hosted_vllm`` or ``litellm_proxy``: the LiteLLM provider prefix."""
     model: str
     """The model as the server names it (the id without its provider prefix)."""
     base_url: str
@@ -171,6 +176,9 @@ def openai_route(
     if provider == "hosted_vllm":
         base = given_base or _env("HOSTED_VLLM_API_BASE")
         key = given_key or _env("HOSTED_VLLM_API_KEY") or "fake-api-key"
+    elif provider == "litellm_proxy":
+        base = given_base or _env("LITELLM_PROXY_API_BASE")
+        key = given_key or _env("LITELLM_PROXY_API_KEY")
     elif provider == "openai":
         base = given_base or _env("OPENAI_BASE_URL", "OPENAI_API_BASE")
         key = given_key or _env("OPENAI_API_KEY")
@@ -252,11 +260,22 @@ class OpenAICompatibleClient:
         if client is None:
             openai = require_extra("openai", extra="litellm")
             route = self.route
-            limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
-                max_connections=self.max_connections,
-                max_keepalive_connections=self.max_connections,
-                keepalive_expiry=_KEEPALIVE_EXPIRY_S,
+            # The HTTP library the installed SDK is built on (httpx, or httpx2 from openai 3).
+            http = importlib.import_module(
+                type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
             )
+            sizes = pool_sizes(self.max_connections)
+            tls = http.create_ssl_context()  # loaded once, not once per pool
+
+            def pool(size: int) -> Any:
+                limits = http.Limits(
+                    max_connections=size,
+                    max_keepalive_connections=size,
+                    keepalive_expiry=_KEEPALIVE_EXPIRY_S,
+                )
+                return http.AsyncHTTPTransport(verify=tls, limits=limits)
+
+            transport = pooled_transport(http, pool, sizes)
             client = openai.AsyncOpenAI(
                 api_key=route.api_key,
                 organization=route.organization,
@@ -264,7 +283,9 @@ class OpenAICompatibleClient:
                 timeout=route.timeout_s,
                 max_retries=route.max_retries,
                 default_headers=dict(route.headers) or None,
-                http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=route.timeout_s),
+                http_client=openai.DefaultAsyncHttpxClient(
+                    transport=transport, timeout=route.timeout_s
+                ),
             )
             self._clients[loop] = client
         return client

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy
+from osmosis_rollout.policy.connection_pools import pool_sizes
 from osmosis_rollout.policy.openai_compatible import openai_route
 
 KEY = "sk-stub-0123456789abcdef"
@@ -22,6 +23,8 @@ def _no_provider_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         "OPENAI_ORGANIZATION",
         "HOSTED_VLLM_API_BASE",
         "HOSTED_VLLM_API_KEY",
+        "LITELLM_PROXY_API_BASE",
+        "LITELLM_PROXY_API_KEY",
     ):
         monkeypatch.delenv(name, raising=False)
 
@@ -38,6 +41,7 @@ def _request(content: str = "hello", **params: Any) -> ChatRequest:
         ("openai/qwen3", {"api_base": "http://127.0.0.1:8000/v1", "api_key": "k"}, "openai"),
         ("openai/qwen3", {"base_url": "http://10.0.0.5/v1", "api_key": "k"}, "openai"),
         ("hosted_vllm/qwen3", {"api_base": "http://127.0.0.1:8000/v1"}, "openai"),
+        ("litellm_proxy/qwen3", {"api_base": "http://127.0.0.1:4000", "api_key": "k"}, "openai"),
         ("openai/gpt-5-mini", {"api_key": "k"}, "litellm"),
         ("openai/gpt-5-mini", {"api_base": "https://api.openai.com/v1", "api_key": "k"}, "litellm"),
         ("openai/qwen3", {"api_base": "http://127.0.0.1:8000/v1"}, "litellm"),
@@ -58,6 +62,7 @@ def _request(content: str = "hello", **params: Any) -> ChatRequest:
         "openai-api-base",
         "openai-base-url",
         "hosted-vllm",
+        "litellm-proxy",
         "openai-own-api-default",
         "openai-own-api-explicit",
         "openai-without-key",
@@ -104,6 +109,56 @@ def test_retries_and_timeout_follow_the_litellm_parameters() -> None:
         LiteLLMPolicy("openai/m", max_connections=0, **base)
 
 
+@pytest.mark.parametrize("provider", ["openai", "hosted_vllm", "litellm_proxy"])
+async def test_both_routes_send_the_provider_the_same_body(
+    stub_provider: Any, tools: dict[str, Any], provider: str
+) -> None:
+    request = ChatRequest(
+        messages=[
+            {"role": "system", "content": "Add with the tool."},
+            {"role": "user", "content": "2+3?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "5"},
+        ],
+        tools=[tools["add"], tools["mul"]],
+        params={
+            "temperature": 0.3,
+            "top_p": 0.8,
+            "max_tokens": 50,
+            "stop": ["END"],
+            "seed": 11,
+            "tool_choice": "auto",
+            "parallel_tool_calls": False,
+            "response_format": {"type": "json_object"},
+            "top_k": 5,
+        },
+        rollout_id="r",
+    )
+    for force_litellm in (False, True):
+        policy = LiteLLMPolicy(
+            f"{provider}/stub-model",
+            api_base=stub_provider.base_url,
+            api_key=KEY,
+            force_litellm=force_litellm,
+        )
+        assert policy.route == ("litellm" if force_litellm else "openai")
+        reply = await policy.complete(request)
+        assert reply.content == "stub says hi"
+    direct, through_litellm = stub_provider.requests
+    through_litellm.pop("stream", None)  # LiteLLM may spell out "stream": false
+    assert direct == through_litellm
+
+
 def test_vllm_gets_the_request_fixes_litellm_applies(tools: dict[str, Any]) -> None:
     policy = LiteLLMPolicy("hosted_vllm/m", api_base="http://127.0.0.1/v1")
     request = ChatRequest(
@@ -127,14 +182,23 @@ def test_vllm_gets_the_request_fixes_litellm_applies(tools: dict[str, Any]) -> N
     assert body["temperature"] == 0.2 and "drop_params" not in body and "stream" not in body
 
 
-async def test_one_pool_bounded_by_max_connections_serves_every_call(stub_provider: Any) -> None:
+@pytest.mark.parametrize(("size", "calls"), [(3, 12), (20, 60)], ids=["one-pool", "two-pools"])
+async def test_one_client_bounded_by_max_connections_serves_every_call(
+    stub_provider: Any, size: int, calls: int
+) -> None:
     stub_provider.latency_s = 0.05
     policy = LiteLLMPolicy(
-        "openai/stub-model", api_base=stub_provider.base_url, api_key=KEY, max_connections=3
+        "openai/stub-model", api_base=stub_provider.base_url, api_key=KEY, max_connections=size
     )
-    replies = await asyncio.gather(*(policy.complete(_request(f"q{i}")) for i in range(12)))
-    assert [reply.content for reply in replies] == ["stub says hi"] * 12
-    assert stub_provider.max_in_flight <= 3, "no more calls in flight than the pool holds"
-    assert len(set(stub_provider.peers)) <= 3, "connections are reused, not opened per call"
+    replies = await asyncio.gather(*(policy.complete(_request(f"q{i}")) for i in range(calls)))
+    assert [reply.content for reply in replies] == ["stub says hi"] * calls
+    assert stub_provider.max_in_flight <= size, "no more calls in flight than connections"
+    assert len(set(stub_provider.peers)) <= size, "connections are reused, not opened per call"
     await policy.complete(_request("once more"))
     assert stub_provider.peers[-1] in stub_provider.peers[:-1], "a later call reuses a connection"
+
+
+def test_connections_are_split_over_pools_of_sixteen() -> None:
+    assert pool_sizes(3) == [3]
+    assert pool_sizes(20) == [16, 4]
+    assert pool_sizes(256) == [16] * 16

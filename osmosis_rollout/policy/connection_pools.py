@@ -1,0 +1,101 @@
+"""Connection pools of bounded size behind one HTTP client, for many calls in flight.
+
+An httpx connection pool scans every one of its connections whenever a request starts or a
+response closes (each idle one with a readability poll): with 256 calls in flight on one
+pool that scan was over half of the policy's CPU per model call. :func:`pooled_transport`
+splits a client's connections over pools of :data:`REQUESTS_PER_POOL`. It is built for the
+HTTP library the installed ``openai`` SDK uses (``httpx``, or ``httpx2`` from openai 3), so
+it can sit under an ``AsyncOpenAI`` client; :mod:`osmosis_rollout._sharded_transport` does
+the same for the rollout clients' own httpx client.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Callable
+from types import ModuleType
+from typing import Any
+
+__all__ = ["REQUESTS_PER_POOL", "pool_sizes", "pooled_transport"]
+
+REQUESTS_PER_POOL = 16
+"""Connections per pool."""
+
+
+def pool_sizes(max_connections: int) -> list[int]:
+    """Pools of :data:`REQUESTS_PER_POOL` connections (the last one smaller) holding
+    ``max_connections`` in all."""
+    full, rest = divmod(max_connections, REQUESTS_PER_POOL)
+    return [REQUESTS_PER_POOL] * full + ([rest] if rest else [])
+
+
+def pooled_transport(http: ModuleType, factory: Callable[[int], Any], sizes: list[int]) -> Any:
+    """An async transport of ``http`` over pools made by ``factory(size)``, one per ``sizes``.
+
+    A request goes to the first pool with a free connection (so the first pools' connections
+    stay warm), opening the next pool only when every open one is busy; with all busy, the
+    least loaded pool queues it. Its place is given back when its response closes, or when
+    it fails.
+    """
+    return _transport_type(http)(factory, sizes)
+
+
+@functools.cache
+def _transport_type(http: ModuleType) -> type[Any]:
+    """The transport class for ``http`` (its base classes come from that module)."""
+
+    class Releasing(http.AsyncByteStream):  # type: ignore[misc, name-defined]
+        def __init__(self, stream: Any, release: Callable[[], None]) -> None:
+            self._stream = stream
+            self._release: Callable[[], None] | None = release
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            async for part in self._stream:
+                yield part
+
+        async def aclose(self) -> None:
+            try:
+                await self._stream.aclose()
+            finally:
+                release, self._release = self._release, None
+                if release is not None:
+                    release()
+
+    class ShardedPools(http.AsyncBaseTransport):  # type: ignore[misc, name-defined]
+        def __init__(self, factory: Callable[[int], Any], sizes: list[int]) -> None:
+            self._factory, self._sizes = factory, sizes
+            self.pools: list[Any] = []
+            self.loads: list[int] = []
+
+        def _acquire(self) -> int:
+            for index, load in enumerate(self.loads):
+                if load < self._sizes[index]:
+                    break
+            else:
+                if len(self.pools) < len(self._sizes):
+                    self.pools.append(self._factory(self._sizes[len(self.pools)]))
+                    self.loads.append(0)
+                    index = len(self.pools) - 1
+                else:  # every connection busy: the least loaded pool queues the request
+                    index = min(range(len(self.loads)), key=self.loads.__getitem__)
+            self.loads[index] += 1
+            return index
+
+        def _release(self, index: int) -> None:
+            self.loads[index] -= 1
+
+        async def handle_async_request(self, request: Any) -> Any:
+            index = self._acquire()
+            try:
+                response = await self.pools[index].handle_async_request(request)
+            except BaseException:
+                self._release(index)
+                raise
+            response.stream = Releasing(response.stream, lambda: self._release(index))
+            return response
+
+        async def aclose(self) -> None:
+            for pool in self.pools:
+                await pool.aclose()
+
+    return ShardedPools

@@ -1,0 +1,57 @@
+"""``--osmosis-model``'s policy: its route (``--osmosis-force-litellm`` and its ini twin) and
+its connection pool (one connection per rollout in flight, ``--osmosis-concurrency``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from osmosis_rollout.integrations._litellm import import_litellm
+from pytest_osmosis.options import DEFAULT_CONCURRENCY, resolve_settings
+from pytest_osmosis.policy_choice import choose_policy
+
+SERVER = "http://127.0.0.1:9/v1"  # an OpenAI-compatible server of your own (never called here)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _litellm_loaded_first() -> None:
+    """Import LiteLLM before pytester snapshots ``sys.modules`` (module scope runs first):
+    choose_policy imports it, and a LiteLLM that pytester unloads after one test breaks the
+    next test's plugin loading."""
+    import_litellm()
+
+
+@pytest.fixture(autouse=True)
+def _model_server_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", SERVER)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-choice-0123456789")
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "route"),
+    [
+        ((), "", "openai"),
+        (("--osmosis-force-litellm",), "", "litellm"),
+        ((), "osmosis_force_litellm = true\n", "litellm"),
+        ((), "osmosis_force_litellm = false\n", "openai"),
+    ],
+    ids=["default", "flag", "ini", "ini-off"],
+)
+def test_the_switch_keeps_every_model_call_on_litellm(
+    pytester: pytest.Pytester, args: tuple[str, ...], ini: str, route: str
+) -> None:
+    pytester.makeini("[pytest]\n" + ini)
+    config = pytester.parseconfig("--osmosis-model=openai/qwen3", *args)
+    policy = choose_policy(config, resolve_settings(config))
+    assert policy.route == route
+
+
+@pytest.mark.parametrize(
+    ("args", "size"), [((), DEFAULT_CONCURRENCY), (("--osmosis-concurrency=7",), 7)]
+)
+def test_the_model_pool_holds_one_connection_per_rollout_in_flight(
+    pytester: pytest.Pytester, args: tuple[str, ...], size: int
+) -> None:
+    pytester.makeini("[pytest]\n")
+    config = pytester.parseconfig("--osmosis-model=openai/qwen3", *args)
+    policy = choose_policy(config, resolve_settings(config))
+    assert (policy.route, policy.pool_size) == ("openai", size)
