@@ -1,14 +1,18 @@
-"""The ``report.json`` document as a reader sees it: pydantic models and its JSON Schema.
+"""The records of a run, one model each: a row's attempt, its verdict, the run's summary.
 
-:func:`osmosis_rollout.run_report.build_report` writes the document; this module is how it
-is read back (``--osmosis-baseline``, tools that consume a run's report) and where its
-published JSON Schema comes from (``docs/report.schema.json``, regenerated with
-``python -m osmosis_rollout.report_model > docs/report.schema.json``).
+The same models describe a ``rows.jsonl`` journal line (:class:`JournalLine`: an attempt and
+its row's verdict, statistics and fingerprint) and ``report.json``'s rows
+(:class:`ReportAttempt`, :class:`ReportRowVerdict`): the journal is read through
+:class:`JournalLine` (:func:`osmosis_rollout.run_journal.read_journal` validates each line,
+naming the line that breaks it), and a report through :class:`ReportDocument`
+(``--osmosis-baseline``, tools that consume a run's report). The published JSON Schema
+comes from them (``docs/report.schema.json``, regenerated with
+``python -m osmosis_rollout.report_model > docs/report.schema.json``) and names every key
+with its meaning.
 
-The models pin down the keys a reader relies on and leave the rest open
-(``extra="allow"``): a report from a newer minor version still reads, and a file that is
-not a report fails with the field that is wrong. Reports written before the ``schema`` key
-existed read too (it defaults to ``None``).
+The models leave the rest open (``extra="allow"``): a report from a newer minor version
+still reads, and a file that is not a report fails with the field that is wrong. Reports
+written before the ``schema`` key existed read too (it defaults to ``None``).
 """
 
 from __future__ import annotations
@@ -19,10 +23,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from osmosis_rollout.run_report import REPORT_SCHEMA
-
 __all__ = [
     "REPORT_SCHEMA",
+    "Fingerprint",
+    "JournalLine",
     "ReportAttempt",
     "ReportBaseline",
     "ReportDocument",
@@ -31,30 +35,19 @@ __all__ = [
     "ReportRegressionTest",
     "ReportRowVerdict",
     "ReportSummary",
+    "RewardStats",
+    "RowCounts",
+    "RowStats",
     "read_report",
     "report_json_schema",
 ]
 
+REPORT_SCHEMA = "pytest-osmosis/report/v1"
+"""The ``schema`` of ``report.json`` written by this release."""
+
 
 class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
-
-
-class ReportAttempt(_Open):
-    """One attempt of one row (a line of ``rows``): the official ``index.jsonl`` keys plus ours."""
-
-    nodeid: str = Field(description="pytest node id of the row's item")
-    reward: float | None = Field(
-        default=None, description="the grader's reward; null when ungraded"
-    )
-    status: str | None = Field(default=None, description="the rollout's terminal status")
-
-
-class ReportRowVerdict(_Open):
-    """A row's verdict over its attempts, with its reward statistics."""
-
-    nodeid: str = Field(description="pytest node id of the row's item")
-    verdict: str = Field(description="'passed' or 'failed' under the row-pass rule")
 
 
 class ReportInterval(_Open):
@@ -64,6 +57,153 @@ class ReportInterval(_Open):
     high: float = Field(description="upper bound")
     confidence: float = Field(description="its confidence, e.g. 0.95 (--osmosis-confidence)")
     method: str = Field(description="how it was made, e.g. 'wilson' or 't'")
+
+
+class RewardStats(_Open):
+    """Statistics over numeric rewards."""
+
+    mean: float = Field(description="mean reward")
+    median: float = Field(description="median reward")
+    std: float = Field(description="population standard deviation (0 for one reward)")
+    min: float = Field(description="lowest reward")
+    max: float = Field(description="highest reward")
+    mean_interval: ReportInterval | None = Field(
+        default=None, description="interval of the mean reward (t), at the run's confidence"
+    )
+
+
+class ReportAttempt(_Open):
+    """One attempt of one row: the official ``index.jsonl`` keys plus ours (a line of the
+    report's ``rows``; the attempt part of a ``rows.jsonl`` line)."""
+
+    nodeid: str = Field(description="pytest node id of the row's item")
+    dataset: str | None = Field(default=None, description="the dataset file the row came from")
+    row_key: str | None = Field(
+        default=None, description="the row's id column, else row-<index in the file>"
+    )
+    row_index: int | None = Field(
+        default=None, description="position of the row among the selected rows"
+    )
+    source_row_index: int | None = Field(
+        default=None, description="0-based offset of the row in its dataset file"
+    )
+    run_index: int | None = Field(
+        default=None, description="which attempt of the row this is (0 to --osmosis-n - 1)"
+    )
+    rollout_id: str | None = Field(default=None, description="the rollout's id")
+    status: str | None = Field(
+        default=None, description="success | failed (the rollout errored) | skipped"
+    )
+    reward: float | None = Field(
+        default=None, description="the grader's reward; null when ungraded or errored"
+    )
+    passed: bool | None = Field(default=None, description="the reward reached the pass threshold")
+    error_type: str | None = Field(
+        default=None, description="the error category of a failed rollout"
+    )
+    err_message: str | None = Field(default=None, description="the failed rollout's message")
+    error_phase: str | None = Field(
+        default=None, description="workflow or grader: where user code failed, in-process"
+    )
+    blocked_loop: str | None = Field(
+        default=None, description="what blocked the rollouts' event loop during a failed attempt"
+    )
+    tokens: int | None = Field(default=None, description="tokens the policy used")
+    tokens_estimated: bool | None = Field(
+        default=None, description="tokens were estimated (the policy reported no usage)"
+    )
+    cost_usd: float | None = Field(
+        default=None, description="the attempt's cost in US dollars; null when not priced"
+    )
+    cost_estimated: bool | None = Field(
+        default=None, description="the cost was computed from estimated tokens"
+    )
+    duration_ms: float | None = Field(default=None, description="the rollout's wall time (ms)")
+    started_at: float | None = Field(
+        default=None, description="when the rollout started (Unix time, seconds)"
+    )
+    trajectory_filename: str | None = Field(
+        default=None, description="the attempt's trajectory.json"
+    )
+    diagnostics_path: str | None = Field(
+        default=None, description="the attempt's diagnostics file, when one was written"
+    )
+    last_assistant: str | None = Field(
+        default=None, description="the last assistant message of the trajectory"
+    )
+    policy_calls: int | None = Field(default=None, description="model calls the rollout made")
+
+
+class RowStats(_Open):
+    """A row's statistics over its attempts."""
+
+    attempts: int | None = Field(default=None, description="attempts run (--osmosis-n)")
+    passed_attempts: int | None = Field(
+        default=None, description="attempts that reached the threshold"
+    )
+    scored_attempts: int | None = Field(default=None, description="attempts not skipped")
+    flaky: bool | None = Field(default=None, description="some but not all scored attempts passed")
+    reward: RewardStats | None = Field(
+        default=None, description="reward statistics over the attempts with a reward"
+    )
+    pass_at_k: dict[str, float] | None = Field(
+        default=None, description="pass@k by k (two or more scored attempts)"
+    )
+    pass_hat_k: dict[str, float] | None = Field(
+        default=None, description="pass^k (every one of k attempts passes) by k"
+    )
+    cost_usd: float | None = Field(default=None, description="the attempts' cost, US dollars")
+
+
+class Fingerprint(_Open):
+    """What a row's result depends on: a resume runs the row again when any of it changed."""
+
+    row: str = Field(description="hash of the row's content and label")
+    entrypoint: str | None = Field(description="the rollout entrypoint and its file's hash")
+    policy: str | None = Field(description="the policy (a scripted policy with its file's hash)")
+    pass_threshold: float = Field(description="the pass threshold")
+    row_pass: str = Field(description="the row rule over attempts (--osmosis-row-pass)")
+    n: int = Field(description="attempts per row (--osmosis-n)")
+
+
+class JournalLine(ReportAttempt):
+    """One line of ``rows.jsonl``: an attempt, with its row's verdict, statistics,
+    fingerprint and the run that wrote it (each attempt line of a row carries them)."""
+
+    row_verdict: str | None = Field(
+        default=None, description="the row's verdict: passed | failed | skipped"
+    )
+    row_stats: RowStats | None = Field(default=None, description="the row's statistics")
+    fingerprint: Fingerprint | None = Field(
+        default=None, description="what the row's result depends on (null: an older journal)"
+    )
+    run_id: str | None = Field(
+        default=None, description="the run that wrote the line (a later one replaces the row)"
+    )
+
+
+class ReportRowVerdict(RowStats):
+    """A row's verdict over its attempts, with its statistics (an entry of ``row_verdicts``)."""
+
+    nodeid: str = Field(description="pytest node id of the row's item")
+    dataset: str | None = Field(default=None, description="the dataset file the row came from")
+    row_key: str | None = Field(default=None, description="the row's key")
+    verdict: str = Field(description="passed | failed | skipped, under the row-pass rule")
+
+
+class RowCounts(_Open):
+    """Row-level counts: a row is one item, over all its attempts."""
+
+    total: int = Field(description="rows with a result")
+    passed: int = Field(description="rows that passed")
+    failed: int = Field(description="rows that failed, errored ones included")
+    errored: int = Field(default=0, description="failed rows whose rollouts errored")
+    skipped: int = Field(description="rows whose samples the grader removed")
+    pass_rate: float = Field(description="passed / (passed + failed)")
+    not_run: int = Field(default=0, description="selected rows with no result")
+    pass_rate_interval: ReportInterval | None = Field(
+        default=None, description="Wilson interval of the rows' pass_rate"
+    )
 
 
 class ReportRegressionTest(_Open):
@@ -93,18 +233,66 @@ class ReportBaseline(_Open):
 
 
 class ReportSummary(_Open):
-    """Run-level figures: counts, pass rate, reward statistics and completeness."""
+    """Run-level figures: the official ``metrics.json`` keys, row counts, completeness."""
 
+    total_samples: int | None = Field(default=None, description="attempts with a result")
+    completed_samples: int | None = Field(default=None, description="attempts not skipped")
+    graded: int | None = Field(default=None, description="attempts with a reward")
+    passed: int | None = Field(default=None, description="attempts that reached the threshold")
+    failed: int | None = Field(default=None, description="attempts whose rollout errored")
+    skipped: int | None = Field(default=None, description="attempts the grader removed")
+    pass_rate: float | None = Field(default=None, description="passed / completed attempts")
+    pass_threshold: float | None = Field(default=None, description="the pass threshold")
+    tokens_used: int | None = Field(default=None, description="tokens over every attempt")
+    tokens_estimated: bool | None = Field(default=None, description="some tokens were estimated")
+    reward_stats: RewardStats | None = Field(
+        default=None, description="reward statistics over every attempt with a reward"
+    )
+    n_runs: int | None = Field(default=None, description="attempts per row, when 2 or more")
+    pass_at_k: dict[str, float] | None = Field(
+        default=None, description="mean pass@k over the rows, by k"
+    )
+    pass_hat_k: dict[str, float] | None = Field(
+        default=None, description="mean pass^k over the rows, by k"
+    )
     pass_rate_interval: ReportInterval | None = Field(
         default=None,
         description="Wilson interval of the attempts' pass_rate (rows.pass_rate_interval: the rows')",
     )
-
-    complete: bool | None = Field(
-        default=None, description="false when rows were not run (interrupted, -x, --maxfail)"
+    rows: RowCounts | None = Field(default=None, description="row-level counts")
+    errors_by_type: dict[str, int] | None = Field(
+        default=None, description="errored attempts by error category, most frequent first"
     )
-    stopped_by: str | None = Field(default=None, description="what stopped an incomplete run")
-    interrupted: bool | None = Field(default=None, description="the run ended on a signal")
+    cost_usd: float | None = Field(
+        default=None, description="the run's cost in US dollars; null when nothing was priced"
+    )
+    cost_estimated: bool | None = Field(
+        default=None, description="some of the cost was computed from estimated tokens"
+    )
+    rollouts_wall_s: float | None = Field(
+        default=None, description="seconds from the first rollout's start to the last one's end"
+    )
+    complete: bool | None = Field(
+        default=None,
+        description="every selected row has a result and nothing stopped the run early",
+    )
+    interrupted: bool | None = Field(default=None, description="a signal or a crash ended the run")
+    stopped_by: str | None = Field(
+        default=None,
+        description="what stopped an incomplete run: -x, --maxfail=N, SIGINT, SIGTERM, "
+        "killed, or disk full writing <file>",
+    )
+    not_run: int | None = Field(default=None, description="selected rows with no result")
+
+
+class ReportResume(_Open):
+    """What a resumed run kept from the journal and ran again."""
+
+    journal: str = Field(description="the journal the run resumed")
+    kept: int = Field(description="journaled rows that stand, not run again")
+    ran_again: dict[str, list[str]] = Field(
+        description="reason (errored, pass threshold changed, ...) -> node ids run again"
+    )
 
 
 class ReportDocument(_Open):
@@ -115,10 +303,24 @@ class ReportDocument(_Open):
         alias="schema",
         description=f"document format and version, '{REPORT_SCHEMA}' for this release",
     )
-    summary: ReportSummary = Field(default_factory=ReportSummary)
-    rows: list[ReportAttempt] = Field(default_factory=list)
-    row_verdicts: list[ReportRowVerdict]
+    summary: ReportSummary = Field(default_factory=ReportSummary, description="the run's figures")
+    rows: list[ReportAttempt] = Field(
+        default_factory=list, description="every attempt of every row, in row order"
+    )
+    row_verdicts: list[ReportRowVerdict] = Field(description="each row's verdict, in row order")
     not_run: list[str] = Field(default_factory=list, description="node ids selected but not run")
+    preflight: list[dict[str, Any]] = Field(
+        default_factory=list, description="the preflight checks' results"
+    )
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="the run's configuration (redacted)"
+    )
+    resume: ReportResume | None = Field(
+        default=None, description="present when the run resumed an earlier one"
+    )
+    gate: dict[str, Any] | None = Field(
+        default=None, description="the pass-rate gate's decision (--osmosis-min-pass-rate)"
+    )
     baseline: ReportBaseline | None = Field(
         default=None, description="the comparison with --osmosis-baseline, when given"
     )
@@ -150,8 +352,13 @@ def read_report(path: Path) -> ReportDocument:
 
 
 def report_json_schema() -> dict[str, Any]:
-    """The JSON Schema of ``report.json`` (what ``docs/report.schema.json`` holds)."""
+    """The JSON Schema of ``report.json`` (what ``docs/report.schema.json`` holds), with the
+    ``rows.jsonl`` line's model beside it under ``$defs``."""
     schema = ReportDocument.model_json_schema(by_alias=True)
+    journal = JournalLine.model_json_schema(by_alias=True)
+    defs = schema.setdefault("$defs", {})
+    defs.update(journal.pop("$defs", {}))
+    defs["JournalLine"] = journal
     schema["$id"] = REPORT_SCHEMA
     schema["title"] = "pytest-osmosis report.json"
     return schema

@@ -38,8 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from pydantic import ValidationError
+
 from osmosis_rollout._atomic import write_json_atomic
 from osmosis_rollout.redaction import Redactor
+from osmosis_rollout.report_model import JournalLine
 
 __all__ = [
     "JOURNAL_FILENAME",
@@ -243,12 +246,35 @@ def read_journal(path: Path) -> tuple[list[JournalRow], int]:
 
     The last line of each ``(nodeid, run_index)`` wins; a row's verdict and statistics are
     those of its last line. A missing file is an empty journal (no row finished).
+
+    Each line is read through :class:`~osmosis_rollout.report_model.JournalLine`, the model
+    the report's rows share: a line that breaks it is a :class:`RunJournalError` naming the
+    line and the field.
     """
     where, bad = index_journal(path)
     if not where:
         return [], bad
+    rows = []
     with path.open("rb") as handle:
-        return [read_journal_row(handle, offsets) for offsets in where.values()], bad
+        for offsets in where.values():
+            lines = read_journal_lines(handle, offsets)
+            for offset, raw in zip(offsets, lines, strict=True):
+                _check_line(path, offset, raw)
+            rows.append(parse_journal_row(lines, last=offsets.index(max(offsets))))
+    return rows, bad
+
+
+def _check_line(path: Path, offset: int, raw: bytes) -> None:
+    try:
+        JournalLine.model_validate(_loads(raw))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:3]
+        )
+        raise RunJournalError(
+            f"{path}: the line at byte {offset} is not a journal line ({problems}); "
+            "restore the file, or start a new run without --osmosis-resume"
+        ) from None
 
 
 def index_journal(path: Path) -> tuple[dict[str, list[int]], int]:

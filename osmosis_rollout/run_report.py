@@ -23,6 +23,7 @@ from typing import Any
 
 from osmosis_rollout.gating import summary_intervals
 from osmosis_rollout.metrics import aggregate
+from osmosis_rollout.report_model import REPORT_SCHEMA
 from osmosis_rollout.run_journal import (
     JOURNAL_FILENAME,
     JournalRow,
@@ -42,7 +43,6 @@ __all__ = [
     "summarize",
 ]
 
-REPORT_SCHEMA = "pytest-osmosis/report/v1"
 STOPPED_BY_KILLED = "killed"
 """``stopped_by`` of a run whose process died before recording how it ended."""
 

@@ -6,7 +6,9 @@ the number of attempts (:func:`run_fingerprint`, :func:`row_fingerprint`). A res
 (``--osmosis-resume RUN_DIR``) keeps a journaled row only when its fingerprint is today's
 and it has a result; a row whose rollouts errored (a server that died, say) runs again
 unless ``--osmosis-resume-keep-errors``. :class:`ResumePlan` says how many rows ran again and
-why, for the terminal summary, ``report.json`` and ``run.json``.
+why, for the terminal summary, ``report.json`` and ``run.json``; :class:`Resume` is the
+plugin object (registered as ``osmosis-resume``) that makes the plan when pytest has
+collected the rows, and leaves the rows that stand out of the run.
 """
 
 from __future__ import annotations
@@ -17,13 +19,28 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from osmosis_rollout.run_journal import JournalRow
+import pytest
+
+from osmosis_rollout.run_journal import (
+    JOURNAL_FILENAME,
+    JournalRow,
+    RunJournalError,
+    read_journal,
+    read_run_file,
+)
 from osmosis_rollout.run_report import row_errored
+from pytest_osmosis.keys import row_ref
+
+if TYPE_CHECKING:
+    from osmosis_rollout.dataset import DatasetRow
+    from pytest_osmosis.options import OsmosisSettings
 
 __all__ = [
     "ERRORED",
+    "RESUME_PLUGIN",
+    "Resume",
     "ResumePlan",
     "file_digest",
     "row_digest",
@@ -31,6 +48,7 @@ __all__ = [
     "run_fingerprint",
 ]
 
+RESUME_PLUGIN = "osmosis-resume"
 ERRORED = "errored"
 """The reason a row whose rollouts errored runs again."""
 
@@ -187,3 +205,57 @@ class ResumePlan:
 
 def _rows(count: int) -> str:
     return f"{count} row" if count == 1 else f"{count} rows"
+
+
+class ResumeHost(Protocol):
+    """What a resume needs from the session (:class:`~pytest_osmosis.session.OsmosisSession`)."""
+
+    settings: OsmosisSettings
+    output: Path
+    is_worker: bool
+
+    def fingerprint(self, row: DatasetRow) -> dict[str, Any]:
+        """What ``row``'s result depends on."""
+
+
+class Resume:
+    """On ``--osmosis-resume``, leaves out the journaled rows that still stand."""
+
+    def __init__(self, session: ResumeHost) -> None:
+        self.session = session
+        self.plan: ResumePlan | None = None
+        """What the resumed run kept from the journal and runs again (controller only)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        """Decide the plan over the collected rows; deselect the rows that stand."""
+        osmosis = self.session
+        if not osmosis.settings.resume or osmosis.is_worker:
+            return
+        try:
+            run = read_run_file(osmosis.output)
+            journaled, _ = read_journal(osmosis.output / JOURNAL_FILENAME)
+        except RunJournalError as exc:
+            raise pytest.UsageError(f"--osmosis-resume: {exc}") from exc
+        fingerprints: dict[str, Mapping[str, Any] | None] = {}
+        for item in items:
+            ref = row_ref(item)
+            if ref is not None:
+                fingerprints[item.nodeid] = (
+                    osmosis.fingerprint(ref.row) if ref.dataset is not None else None
+                )
+        self.plan = plan = ResumePlan.decide(
+            osmosis.output / JOURNAL_FILENAME,
+            journaled,
+            fingerprints,
+            keep_errors=osmosis.settings.resume_keep_errors,
+            previous=[n for n in run.get("selected") or [] if isinstance(n, str)],
+        )
+        kept = set(plan.kept)
+        skipped = [item for item in items if item.nodeid in kept and item.nodeid in fingerprints]
+        if skipped:
+            config.hook.pytest_deselected(items=skipped)
+            left_out = {item.nodeid for item in skipped}
+            items[:] = [item for item in items if item.nodeid not in left_out]

@@ -14,6 +14,9 @@ A run claims its folder before it writes anything there (:meth:`RunFolder.claim`
   A resumed run first cuts a torn last journal line back to the last newline.
 
 A run that never ran a row leaves the folder as it found it (:meth:`RunFolder.abandon`).
+A run file that cannot be written (a full disk) is remembered (:meth:`RunFolder.write_failed`):
+the run takes no new rows, ends incomplete and exits
+:data:`~pytest_osmosis.completion.EXIT_WRITE_FAILED`.
 """
 
 from __future__ import annotations
@@ -22,10 +25,18 @@ import datetime as dt
 import errno
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from osmosis_rollout.errors import RunFolderError
-from osmosis_rollout.run_journal import JOURNAL_FILENAME, RUN_FILENAME, RUN_SCHEMA, cut_torn_tail
+from osmosis_rollout.run_journal import (
+    JOURNAL_FILENAME,
+    RUN_FILENAME,
+    RUN_SCHEMA,
+    cut_torn_tail,
+    write_run_file,
+)
 
 try:
     import fcntl
@@ -53,6 +64,14 @@ class RunFolder:
         self._created: Path | None = None
         """The outermost folder the claim created (removed again by :meth:`abandon`)."""
         self._started = False
+        self.write_failure: str | None = None
+        """Why a run file could not be written: ``disk full writing rows.jsonl`` (the first)."""
+
+    def write_failed(self, exc: OSError, name: str) -> None:
+        """``name`` could not be written: remember why (the first failure stops the run)."""
+        if self.write_failure is None:
+            full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+            self.write_failure = f"{'disk full' if full else exc.strerror or exc} writing {name}"
 
     @property
     def claimed(self) -> bool:
@@ -130,6 +149,26 @@ class RunFolder:
     def started(self) -> None:
         """Rows are about to run (a resumed run keeps what the folder holds)."""
         self._started = True
+
+    def write_run_file(
+        self,
+        *,
+        config: Mapping[str, Any],
+        selected: Sequence[str],
+        finished: Mapping[str, Any] | None,
+        kept: Sequence[str] = (),
+        resume: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write ``run.json`` (under this run's id): what was asked, and how it ended."""
+        write_run_file(
+            self.path,
+            config=config,
+            selected=selected,
+            finished=finished,
+            resumed_from=kept,
+            run_id=self.run_id,
+            resume=resume,
+        )
 
     def release(self) -> None:
         """Unlock the folder and remove the lock file (the run is over)."""

@@ -1,12 +1,19 @@
-"""The session: one named plugin object that owns the run's state and the hooks that use it.
+"""The session: the run's settings and engine, and the plugin objects that own the rest.
 
 An :class:`OsmosisSession` is registered with pytest's plugin manager as
 ``"osmosis-session"`` (as pytest's own ``LFPlugin`` and pytest-xdist's ``DSession`` are):
 when datasets are configured, at ``pytest_configure`` (see :mod:`pytest_osmosis.startup`);
 for tests parametrized by ``@pytest.mark.osmosis_dataset``, once collection found one.
-Its hook methods start the rows' rollouts ahead of pytest's in-order reporting, move each
-finished row's record onto its report, collect the records (on the controlling process
-only), and write the files and the summary at the end.
+It owns the settings, the run folder (:mod:`~pytest_osmosis.run_folder`) and the engine's
+lifetime, and registers beside itself, as pytest's ``cacheprovider`` registers ``LFPlugin``
+and ``NFPlugin``, one plugin object per concern:
+
+- ``osmosis-rows``: :class:`~pytest_osmosis.row_runner.RowRunner`, the rows' rollouts, run
+  ahead of pytest, each row one :class:`~pytest_osmosis.rows.Row`;
+- ``osmosis-resume``: :class:`~pytest_osmosis.resume.Resume`, which journaled rows stand;
+- ``osmosis-summary``: :class:`~pytest_osmosis.summary.RunSummary`, the run's verdict,
+  report files, gates and terminal summary;
+- ``osmosis-redaction``: :class:`~pytest_osmosis.report_redaction.ReportRedaction`.
 
 Collection only reads datasets (cheap: ``--co`` never imports the rollout or starts a
 server). The rollout engine (policy endpoint, backend or servers, scheduler) is started the
@@ -15,74 +22,36 @@ first time a row is submitted, when the run loop begins.
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import concurrent.futures
 import datetime as dt
-import errno
 import functools
-import logging
 import os
-import threading
-import time
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from osmosis_rollout.errors import RunFolderError
-from osmosis_rollout.redaction import Redactor, redact_handler, redact_url
-from osmosis_rollout.run_journal import (
-    JOURNAL_FILENAME,
-    RunJournalError,
-    read_journal,
-    read_run_file,
-    write_run_file,
-)
-from pytest_osmosis.completion import (
-    EXIT_WRITE_FAILED,
-    SignalWatch,
-    how_it_ended,
-    incomplete_lines,
-)
-from pytest_osmosis.keys import (
-    RECORD_KEY,
-    REPORT_ATTR,
-    ROW_KEY,
-    SESSION_PLUGIN,
-    WORD_ATTR,
-    RowRef,
-)
+from osmosis_rollout.redaction import Redactor, redact_url
+from pytest_osmosis.completion import SignalWatch
+from pytest_osmosis.keys import SESSION_PLUGIN, row_ref
 from pytest_osmosis.options import OsmosisSettings, resolve_path, resolve_settings
-from pytest_osmosis.outputs import OutputWrite, write_outputs
-from pytest_osmosis.reporting import (
-    RowRecord,
-    RunReport,
-    reward_word,
-    row_record,
-    summary_segments,
-)
-from pytest_osmosis.resume import ResumePlan, row_fingerprint, run_fingerprint
+from pytest_osmosis.report_redaction import REDACTION_PLUGIN, ReportRedaction
+from pytest_osmosis.reporting import RunReport
+from pytest_osmosis.resume import RESUME_PLUGIN, Resume, row_fingerprint, run_fingerprint
+from pytest_osmosis.row_runner import ITEM_GRACE_SEC, ROWS_PLUGIN, RowRunner
+from pytest_osmosis.rows import RowBook
 from pytest_osmosis.run_folder import RunFolder
 from pytest_osmosis.runners import RunPaths
-from pytest_osmosis.scheduler import RolloutLoopStopped, RolloutScheduler
-from pytest_osmosis.verdict import AttemptResult, RowVerdict, row_verdict
+from pytest_osmosis.summary import SUMMARY_PLUGIN, RunSummary
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
     from pytest_osmosis.auto_repeats import AutoRepeats
     from pytest_osmosis.engine import Engine
+    from pytest_osmosis.verdict import RowVerdict
 
-ITEM_GRACE_SEC = 60.0
-WAIT_TICK_SEC = 0.1
-"""How often a waiting item lets the live progress redraw."""
 UNBOUNDED_ITEM_DEADLINE_SEC = 3600.0
-
-logger = logging.getLogger(__name__)
-
-_PYTEST_LOG_HANDLERS = ("log_file_handler", "log_cli_handler", "caplog_handler", "report_handler")
-"""pytest's logging plugin handlers: the log file, live logs, caplog and report sections."""
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -107,38 +76,8 @@ def ensure_session(config: pytest.Config) -> OsmosisSession:
     return session
 
 
-def marker_row(item: pytest.Item) -> DatasetRow | None:
-    """The row of a test parametrized by ``@pytest.mark.osmosis_dataset`` that asks for its result."""
-    callspec = getattr(item, "callspec", None)
-    if callspec is None or "osmosis_result" not in getattr(item, "fixturenames", ()):
-        return None
-    row: DatasetRow | None = callspec.params.get("osmosis_row")
-    return row
-
-
-def _row_ref(item: pytest.Item) -> RowRef | None:
-    ref = item.stash.get(ROW_KEY, None)
-    if ref is not None:
-        return ref
-    row = marker_row(item)
-    return RowRef(row) if row is not None else None
-
-
-class RowWatcher(Protocol):
-    """What the session tells the live progress display (:mod:`pytest_osmosis.live`)."""
-
-    def row_done(self, key: str, verdict: RowVerdict) -> None:
-        """A row's rollouts all finished (called on the rollouts' thread)."""
-
-    def waiting(self) -> None:
-        """The main thread is waiting for a row: a moment to redraw."""
-
-    def done_waiting(self) -> None:
-        """The wait is over: pytest may write again."""
-
-
 class OsmosisSession:
-    """Everything pytest-osmosis knows during one pytest session, and the hooks that use it."""
+    """The run's settings, folder and engine; the other concerns are its plugin objects."""
 
     def __init__(
         self,
@@ -154,6 +93,7 @@ class OsmosisSession:
         self.workspace = workspace
         self.entrypoint = entrypoint
         self.eval_config = eval_config
+        self.is_worker = is_worker(config)
         # Under xdist, workers write into the controller's run directory.
         shared = getattr(config, "workerinput", {}).get("osmosis_run_name")
         self.run_name = shared or dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
@@ -171,50 +111,33 @@ class OsmosisSession:
             settings=self.describe(),
             redactor=self.redactor,
             # Workers append to the controller's journal; a resumed run continues its own.
-            resume=bool(settings.resume) or is_worker(config),
+            resume=bool(settings.resume) or self.is_worker,
             run_id=self.run_name,
         )
-        self.plan: ResumePlan | None = None
-        """What a resumed run kept from the journal and runs again (controller)."""
-        self.stop_reason: str | None = None
-        """What stopped the run early on our side: ``disk full writing rows.jsonl``."""
-        self._pytest_session: pytest.Session | None = None
-        self._run_fingerprint: dict[str, Any] | None = None
-        self._log_failure: str | None = None
-        """Why ``rollouts.log`` stopped being written, if it did."""
-        self._fingerprints: dict[str, dict[str, Any]] = {}
-        """Each submitted row's fingerprint, until its report is journaled."""
         self.signals = SignalWatch()
         self.selected: list[str] = []
         """Node ids of the rows this run set out to run, in item order (controller)."""
-        self._journaled: dict[str, RowRecord] = {}
-        """Rows the rollouts' thread journaled and pytest has not reported yet: what was written
-        (at most the run-ahead window of them)."""
-        self._journaled_as_reported: set[str] = set()
-        """Rows whose journal line is the version their report carries: a late write from the
-        rollouts' thread would be stale."""
-        self._journal_lock = threading.Lock()
         self.engine: Engine | None = None
         self.engine_error: BaseException | None = None
-        self.result: dict[str, Any] | None = None
-        """What ``pytest_sessionfinish`` computed for the terminal summary."""
-        self._ahead: collections.deque[Callable[[], None]] = collections.deque()
-        self._settled: dict[str, concurrent.futures.Future[RowVerdict | None]] = {}
-        """Each submitted row's verdict, decided where its last attempt finished, until the
-        item that waits for the row takes it (None when an attempt gave no result)."""
-        self._consumed: set[str] = set()
-        self._in_journal: set[str] = set()
-        """Rows whose reported version this process journaled, until their report is collected."""
-        self._summary_started = False
-        self._watched: set[str] = set()
-        self.watcher: RowWatcher | None = None
-        """Told when a row's rollouts finish and while an item waits (the live progress)."""
         self.auto: AutoRepeats | None = None
         """``--osmosis-n auto``: how many attempts each row got (issue 29)."""
+        self.log_failure: str | None = None
+        """Why ``rollouts.log`` stopped being written, if it did."""
+        self._run_fingerprint: dict[str, Any] | None = None
+        self.book = RowBook(self.report, self.folder)
+        self.rows = RowRunner(self, self.book)
+        self.resume = Resume(self)
+        self.summary = RunSummary(self)
+        self.redaction = ReportRedaction(config, self.redactor, self._rollouts_loop)
 
     def register(self) -> None:
-        """Register this session as the ``osmosis-session`` plugin."""
-        self.config.pluginmanager.register(self, SESSION_PLUGIN)
+        """Register this session as the ``osmosis-session`` plugin, and its plugin objects."""
+        manager = self.config.pluginmanager
+        manager.register(self, SESSION_PLUGIN)
+        manager.register(self.rows, ROWS_PLUGIN)
+        manager.register(self.resume, RESUME_PLUGIN)
+        manager.register(self.summary, SUMMARY_PLUGIN)
+        manager.register(self.redaction, REDACTION_PLUGIN)
 
     def _output_dir(self) -> Path:
         if self.settings.resume:
@@ -265,7 +188,18 @@ class OsmosisSession:
             )
         return row_fingerprint(self._run_fingerprint, row.raw, row.label)
 
-    # -- running rows ----------------------------------------------------------------------
+    def write_run_file(self, finished: dict[str, Any] | None) -> None:
+        """Write ``run.json``: the configuration, the selected rows, how the run ended."""
+        plan = self.resume.plan
+        self.folder.write_run_file(
+            config=self.redactor.redact_value(self.describe()),
+            selected=self.selected,
+            finished=finished,
+            kept=plan.kept if plan is not None else (),
+            resume=plan.describe() if plan is not None else None,
+        )
+
+    # -- the engine ------------------------------------------------------------------------
 
     def item_deadline(self) -> float:
         """How long an item waits for one attempt (the official eval's item deadline)."""
@@ -303,166 +237,9 @@ class OsmosisSession:
         self.engine.scheduler.block_limit = self.item_deadline()
         return self.engine
 
-    def run_ahead(self, submits: list[Callable[[], None]]) -> None:
-        """Queue row submissions in item order and start the first window of them.
-
-        The window (four times the concurrency, at least 64 rows) keeps every slot busy while
-        pytest reports in order, without holding thousands of pending rollouts in memory;
-        each finished row tops it up.
-        """
-        self._ahead.extend(submits)
-        self._top_up()
-
-    def _window(self) -> int:
-        engine = self.ensure_engine()
-        return max(64, 4 * engine.scheduler.concurrency)
-
-    def _top_up(self) -> None:
-        """Submit queued rows once a quarter of the window is free, all in one hand-off.
-
-        Three quarters of the window (at least three times the concurrency) are still
-        submitted meanwhile, so every slot stays busy; each hand-off wakes the loop's thread.
-        """
-        if self.stop_reason is not None:
-            self._ahead.clear()  # a write failed: no new rows
-        if not self._ahead:
-            return
-        window = self._window()
-        assert self.engine is not None
-        scheduler = self.engine.scheduler
-        free = window - scheduler.pending()
-        if free < max(1, window // 4) and free < len(self._ahead):
-            return
-        with scheduler.batch():
-            while self._ahead and scheduler.pending() < window:
-                self._ahead.popleft()()
-
-    def submit_row(
-        self,
-        key: str,
-        row: DatasetRow,
-        *,
-        cassette_key: str | None = None,
-        dataset: str | None = None,
-    ) -> None:
-        """Start every attempt of ``row`` under ``key`` (idempotent; never after it was consumed).
-
-        With ``dataset``, the row is journaled the moment its last attempt finishes.
-        """
-        engine = self.ensure_engine()
-        if key in self._consumed or engine.scheduler.future(f"{key}#0") is not None:
-            return
-        runner = engine.runner
-        futures = [
-            engine.scheduler.submit(
-                f"{key}#{attempt}",
-                functools.partial(
-                    runner.run_attempt, row, attempt, cassette_key=cassette_key or row.key
-                ),
-            )
-            for attempt in range(self.row_attempts(key))
-        ]
-        watcher = self.watcher
-        if watcher is not None:
-            if key in self._watched:
-                watcher = None  # submitted again by the item that waits for it: already watched
-            else:
-                self._watched.add(key)
-        journal = (dataset, row.key) if dataset is not None else None
-        if journal is not None:
-            self._fingerprints[key] = self.fingerprint(row)
-        self._when_done(key, futures, journal=journal, watcher=watcher)
-
-    def _when_done(
-        self,
-        key: str,
-        futures: list[concurrent.futures.Future[AttemptResult]],
-        *,
-        journal: tuple[str, str] | None,
-        watcher: RowWatcher | None,
-    ) -> None:
-        """As soon as the row's last attempt finishes (on the rollout loop's thread), decide
-        its verdict once: journal it (``journal``: its dataset and row key), tell ``watcher``,
-        then hand it to the item that waits for the row."""
-        pending = [len(futures)]
-        lock = threading.Lock()
-        settled: concurrent.futures.Future[RowVerdict | None] = concurrent.futures.Future()
-        self._settled[key] = settled
-
-        def done(_: concurrent.futures.Future[AttemptResult]) -> None:
-            with lock:
-                pending[0] -= 1
-                if pending[0]:
-                    return
-            verdict: RowVerdict | None = None
-            try:
-                # A failure, cancellation or interruption leaves verdict None: the item
-                # reports (and journals) what became of the row.
-                if not any(f.cancelled() or f.exception() is not None for f in futures):
-                    verdict = self._verdict([f.result() for f in futures])
-                    if journal is not None:
-                        record = row_record(key, journal[0], journal[1], verdict)
-                        record.fingerprint = self._fingerprints.get(key)
-                        verdict.record = record
-                        self._journal(record)
-                    if watcher is not None:
-                        watcher.row_done(key, verdict)
-            finally:
-                # Handed over last: from here on the item's thread owns the verdict (a hook
-                # may change its outcome, a loop block its record). Whatever happened, the
-                # item that waits for the row must not wait for this.
-                settled.set_result(verdict)
-
-        for future in futures:
-            future.add_done_callback(done)
-
-    def _journal(self, record: RowRecord, *, reported: bool = False) -> bool:
-        """Write ``record`` unless the journal already holds exactly this version of the row.
-
-        ``reported``: the version the row's report carries, which no later write replaces.
-        True when the journal holds ``record`` afterwards.
-        """
-        nodeid = record.nodeid
-        try:
-            # Encoded on the rollouts' thread; the report's version only when it differs (the
-            # main thread's work here happens while pytest's output capture is suspended).
-            data = None if reported else self.report.encode_row(record)
-            # Under the lock, so the writes of one row reach the file in the order decided here.
-            with self._journal_lock:
-                if reported:
-                    journaled = self._journaled.pop(nodeid, None)
-                    # Usually the very record written where the row finished (handed over).
-                    if journaled is record or journaled == record:
-                        self._journaled_as_reported.add(nodeid)
-                        return True
-                elif nodeid in self._journaled_as_reported:
-                    return False
-                if data is None:
-                    data = self.report.encode_row(record)
-                if not self.report.journal.write_encoded(data):
-                    return False
-                if reported:
-                    self._journaled_as_reported.add(nodeid)
-                else:
-                    self._journaled[nodeid] = record
-                return True
-        except OSError as exc:
-            # The row still reaches the report through its test report; the run stops.
-            self.write_failed(exc, JOURNAL_FILENAME)
-            return False
-
-    def write_failed(self, exc: OSError, name: str) -> None:
-        """A run file could not be written: stop new rows, say why (the first failure)."""
-        if self.stop_reason is None:
-            full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
-            self.stop_reason = f"{'disk full' if full else exc.strerror or exc} writing {name}"
-
-    def _submit_item(self, item: pytest.Item) -> None:
-        ref = _row_ref(item)
-        if ref is not None:
-            self.submit_row(
-                item.nodeid, ref.row, cassette_key=ref.cassette_key, dataset=ref.dataset
-            )
+    def row_attempts(self, key: str) -> int:
+        """How many attempts the row under ``key`` gets: ``--osmosis-n``, or what auto gave it."""
+        return self.auto.attempts_for(key) if self.auto is not None else self.settings.n
 
     def wait_for_row(
         self,
@@ -472,119 +249,28 @@ class OsmosisSession:
         cassette_key: str | None = None,
         dataset: str | None = None,
     ) -> RowVerdict:
-        """Wait for the attempts submitted under ``key`` (submitting them if needed).
+        """The verdict of the row submitted under ``key`` (see :meth:`RowRunner.wait_for_row`)."""
+        return self.rows.wait_for_row(key, row, cassette_key=cassette_key, dataset=dataset)
 
-        When every attempt gave a result, the verdict is the one decided where the last of
-        them finished, with the record the journal got (:attr:`RowVerdict.record`).
-        """
-        settled = self._settled.pop(key, None)
-        if settled is None:  # not submitted ahead
-            self.submit_row(key, row, cassette_key=cassette_key, dataset=dataset)
-            settled = self._settled.pop(key, None)
-        assert self.engine is not None
-        scheduler = self.engine.scheduler
-        deadline = self.item_deadline()
-        attempts: list[AttemptResult] = []
-        submitted: list[float] = []
-        for attempt in range(self.row_attempts(key)):
-            future_key = f"{key}#{attempt}"
-            future = scheduler.future(future_key)
-            assert future is not None
-            submitted.append(scheduler.submitted_at(future_key))
-            # Counted from submission, so rows that hang together expire together.
-            remaining = max(0.0, submitted[-1] + deadline - time.monotonic())
-            try:
-                attempts.append(self._result(future, remaining))
-            except concurrent.futures.TimeoutError:
-                settled = None
-                future.cancel()
-                attempts.append(
-                    _synthetic(
-                        row,
-                        attempt,
-                        "item_timeout",
-                        f"no result within the item deadline ({deadline:g}s)",
-                    )
-                )
-            except concurrent.futures.CancelledError:
-                settled = None
-                attempts.append(_synthetic(row, attempt, "cancelled", "the rollout was cancelled"))
-            except RolloutLoopStopped as exc:
-                settled = None
-                attempts.append(_synthetic(row, attempt, "rollout_loop_stopped", str(exc)))
-            except Exception as exc:
-                settled = None
-                attempts.append(
-                    _synthetic(row, attempt, "plugin_error", f"{type(exc).__name__}: {exc}")
-                )
-            finally:
-                scheduler.forget(future_key)
-        verdict = self._settled_verdict(settled) if settled is not None else None
-        if _name_blocked_loop(scheduler, attempts, submitted) and verdict is not None:
-            verdict.record = None  # built before the attempts were told of the block
-        self._consumed.add(key)
-        self._top_up()
-        return verdict if verdict is not None else self._verdict(attempts)
-
-    def row_attempts(self, key: str) -> int:
-        """How many attempts the row under ``key`` gets: ``--osmosis-n``, or what auto gave it."""
-        return self.auto.attempts_for(key) if self.auto is not None else self.settings.n
-
-    def _verdict(self, attempts: list[AttemptResult]) -> RowVerdict:
-        settings = self.settings
-        return row_verdict(
-            attempts,
-            settings.pass_threshold,
-            settings.row_pass,
-            ungraded_passes=not settings.pass_threshold_set,
-        )
-
-    @staticmethod
-    def _settled_verdict(
-        settled: concurrent.futures.Future[RowVerdict | None],
-    ) -> RowVerdict | None:
-        """The verdict decided where the row's last attempt finished (it is being decided now:
-        every attempt's result is in), or None to decide it here."""
-        try:
-            return settled.result(timeout=ITEM_GRACE_SEC)
-        except concurrent.futures.TimeoutError:
-            return None
-
-    def _result(self, future: concurrent.futures.Future[AttemptResult], timeout: float) -> Any:
-        """``future.result(timeout)``, letting the watcher draw while it waits."""
-        assert self.engine is not None
-        scheduler = self.engine.scheduler
-        watcher = self.watcher
-        if watcher is None:
-            return scheduler.wait(future, timeout)
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                try:
-                    return scheduler.wait(future, max(0.0, min(left, WAIT_TICK_SEC)))
-                except concurrent.futures.TimeoutError:
-                    if left <= WAIT_TICK_SEC:
-                        raise
-                    watcher.waiting()
-        finally:
-            watcher.done_waiting()
+    def _rollouts_loop(self) -> Any:
+        engine = self.engine
+        return engine.scheduler.loop if engine is not None else None
 
     def close(self) -> None:
         """Cancel what still runs and stop every server and thread this session started."""
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.stop()
+            self.book.stop()
             if engine.log is not None and engine.log.failure is not None:
-                self._log_failure = engine.log.failure
+                self.log_failure = engine.log.failure
 
     # -- hooks -----------------------------------------------------------------------------
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Claim the run folder (controller only: one run at a time, never a folder holding
         foreign files) and show live progress while rows run (the terminal exists by now)."""
-        self._pytest_session = session
-        if is_worker(self.config) or not self.settings.active:
+        if self.is_worker or not self.settings.active:
             return
         self.signals.install()  # SIGTERM while collecting stops the run as Ctrl-C does too
         if not self.config.option.collectonly:
@@ -598,7 +284,7 @@ class OsmosisSession:
             engine = self.engine
             return engine.scheduler.running if engine is not None else 0
 
-        self.watcher = start_live_progress(
+        self.rows.watcher = start_live_progress(
             self.config, self.settings.progress, self.settings.progress_interval, running
         )
 
@@ -614,17 +300,18 @@ class OsmosisSession:
 
     def _start_rows(self, session: pytest.Session) -> None:
         """Start the selected rows' rollouts ahead of pytest's in-order reporting."""
-        if self.config.option.collectonly or is_worker(self.config):
+        if self.config.option.collectonly or self.is_worker:
             return
-        rows = [item for item in session.items if _row_ref(item) is not None]
-        previous = self.plan.previous if self.plan is not None else []
-        if not rows:
+        items = [item for item in session.items if row_ref(item) is not None]
+        plan = self.resume.plan
+        previous = plan.previous if plan is not None else []
+        if not items:
             # A resume with nothing left still reports every row of the run.
             self.selected = list(previous)
             if self.selected:
                 self.folder.started()
             return
-        self._redact_pytest_logs()
+        self.redaction.redact_pytest_logs()
         try:
             # Loaded first: a usage error must not leave a run directory behind.
             self.ensure_engine()
@@ -632,7 +319,7 @@ class OsmosisSession:
             pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
         except Exception:
             return
-        selected = [item.nodeid for item in rows if _row_dataset(item) is not None]
+        selected = [item.nodeid for item in items if _row_dataset(item) is not None]
         self.selected = list(dict.fromkeys([*previous, *selected]))
         if self.selected:
             if self.settings.resume:
@@ -640,366 +327,27 @@ class OsmosisSession:
             else:
                 self.folder.start_fresh()
             try:
-                self._write_run_file(finished=None)
+                self.write_run_file(finished=None)
             except OSError as exc:
-                self.write_failed(exc, "run.json")
+                self.folder.write_failed(exc, "run.json")
         try:
             if self.settings.n_auto:  # issue 29: every row's attempts, in rounds, first
                 from pytest_osmosis.auto_repeats import AutoRow, run_rounds
 
-                refs = [(item.nodeid, _row_ref(item)) for item in rows]
+                refs = [(item.nodeid, row_ref(item)) for item in items]
                 self.auto = run_rounds(
                     self.ensure_engine(),
                     self.settings,
                     [AutoRow(key, ref.row, ref.cassette_key) for key, ref in refs if ref],
                     deadline=self.item_deadline(),
                 )
-            self.run_ahead([functools.partial(self._submit_item, item) for item in rows])
+            self.rows.run_ahead([functools.partial(self.rows.submit_item, item) for item in items])
         except pytest.UsageError as exc:
             # A user mistake (no policy, a broken entrypoint): say it once and stop.
             pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
         except Exception:
             # The session remembers the engine's error; every row reports it when it runs.
             return
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
-        """Under xdist, start the rollouts of every row queued on this worker, not just this one."""
-        if not is_worker(self.config):
-            return
-        queued: list[int] = []
-        for plugin in self.config.pluginmanager.get_plugins():
-            if type(plugin).__name__ == "WorkerInteractor":
-                torun = getattr(plugin, "torun", None)
-                if torun is not None:
-                    with torun.lock() as pending:
-                        queued = [i for i in pending if isinstance(i, int)]
-        items = item.session.items
-        candidates = [item, *(items[i] for i in queued if i < len(items))]
-        try:
-            with self.ensure_engine().scheduler.batch():
-                for candidate in candidates:
-                    self._submit_item(candidate)
-        except Exception:
-            return
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """Move a finished row's record from the item onto its call report."""
-        report = yield
-        if report.when == "call" and RECORD_KEY in item.stash:
-            record = item.stash[RECORD_KEY]
-            del item.stash[RECORD_KEY]
-            record.fingerprint = self._fingerprints.pop(item.nodeid, record.fingerprint)
-            # Where the row ran: journal it again if its report changed it.
-            if self._journal(record, reported=True):
-                self._in_journal.add(item.nodeid)
-            # The record's lists and dicts were built for this row alone, so they travel as
-            # they are: dataclasses.asdict's deep copy cost more than the rest of the item's
-            # bookkeeping.
-            value = {
-                "nodeid": record.nodeid,
-                "dataset": record.dataset,
-                "row_key": record.row_key,
-                "verdict": record.verdict,
-                "attempts": record.attempts,
-                "stats": record.stats,
-            }
-            setattr(report, REPORT_ATTR, value)
-            setattr(report, WORD_ATTR, reward_word(value, self.settings.pass_threshold))
-        self._redact_report(report)
-        return report
-
-    def pytest_report_teststatus(
-        self, report: pytest.TestReport
-    ) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
-        """``-v`` shows a row's reward beside its outcome: ``PASSED reward=1.0``."""
-        word = getattr(report, WORD_ATTR, None)
-        if report.when != "call" or not isinstance(word, str) or report.outcome == "skipped":
-            return None
-        if self._summary_started:
-            return None  # pytest's short summary keeps its own "FAILED nodeid - message" lines
-        if report.passed:
-            return "passed", ".", (f"PASSED {word}", {"green": True})
-        return "failed", "F", (f"FAILED {word}", {"red": True})
-
-    def _write_run_file(self, finished: dict[str, Any] | None) -> None:
-        plan = self.plan
-        write_run_file(
-            self.output,
-            config=self.redactor.redact_value(self.describe()),
-            selected=self.selected,
-            finished=finished,
-            resumed_from=plan.kept if plan is not None else (),
-            run_id=self.run_name,
-            resume=plan.describe() if plan is not None else None,
-        )
-
-    def _rollouts_loop(self) -> asyncio.AbstractEventLoop | None:
-        engine = self.engine
-        return engine.scheduler.loop if engine is not None else None
-
-    def _redact_pytest_logs(self) -> None:
-        """Make pytest's log file, live logs and captured-log sections redact secrets, and
-        leave the rollouts' own log records to ``rollouts.log``.
-
-        pytest hangs its handlers on every logger that does not propagate, the one the engine
-        routes to ``rollouts.log`` included: without the filter, each record a rollout logs
-        on another thread would also land in whichever item pytest runs at that moment.
-        """
-        logging_plugin = self.config.pluginmanager.get_plugin("logging-plugin")
-        leave_out = _RolloutRecords(threading.get_ident(), self._rollouts_loop)
-        for name in _PYTEST_LOG_HANDLERS:
-            handler = getattr(logging_plugin, name, None)
-            if isinstance(handler, logging.Handler):
-                redact_handler(handler, self.redactor)
-                handler.addFilter(leave_out)
-
-    def _redact_report(self, report: pytest.TestReport) -> None:
-        """Keep secrets out of a report's failure text, captured output and properties."""
-        if not self.redactor:
-            return
-        redact = self.redactor.redact
-        if isinstance(report.longrepr, str):
-            report.longrepr = redact(report.longrepr)
-        elif report.longrepr is not None:
-            text = str(report.longrepr)
-            redacted = redact(text)
-            if redacted != text:
-                report.longrepr = redacted
-        # In place, replacing only what changed: pytest keeps every report for the session,
-        # and an unchanged entry stays shared with the item's own list.
-        for i, (title, content) in enumerate(report.sections):
-            clean = redact(content)
-            if clean is not content:
-                report.sections[i] = (title, clean)
-        for i, (name, value) in enumerate(report.user_properties):
-            if value is None or isinstance(value, bool | int | float):
-                continue
-            clean_value = (
-                redact(value) if isinstance(value, str) else self.redactor.redact_value(value)
-            )
-            if clean_value is not value:
-                report.user_properties[i] = (name, clean_value)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(
-        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        """On ``--osmosis-resume``, leave out the journaled rows that still stand (see
-        :mod:`pytest_osmosis.resume`): errored rows and rows whose fingerprint changed run
-        again."""
-        if not self.settings.resume or is_worker(config):
-            return
-        try:
-            run = read_run_file(self.output)
-            journaled, _ = read_journal(self.output / JOURNAL_FILENAME)
-        except RunJournalError as exc:
-            raise pytest.UsageError(f"--osmosis-resume: {exc}") from exc
-        fingerprints: dict[str, dict[str, Any] | None] = {}
-        for item in items:
-            ref = _row_ref(item)
-            if ref is not None:
-                fingerprints[item.nodeid] = (
-                    self.fingerprint(ref.row) if ref.dataset is not None else None
-                )
-        self.plan = plan = ResumePlan.decide(
-            self.output / JOURNAL_FILENAME,
-            journaled,
-            fingerprints,
-            keep_errors=self.settings.resume_keep_errors,
-            previous=[n for n in run.get("selected") or [] if isinstance(n, str)],
-        )
-        kept = set(plan.kept)
-        skipped = [item for item in items if item.nodeid in kept and item.nodeid in fingerprints]
-        if skipped:
-            config.hook.pytest_deselected(items=skipped)
-            left_out = {item.nodeid for item in skipped}
-            items[:] = [item for item in items if item.nodeid not in left_out]
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Keep each row's record from its report (controller only; workers' reports arrive here)."""
-        if is_worker(self.config):
-            return
-        session = self._pytest_session
-        if self.stop_reason is not None and session is not None and not session.shouldstop:
-            session.shouldstop = self.stop_reason  # pytest stops after this item
-        value = getattr(report, REPORT_ATTR, None)
-        if report.when != "call" or not isinstance(value, dict):
-            return
-        record = RowRecord(
-            nodeid=value["nodeid"],
-            dataset=value["dataset"],
-            row_key=value["row_key"],
-            verdict=value["verdict"],
-            attempts=value["attempts"],
-            stats=value.get("stats", {}),
-        )
-        # A row this process journaled as reported is read back from the journal at the end:
-        # the report keeps nothing of it meanwhile.
-        journaled = record.nodeid in self._in_journal
-        self._in_journal.discard(record.nodeid)
-        self.report.add(record, journaled=journaled)
-        # pytest keeps every report for the session: do not keep the record twice.
-        delattr(report, REPORT_ATTR)
-        hook = self.config.hook.pytest_osmosis_row_finished
-        if hook.get_hookimpls():
-            hook(
-                row={"nodeid": record.nodeid, "dataset": record.dataset, "row_key": record.row_key},
-                result={
-                    "verdict": record.verdict,
-                    "attempts": record.attempts,
-                    "stats": record.stats,
-                },
-                report=report,
-            )
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Say how the run ended, write the report files and apply the gates (controller only).
-
-        The report is built from the journal, so rows that finished but were never reported
-        (after ``-x`` or a signal) count, and the rows that never ran are named. A file that
-        cannot be written is reported after the summary; it does not change the exit status.
-        """
-        config = self.config
-        if is_worker(config) or config.option.collectonly:
-            return
-        report = self.report
-        report.close()
-        if not report.reported and not self.selected:
-            self.folder.abandon()
-            return
-        try:
-            self._finish(session, int(exitstatus))
-        finally:
-            self.folder.release()
-
-    def _finish(self, session: pytest.Session, exitstatus: int) -> None:
-        from pytest_osmosis.gates import apply_gates
-
-        config = self.config
-        report = self.report
-        if self.stop_reason is not None:
-            finished = {"stopped_by": self.stop_reason, "interrupted": False}
-        else:
-            finished = how_it_ended(session, exitstatus, self.signals.received)
-        # The rows pytest reported and the rows a resume kept: a row that finished after
-        # -x or a signal stopped pytest is not counted (pytest does not count it either).
-        plan = self.plan
-        counted = report.reported_ids() | set(plan.kept if plan is not None else ())
-        report.finish(selected=self.selected, finished=finished, counted=counted)
-        summary = report.summary()
-        rows = summary["rows"]
-        if rows["total"] and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-            # The verdict of every row of the run, those a resume kept included.
-            exitstatus = pytest.ExitCode.TESTS_FAILED if rows["failed"] else pytest.ExitCode.OK
-            session.exitstatus = exitstatus
-        settings = self.settings
-        baseline = resolve_path(config, settings.baseline) if settings.baseline else None
-        gates = apply_gates(
-            settings,
-            report,
-            baseline=baseline,
-            testsfailed=session.testsfailed,
-            exitstatus=exitstatus,
-        )
-        extra = dict(gates.extra)
-        if plan is not None:
-            extra["resume"] = plan.describe()
-        # The report's rows are streamed from the journal into each file, never all at once.
-        head = report.head(extra)
-        writes = [
-            OutputWrite(
-                "run file",
-                str(self.output / "run.json"),
-                functools.partial(
-                    self._write_run_file, {**finished, "preflight": report.preflight}
-                ),
-            ),
-            OutputWrite(
-                "JSON report",
-                str(self.output / "report.json"),
-                functools.partial(report.write_json, self.output / "report.json", head),
-            ),
-        ]
-        if settings.report:
-            report_path = resolve_path(config, settings.report)
-            writes.append(
-                OutputWrite(
-                    "JSON report",
-                    settings.report,
-                    functools.partial(report.write_json, report_path, head),
-                )
-            )
-        if settings.html:
-            from pytest_osmosis.html import write_html
-
-            html_path = resolve_path(config, settings.html)
-
-            def html() -> None:
-                write_html(html_path, head, report.row_groups)
-
-            writes.append(OutputWrite("HTML report", settings.html, html))
-        written, failures = write_outputs(writes)
-        report.release_files()
-        self.result = {
-            "summary": head["summary"],
-            # Read from the journal now: a run-finished hook may move the run directory.
-            "segments": summary_segments(report, head["summary"]),
-            "not_run": head["not_run"],
-            "gate_lines": gates.lines,
-            "verdicts": gates.verdicts,
-            "paths": [str(resolve_path(config, w)) for w in written if not w.endswith("run.json")],
-            "write_failures": failures,
-            "log_failure": self._log_failure,
-        }
-        if gates.exit_override is not None:
-            session.exitstatus = gates.exit_override
-        if self.stop_reason is not None or failures:
-            # A run file that could not be written: the run's outcome is not on disk.
-            session.exitstatus = EXIT_WRITE_FAILED
-        report_json = str(self.output / "report.json")
-        config.hook.pytest_osmosis_run_finished(
-            summary=head["summary"], report_path=report_json if report_json in written else None
-        )
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        self._summary_started = True
-        result = self.result
-        if result is None:
-            return
-        terminalreporter.section("osmosis summary")
-        for segments in result["segments"]:
-            for text, markup in segments:
-                terminalreporter.write(text, **markup)
-            terminalreporter.line("")
-        for line in incomplete_lines(result["summary"], result["not_run"]):
-            terminalreporter.write_line(line, red=True, bold=True)
-        for line in result["gate_lines"]:
-            terminalreporter.write_line(line, red=line.lstrip().startswith("REGRESSED"))
-        if self.folder.torn_bytes:
-            terminalreporter.write_line(
-                f"osmosis: {self.output / JOURNAL_FILENAME}: cut a torn last line "
-                f"({self.folder.torn_bytes} bytes) left by a run that stopped mid-write"
-            )
-        for line in self.plan.lines() if self.plan is not None else ():
-            terminalreporter.write_line(line)
-        for path in result["paths"]:
-            terminalreporter.write_line(f"report: {path}")
-        if result.get("log_failure"):
-            terminalreporter.write_line(
-                f"osmosis: could not write {self.output / 'rollouts.log'}: "
-                f"{result['log_failure']} (the log stopped there)",
-                red=True,
-            )
-        for line in result["write_failures"]:
-            terminalreporter.write_line(line, red=True)
-        # The verdicts come last: the line a reader looks for, just before pytest's own.
-        for line, passed in result["verdicts"]:
-            terminalreporter.write_line(line, green=passed, red=not passed, bold=True)
 
     def pytest_report_header(self) -> list[str] | None:
         if not self.settings.active:
@@ -1022,64 +370,6 @@ class OsmosisSession:
             session.exitstatus = self.signals.exit_status(session.exitstatus)
 
 
-def _name_blocked_loop(
-    scheduler: RolloutScheduler, attempts: list[AttemptResult], submitted: list[float]
-) -> bool:
-    """Tell each failed attempt when something blocked the loop while it was in flight;
-    True when one was told."""
-    now = time.monotonic()
-    told = False
-    for attempt, started in zip(attempts, submitted, strict=True):
-        if attempt.status != "failed":
-            continue
-        blocks = scheduler.blocks_between(started, now)
-        if blocks:
-            attempt.blocked_loop = max(blocks, key=lambda b: b.seconds).describe()
-            told = True
-    return told
-
-
-class _RolloutRecords(logging.Filter):
-    """Drops ``osmosis_rollout``'s records logged by the rollouts (off the thread that runs
-    pytest's items, or on it while it runs the rollouts' loop) while that logger keeps its
-    records to itself (the engine's route to ``rollouts.log``)."""
-
-    def __init__(
-        self, items_thread: int, rollouts_loop: Callable[[], asyncio.AbstractEventLoop | None]
-    ) -> None:
-        super().__init__()
-        self.items_thread = items_thread
-        self.rollouts_loop = rollouts_loop
-        self.logger = logging.getLogger("osmosis_rollout")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if self.logger.propagate or not (
-            record.name == "osmosis_rollout" or record.name.startswith("osmosis_rollout.")
-        ):
-            return True
-        if record.thread is None:
-            return True
-        if record.thread != self.items_thread:
-            return False
-        # Logged now, on this thread (filters run where the record is made).
-        running = asyncio._get_running_loop()
-        return running is None or running is not self.rollouts_loop()
-
-
 def _row_dataset(item: pytest.Item) -> str | None:
-    ref = _row_ref(item)
+    ref = row_ref(item)
     return ref.dataset if ref is not None else None
-
-
-def _synthetic(row: DatasetRow, attempt: int, error_type: str, message: str) -> AttemptResult:
-    return AttemptResult(
-        row_key=row.key,
-        row_index=row.index,
-        source_row_index=row.source_index,
-        run_index=attempt,
-        rollout_id="",
-        status="failed",
-        reward=None,
-        error_type=error_type,
-        err_message=message,
-    )

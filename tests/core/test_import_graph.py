@@ -158,7 +158,7 @@ PLUGIN_LAYERS: dict[str, int] = {
     "pytest_osmosis.completion": 1,
     "pytest_osmosis.outputs": 1,
     "pytest_osmosis.run_folder": 1,
-    "pytest_osmosis.resume": 1,
+    "pytest_osmosis.report_redaction": 1,
     # 2: running rollouts: scheduler, runners, and the engine that wires them
     "pytest_osmosis.watchdog": 2,
     "pytest_osmosis.scheduler": 2,
@@ -168,7 +168,11 @@ PLUGIN_LAYERS: dict[str, int] = {
     "pytest_osmosis.engine": 2,
     "pytest_osmosis.live": 2,
     "pytest_osmosis.auto_repeats": 2,
-    # 3: the session plugin, which owns the run's state and hooks
+    "pytest_osmosis.rows": 2,
+    "pytest_osmosis.resume": 2,
+    # 3: the session and its plugin objects: the rows, resume, the summary
+    "pytest_osmosis.row_runner": 3,
+    "pytest_osmosis.summary": 3,
     "pytest_osmosis.session": 3,
     # 4: what pytest drives: start-up, collection, preflight, fixtures, xdist glue
     "pytest_osmosis.startup": 4,

@@ -14,8 +14,8 @@ import pytest
 
 from pytest_osmosis.gates import apply_gates, compare, load_baseline
 from pytest_osmosis.options import OsmosisSettings, RowPassRule, parse_row_pass
+from pytest_osmosis.report_redaction import _RolloutRecords
 from pytest_osmosis.reporting import RowRecord, RunReport
-from pytest_osmosis.session import _RolloutRecords
 from pytest_osmosis.verdict import (
     AttemptResult,
     attempt_passes,

@@ -16,6 +16,7 @@ from osmosis_rollout.report_model import (
     read_report,
     report_json_schema,
 )
+from osmosis_rollout.run_journal import RunJournalError, read_journal
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLISHED = REPO / "docs" / "report.schema.json"
@@ -52,3 +53,40 @@ def test_a_file_that_is_not_a_report_names_the_field(tmp_path: Path) -> None:
     path.write_text(json.dumps({"summary": {}, "row_verdicts": [{"verdict": "passed"}]}))
     with pytest.raises(ReportFileError, match=r"other\.json.*row_verdicts\.0\.nodeid"):
         read_report(path)
+
+
+def test_every_key_a_run_writes_is_named_with_its_meaning(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace(multiply_rows(3, wrong={1}))
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-output=out", "--osmosis-n=2"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    document = json.loads((root / "out" / "report.json").read_text(encoding="utf-8"))
+    journal = [json.loads(line) for line in (root / "out" / "rows.jsonl").read_text().splitlines()]
+    published = json.loads(PUBLISHED.read_text(encoding="utf-8"))
+    defs = published["$defs"]
+
+    def undescribed(model: str, keys: set[str]) -> list[str]:
+        properties = defs[model]["properties"]
+        return sorted(
+            k for k in keys if k not in properties or not properties[k].get("description")
+        )
+
+    assert undescribed("ReportSummary", set(document["summary"])) == []
+    assert undescribed("RowCounts", set(document["summary"]["rows"])) == []
+    assert undescribed("ReportAttempt", {k for row in document["rows"] for k in row}) == []
+    assert undescribed("ReportRowVerdict", {k for v in document["row_verdicts"] for k in v}) == []
+    assert undescribed("JournalLine", {k for line in journal for k in line}) == []
+    assert undescribed("RowStats", {k for line in journal for k in line["row_stats"]}) == []
+    assert undescribed("Fingerprint", set(journal[0]["fingerprint"])) == []
+    top = published["properties"]
+    assert all(top[k].get("description") for k in document if k != "summary")
+
+
+def test_a_journal_line_that_breaks_the_model_names_the_line_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"nodeid": "d::row-0", "run_index": 0, "reward": "high"}) + "\n")
+    with pytest.raises(RunJournalError, match=r"rows\.jsonl: the line at byte 0 .*reward"):
+        read_journal(path)

@@ -1,0 +1,116 @@
+"""Secrets stay out of what pytest itself writes: failure text, captured output, logs.
+
+:class:`ReportRedaction` is a plugin object of its own (registered as ``osmosis-redaction``):
+its ``pytest_runtest_makereport`` wrapper redacts each report's failure text, captured
+sections and properties with the run's one :class:`~osmosis_rollout.redaction.Redactor`,
+and :meth:`ReportRedaction.redact_pytest_logs` makes pytest's log handlers redact too, and
+leave the rollouts' own records to ``rollouts.log``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Generator
+
+import pytest
+
+from osmosis_rollout.redaction import Redactor, redact_handler
+
+__all__ = ["REDACTION_PLUGIN", "ReportRedaction"]
+
+REDACTION_PLUGIN = "osmosis-redaction"
+
+_PYTEST_LOG_HANDLERS = ("log_file_handler", "log_cli_handler", "caplog_handler", "report_handler")
+"""pytest's logging plugin handlers: the log file, live logs, caplog and report sections."""
+
+
+class ReportRedaction:
+    """Redacts pytest's reports and log handlers with the run's redactor."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        redactor: Redactor,
+        rollouts_loop: Callable[[], asyncio.AbstractEventLoop | None],
+    ) -> None:
+        self.config = config
+        self.redactor = redactor
+        self.rollouts_loop = rollouts_loop
+        """The rollouts' event loop, once the engine runs (None before)."""
+
+    def redact_pytest_logs(self) -> None:
+        """Make pytest's log file, live logs and captured-log sections redact secrets, and
+        leave the rollouts' own log records to ``rollouts.log``.
+
+        pytest hangs its handlers on every logger that does not propagate, the one the engine
+        routes to ``rollouts.log`` included: without the filter, each record a rollout logs
+        on another thread would also land in whichever item pytest runs at that moment.
+        """
+        logging_plugin = self.config.pluginmanager.get_plugin("logging-plugin")
+        leave_out = _RolloutRecords(threading.get_ident(), self.rollouts_loop)
+        for name in _PYTEST_LOG_HANDLERS:
+            handler = getattr(logging_plugin, name, None)
+            if isinstance(handler, logging.Handler):
+                redact_handler(handler, self.redactor)
+                handler.addFilter(leave_out)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Keep secrets out of a report's failure text, captured output and properties."""
+        report = yield
+        if not self.redactor:
+            return report
+        redact = self.redactor.redact
+        if isinstance(report.longrepr, str):
+            report.longrepr = redact(report.longrepr)
+        elif report.longrepr is not None:
+            text = str(report.longrepr)
+            redacted = redact(text)
+            if redacted != text:
+                report.longrepr = redacted
+        # In place, replacing only what changed: pytest keeps every report for the session,
+        # and an unchanged entry stays shared with the item's own list.
+        for i, (title, content) in enumerate(report.sections):
+            clean = redact(content)
+            if clean is not content:
+                report.sections[i] = (title, clean)
+        for i, (name, value) in enumerate(report.user_properties):
+            if value is None or isinstance(value, bool | int | float):
+                continue
+            clean_value = (
+                redact(value) if isinstance(value, str) else self.redactor.redact_value(value)
+            )
+            if clean_value is not value:
+                report.user_properties[i] = (name, clean_value)
+        return report
+
+
+class _RolloutRecords(logging.Filter):
+    """Drops ``osmosis_rollout``'s records logged by the rollouts (off the thread that runs
+    pytest's items, or on it while it runs the rollouts' loop) while that logger keeps its
+    records to itself (the engine's route to ``rollouts.log``)."""
+
+    def __init__(
+        self, items_thread: int, rollouts_loop: Callable[[], asyncio.AbstractEventLoop | None]
+    ) -> None:
+        super().__init__()
+        self.items_thread = items_thread
+        self.rollouts_loop = rollouts_loop
+        self.logger = logging.getLogger("osmosis_rollout")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.logger.propagate or not (
+            record.name == "osmosis_rollout" or record.name.startswith("osmosis_rollout.")
+        ):
+            return True
+        if record.thread is None:
+            return True
+        if record.thread != self.items_thread:
+            return False
+        # Logged now, on this thread (filters run where the record is made).
+        running = asyncio._get_running_loop()
+        return running is None or running is not self.rollouts_loop()
