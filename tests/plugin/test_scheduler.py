@@ -242,7 +242,7 @@ def test_close_does_not_wait_for_a_loop_blocked_right_now() -> None:
     try:
         future = scheduler.submit("row-0#0", blocks)
         assert blocking.wait(10)
-        while scheduler._watchdog.ongoing() is None:  # seen as blocked by the watchdog
+        while not scheduler.blocks_between(0, time.monotonic()):  # the watchdog saw the block
             time.sleep(0.05)
         scheduler.close()
         assert future.cancelled()
@@ -312,7 +312,7 @@ try:
     print("not interrupted")
 except KeyboardInterrupt:
     print("interrupted")
-while scheduler._watchdog.ongoing() is None:
+while not scheduler.blocks_between(0, time.monotonic()):
     time.sleep(0.05)
 scheduler.close()
 print("closed:", future.cancelled())
