@@ -3,18 +3,15 @@
 One daemon thread, ``osmosis-rollouts``, runs the scheduler's private event loop from its
 start to :meth:`RolloutScheduler.close`, and no other thread ever runs it. pytest's thread
 hands it work (:meth:`~RolloutScheduler.submit`, :meth:`~RolloutScheduler.run`) through
-``call_soon_threadsafe`` and waits on concurrent futures, in short slices. A FIFO semaphore
+``run_coroutine_threadsafe`` and waits on the concurrent futures, in short slices. A FIFO semaphore
 bounds how many rollouts run at once, so they start in item order and the row pytest waits on
 is among the first to finish. Signals stop pytest's thread, never the loop's
 (:mod:`pytest_osmosis.signals`); :meth:`~RolloutScheduler.close` then cancels what is left.
 
-The loop is private, so it works whatever pytest-asyncio (or the user's tests) do with theirs.
-A :class:`~pytest_osmosis.watchdog.LoopWatchdog` names sync code that blocks the loop (each
-affected row's failure says where). A loop blocked for longer than
-:attr:`RolloutScheduler.block_limit` (the item deadline) is given up: every rollout still
-pending, and every later one, fails with :class:`RolloutLoopBlocked` naming the blocking line,
-so the remaining rows end at once instead of each waiting out its deadline; the blocked thread
-is a daemon, left to the process's exit.
+A :class:`~pytest_osmosis.watchdog.LoopWatchdog` names sync code that blocks the loop. A loop
+blocked past :attr:`RolloutScheduler.block_limit` (the item deadline) is given up: every
+rollout pending or submitted later fails with :class:`RolloutLoopBlocked`, naming the line, and
+the blocked (daemon) thread is left to the process's exit.
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -36,21 +32,18 @@ __all__ = ["RolloutLoopBlocked", "RolloutLoopStopped", "RolloutScheduler"]
 
 STOP_TIMEOUT_SEC = 10.0
 """How long :meth:`RolloutScheduler.close` lets the loop's tasks and thread finish."""
-
 WAIT_SLICE_SEC = 0.1
 """A wait's longest uninterrupted sleep on a future."""
-
-_Start = tuple[str, Callable[[], Awaitable[Any]], bool, "concurrent.futures.Future[Any]"]
-"""One submission waiting for the loop: key, factory, bounded, the caller's future."""
 
 
 class RolloutLoopStopped(RuntimeError):
     """The scheduler's event loop died; every rollout still pending on it fails with this."""
 
-    def __init__(self, cause: BaseException) -> None:
+    def __init__(self, cause: BaseException, message: str | None = None) -> None:
         detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
         super().__init__(
-            f"the rollout event loop stopped: {detail} (raised on the loop outside any "
+            message
+            or f"the rollout event loop stopped: {detail} (raised on the loop outside any "
             "rollout, e.g. by a callback or task that user code scheduled); every rollout "
             "still pending on it failed"
         )
@@ -61,13 +54,12 @@ class RolloutLoopBlocked(RolloutLoopStopped):
     """Sync code blocked the loop for longer than an item may wait: the loop was given up."""
 
     def __init__(self, block: LoopBlock, limit: float) -> None:
-        RuntimeError.__init__(
-            self,
+        super().__init__(
+            TimeoutError(block.describe()),
             f"{block.describe()}, longer than an item may wait ({limit:g}s): the run gave up "
             "on the loop, and every rollout still pending on it failed (blocking code in an "
             "async function: await an async equivalent, or use asyncio.to_thread)",
         )
-        self.cause = TimeoutError(block.describe())
         self.block = block
 
 
@@ -83,13 +75,12 @@ class RolloutScheduler:
         self.block_limit: float | None = None
         """A loop blocked longer than this (seconds) is given up; None: never."""
         self._loop = asyncio.new_event_loop()
-        self._semaphore = asyncio.Semaphore(concurrency)
+        self._semaphore = asyncio.BoundedSemaphore(concurrency)  # FIFO: rows start in order
         self._futures: dict[str, concurrent.futures.Future[Any]] = {}
         self._runs: set[concurrent.futures.Future[Any]] = set()
         self._submitted: dict[str, float] = {}
         self._lock = threading.Lock()
         self._stopped: RolloutLoopStopped | None = None
-        self._batches = threading.local()
         self._thread = threading.Thread(target=self._run_loop, name="osmosis-rollouts", daemon=True)
         self._thread.start()
         self._watchdog = LoopWatchdog(self._loop, self._thread, on_block=self._on_block)
@@ -129,62 +120,44 @@ class RolloutScheduler:
         """Start ``factory()`` under the concurrency bound, once per ``key``; return its future.
 
         Cancelling the future cancels the rollout (before it starts, it never starts).
-        Inside :meth:`batch`, the rollout starts when the batch ends.
         """
-        batch: list[_Start] | None = getattr(self._batches, "pending", None)
         with self._lock:
             existing = self._futures.get(key)
             if existing is not None:
                 return existing
-            future: concurrent.futures.Future[T] = concurrent.futures.Future()
+            if self._stopped is not None:
+                future: concurrent.futures.Future[T] = concurrent.futures.Future()
+                future.set_exception(self._stopped)
+            else:
+                future = self._hand_over(key, factory, bounded)
             self._futures[key] = future
             self._submitted[key] = time.monotonic()
-            if self._stopped is not None:
-                future.set_exception(self._stopped)
-                return future
-        start: _Start = (key, factory, bounded, future)
-        if batch is not None:
-            batch.append(start)
-        else:
-            self._hand_over([start])
         return future
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
-        """Hand every :meth:`submit` made inside this block (on this thread) to the loop at
-        once: one wake-up of the loop's thread instead of one per rollout."""
-        if getattr(self._batches, "pending", None) is not None:
-            yield  # nested: the outer batch hands them over
-            return
-        pending: list[_Start] = []
-        self._batches.pending = pending
-        try:
-            yield
-        finally:
-            self._batches.pending = None
-            if pending:
-                self._hand_over(pending)
+        """Kept for callers: each :meth:`submit` reaches the loop at once, in order."""
+        yield
 
-    def _hand_over(self, starts: list[_Start]) -> None:
+    def _hand_over(
+        self, key: str | None, factory: Callable[[], Awaitable[T]], bounded: bool
+    ) -> concurrent.futures.Future[T]:
         try:
-            self._loop.call_soon_threadsafe(self._start, starts)
+            return asyncio.run_coroutine_threadsafe(
+                self._guarded(key, factory, bounded), self._loop
+            )
         except RuntimeError as exc:
-            # The loop was closed meanwhile: nothing will run these; their items say so.
-            for *_, future in starts:
-                with contextlib.suppress(concurrent.futures.InvalidStateError):
-                    future.set_exception(exc)
+            # The loop was closed: nothing will run this; its item says so.
+            future: concurrent.futures.Future[T] = concurrent.futures.Future()
+            future.set_exception(exc)
+            return future
 
-    def _start(self, starts: list[_Start]) -> None:
-        """On the loop: start each submission as a task tied to its caller's future."""
-        for key, factory, bounded, future in starts:
-            if future.done():
-                continue  # cancelled (or failed by a given-up loop) before it could start
-            # Named after the row: the watchdog names a blocked loop's running task.
-            task = self._loop.create_task(self._guarded(factory, bounded), name=key)
-            task.add_done_callback(functools.partial(_settle, future))
-            future.add_done_callback(functools.partial(self._cancel_task, task))
-
-    async def _guarded(self, factory: Callable[[], Awaitable[T]], bounded: bool) -> T:
+    async def _guarded(
+        self, key: str | None, factory: Callable[[], Awaitable[T]], bounded: bool
+    ) -> T:
+        task = asyncio.current_task()
+        if key is not None and task is not None:
+            task.set_name(key)  # the watchdog names a blocked loop's running task: the row
         if not bounded:
             return await factory()
         async with self._semaphore:
@@ -193,12 +166,6 @@ class RolloutScheduler:
                 return await factory()
             finally:
                 self.running -= 1
-
-    def _cancel_task(self, task: asyncio.Task[Any], future: concurrent.futures.Future[Any]) -> None:
-        """The caller cancelled ``future``: cancel its task on the loop's thread."""
-        if future.cancelled() and not task.done():
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                self._loop.call_soon_threadsafe(task.cancel)
 
     def wait(self, future: concurrent.futures.Future[T], timeout: float | None) -> T:
         """``future.result(timeout)``, slept in slices of :data:`WAIT_SLICE_SEC` (so a
@@ -216,14 +183,10 @@ class RolloutScheduler:
 
     def run(self, factory: Callable[[], Awaitable[T]], timeout: float | None = None) -> T:
         """Run one coroutine on the loop, unbounded, and wait for it (for fixtures)."""
-
-        async def _call() -> T:
-            return await factory()
-
         with self._lock:
             if self._stopped is not None:
                 raise self._stopped
-            future = asyncio.run_coroutine_threadsafe(_call(), self._loop)
+            future = self._hand_over(None, factory, bounded=False)
             self._runs.add(future)
         try:
             return self.wait(future, timeout)
@@ -265,8 +228,7 @@ class RolloutScheduler:
         return len(pending)
 
     def close(self) -> None:
-        """Cancel what is left, stop the loop and join its thread (bounded; a loop blocked
-        right now, or given up, is not waited for)."""
+        """Cancel what is left, stop the loop and join its thread (bounded; not a blocked loop)."""
         if self._loop.is_closed():
             return
         blocked = self._watchdog.ongoing() is not None
@@ -275,7 +237,7 @@ class RolloutScheduler:
         self.cancel_pending()
         if self._stopped is None and not given_up:
             with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
-                self.run(self._drain, timeout=STOP_TIMEOUT_SEC)
+                self.run(self._drain, timeout=STOP_TIMEOUT_SEC)  # RolloutLoopStopped too
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(0 if given_up else STOP_TIMEOUT_SEC)
@@ -289,21 +251,3 @@ class RolloutScheduler:
         if tasks:
             await asyncio.wait(tasks, timeout=STOP_TIMEOUT_SEC / 2)
         await self._loop.shutdown_asyncgens()
-
-
-def _settle(future: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:
-    """Copy a finished task's outcome to its caller's future (unless that is already settled)."""
-    # The caller may cancel, or a given-up loop fail, the future from another thread at any time.
-    with contextlib.suppress(RuntimeError, concurrent.futures.InvalidStateError):
-        if future.done():
-            return
-        if task.cancelled():
-            future.cancel()
-            return
-        if not future.set_running_or_notify_cancel():
-            return  # cancelled by the caller: it asked for no result
-        exc = task.exception()
-        if exc is not None:
-            future.set_exception(exc)
-        else:
-            future.set_result(task.result())

@@ -38,21 +38,6 @@ def test_a_submission_runs_on_the_loop_thread_once_per_key(scheduler: RolloutSch
     assert calls == ["osmosis-rollouts"]
 
 
-def test_submissions_in_a_batch_start_together_when_it_ends(scheduler: RolloutScheduler) -> None:
-    started = threading.Event()
-
-    async def work(i: int) -> int:
-        started.set()
-        return i * 10
-
-    with scheduler.batch():
-        futures = [scheduler.submit(f"row-{i}#0", lambda i=i: work(i)) for i in range(5)]
-        # Nothing reached the loop yet: the batch hands them over as it closes.
-        assert not started.wait(0.2)
-        assert not any(f.done() for f in futures)
-    assert [f.result(timeout=10) for f in futures] == [0, 10, 20, 30, 40]
-
-
 def test_an_exception_reaches_the_caller_as_it_was_raised(scheduler: RolloutScheduler) -> None:
     async def fails() -> None:
         raise ValueError("bad row")
@@ -61,21 +46,27 @@ def test_an_exception_reaches_the_caller_as_it_was_raised(scheduler: RolloutSche
         scheduler.submit("row#0", fails).result(timeout=10)
 
 
-def test_a_submission_cancelled_before_the_batch_ends_never_starts(
+def test_a_submission_cancelled_while_it_waits_for_a_slot_never_starts(
     scheduler: RolloutScheduler,
 ) -> None:
     ran: list[int] = []
+    release = threading.Event()
 
     async def work(i: int) -> int:
         ran.append(i)
+        while not release.is_set():
+            await asyncio.sleep(0.01)
         return i
 
-    with scheduler.batch():
-        dropped = scheduler.submit("row-0#0", lambda: work(0))
-        kept = scheduler.submit("row-1#0", lambda: work(1))
-        assert dropped.cancel()
-    assert kept.result(timeout=10) == 1
-    assert dropped.cancelled() and ran == [1]
+    busy = [scheduler.submit(f"row-{i}#0", lambda i=i: work(i)) for i in range(2)]
+    dropped = scheduler.submit("row-2#0", lambda: work(2))
+    kept = scheduler.submit("row-3#0", lambda: work(3))
+    while len(ran) < 2:  # both slots taken: the other two wait
+        time.sleep(0.01)
+    assert dropped.cancel()
+    release.set()
+    assert [scheduler.wait(f, 10) for f in [*busy, kept]] == [0, 1, 3]
+    assert dropped.cancelled() and ran == [0, 1, 3]
 
 
 def test_cancelling_a_running_submission_cancels_its_task(scheduler: RolloutScheduler) -> None:
@@ -251,7 +242,7 @@ def test_close_does_not_wait_for_a_loop_blocked_right_now() -> None:
     try:
         future = scheduler.submit("row-0#0", blocks)
         assert blocking.wait(10)
-        while scheduler._watchdog.ongoing() is None:  # seen as blocked by the watchdog
+        while not scheduler.blocks_between(0, time.monotonic()):  # the watchdog saw the block
             time.sleep(0.05)
         scheduler.close()
         assert future.cancelled()
@@ -321,7 +312,7 @@ try:
     print("not interrupted")
 except KeyboardInterrupt:
     print("interrupted")
-while scheduler._watchdog.ongoing() is None:
+while not scheduler.blocks_between(0, time.monotonic()):
     time.sleep(0.05)
 scheduler.close()
 print("closed:", future.cancelled())
