@@ -348,11 +348,15 @@ async def offer(url: str, policy_url: str, load: int, deadline: float) -> dict[s
                 sent.pop(id(request), None)
 
     per_client = 64
+    # Generous client timeouts: on a saturated machine this process's own loop can fall
+    # behind, and a read it could not get to in time is not the server's failure.
+    # Deadlines are the server's (agent_timeout_sec), and that is what is counted.
     clients = [
         RolloutClient(
             url,
+            result_read_grace_sec=300.0,
             http_client=httpx.AsyncClient(
-                timeout=httpx.Timeout(60.0),
+                timeout=httpx.Timeout(300.0),
                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=per_client),
                 event_hooks={"request": [on_request], "response": [on_response]},
             ),
