@@ -10,9 +10,12 @@ connection on each request, so one client holding 128 long polls spends more CPU
 pool than the servers spend in total (see RESULTS.md); ``--per-client 0`` shows that. Reported:
 rollouts/s, p50/p99 latency from just before admission to the terminal result, and the
 server process's CPU per rollout (``/proc/<pid>/stat``). Servers and concurrencies are
-interleaved; medians of ``--repeats`` runs.
+interleaved; medians of ``--repeats`` runs. ``--servers ours,serve,official`` adds
+``serve``: our server as ``osmosis-rollout serve`` runs it (``run_rollout_app``: the
+connection guard, ``--max-concurrent auto``).
 
     .venv/bin/python bench/bench_server.py [--rollouts 1000] [--repeats 3] [--concurrency 32,128]
+        [--servers ours,official]
 """
 
 from __future__ import annotations
@@ -65,9 +68,15 @@ class Exact(Grader):
 backend = LocalBackend(workflow=Work, grader=Exact,
                        workflow_config=AgentWorkflowConfig(name="bench",
                                                            concurrency=ConcurrencyConfig()))
-app = create_rollout_server(backend=backend, configure_logging=False)
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning",
-            access_log=False, timeout_keep_alive=60, backlog=4096)
+if sys.argv[1] == "serve":
+    from osmosis_rollout.server.runner import run_rollout_app
+    app = create_rollout_server(backend=backend, configure_logging=False, max_concurrent="auto")
+    run_rollout_app(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning",
+                    drain_timeout_sec=0)
+else:
+    app = create_rollout_server(backend=backend, configure_logging=False)
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning",
+                access_log=False, timeout_keep_alive=60, backlog=4096)
 """
 
 
@@ -176,7 +185,9 @@ def main() -> None:
         default=16,
         help="in-flight rollouts per RolloutClient (httpx pool); 0 = one client for all",
     )
+    parser.add_argument("--servers", default="ours,official")
     args = parser.parse_args()
+    servers = args.servers.split(",")
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     per_client = args.per_client or 10**9
     print(machine())
@@ -185,7 +196,7 @@ def main() -> None:
         script = Path(tmp) / "server.py"
         script.write_text(textwrap.dedent(SERVER))
         for repeat in range(args.repeats):
-            for which in ("ours", "official"):
+            for which in servers:
                 proc, url = start_server(which, script, Path(tmp) / which)
                 try:
                     # Warm-up: first-request costs (imports, pydantic schemas) off the clock.
@@ -211,7 +222,7 @@ def main() -> None:
     rows = []
     for conc in concurrencies:
         official_rate = median([r["rate"] for r in results[("official", conc)]])
-        for which in ("ours", "official"):
+        for which in servers:
             runs = results[(which, conc)]
             rate = median([r["rate"] for r in runs])
             rows.append(

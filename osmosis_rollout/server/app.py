@@ -474,6 +474,7 @@ class _Server:
             queued=queued,
             in_status=in_status,
             admission=self.admission.snapshot() if self.admission is not None else None,
+            connections=self.connections.snapshot() if self.connections is not None else None,
         )
 
 
@@ -692,7 +693,10 @@ def set_max_concurrent(server: _Server, value: MaxConcurrent) -> None:
     """Put the rollouts running under ``value`` (``"auto"`` or N); ``TypeError`` if impossible."""
     max_concurrent = parse_max_concurrent(value)
     if server.admission is not None:
-        raise ValueError("max_concurrent is already set for this server")
+        raise ValueError(
+            "max_concurrent is already set where this app was built; set it in one place "
+            "(create_rollout_server(max_concurrent=...) or serve --max-concurrent)"
+        )
     if not supports_concurrency_limit(server.backend):
         raise TypeError(
             f"max_concurrent: {type(server.backend).__name__} runs rollouts under no "

@@ -9,12 +9,13 @@ concurrency-limits:
    timer fires on average: it grows once the process runs out of CPU) and the rollout
    latency (how long finished rollouts held their slot, smoothed, against the lowest
    smoothed latency seen, which drifts slowly up so that a new workload resets it).
-2. When the lag is over its target (50 ms) or the latency is over twice its baseline, the
-   limit is multiplied by 0.8 (multiplicative decrease), never below 1.
+2. When the lag is over its target (50 ms) two seconds running (one late second is a
+   burst, such as many rollouts starting together) or the latency is over twice its
+   baseline, the limit is multiplied by 0.8 (multiplicative decrease), never below 1.
 3. Otherwise, if the rollouts running fill at least 90% of the limit (so the limit is
-   what holds the work back), the limit grows: by a quarter until the first congestion
-   (slow start), then by the square root of the limit (additive increase), never above
-   the rollout's own ``max_concurrent`` when it sets one.
+   what holds the work back), the limit grows: by half, from 64, until the first
+   congestion (slow start), then by the square root of the limit (additive increase),
+   never above the rollout's own ``max_concurrent`` when it sets one.
 4. Beyond the rollouts running, a short queue may wait: as many as start within 10 s at
    the measured rate (limit / latency), and only those expected to start and finish
    within 80% of their own ``agent_timeout_sec``; any other ``POST /rollout`` gets 429 at
@@ -62,13 +63,14 @@ def parse_max_concurrent(value: object) -> MaxConcurrent:
 class AimdPolicy:
     """The constants of the adaptive limit and the queue (see the module docstring)."""
 
-    initial_limit: int = 32
+    initial_limit: int = 64
     interval_sec: float = 1.0
     lag_probe_sec: float = 0.025
     lag_target_sec: float = 0.05
+    lagging_intervals: int = 2
     latency_tolerance: float = 2.0
     backoff: float = 0.8
-    slow_start_growth: float = 1.25
+    slow_start_growth: float = 1.5
     utilisation: float = 0.9
     queue_window_sec: float = 10.0
     unmeasured_queue_factor: int = 4
@@ -120,14 +122,19 @@ class AimdLimit:
         self.limit = _clamp(policy.initial_limit, ceiling)
         self.slow_start = True
         self.state = "starting"
+        self._late_intervals = 0
 
     def update(self, *, loop_lag_sec: float, latency_congested: bool, running: int) -> int:
         """One control step: grow, hold or back off; returns the new limit."""
         policy = self.policy
-        if loop_lag_sec > policy.lag_target_sec or latency_congested:
+        lagging = loop_lag_sec > policy.lag_target_sec
+        self._late_intervals = self._late_intervals + 1 if lagging else 0
+        if self._late_intervals >= policy.lagging_intervals or latency_congested:
             self.limit = max(1.0, self.limit * policy.backoff)
             self.slow_start = False
             self.state = "backing_off"
+        elif lagging:
+            self.state = "holding"
         elif running >= policy.utilisation * math.floor(self.limit):
             grown = (
                 self.limit * policy.slow_start_growth

@@ -17,6 +17,8 @@ at scrape time. No client library is needed: the exposition format is small and 
   ``osmosis_concurrency_queue_bound``, ``osmosis_event_loop_lag_seconds``,
   ``osmosis_rollout_slot_latency_seconds{kind="smoothed"|"baseline"}`` (the adaptive
   limit's signals) and ``osmosis_concurrency_limit_info{mode,state}``
+- under ``serve``: ``osmosis_connections_open``, ``osmosis_connections_shed_total{reason}``
+  (``header_timeout``, ``slow_body``, ``over_connection_cap``)
 """
 
 from __future__ import annotations
@@ -115,8 +117,12 @@ class RolloutMetrics:
         queued: int,
         in_status: Mapping[str, int],
         admission: Mapping[str, Any] | None = None,
+        connections: Mapping[str, Any] | None = None,
     ) -> str:
-        """The Prometheus text exposition of every metric (``admission``: ``/health``'s)."""
+        """The Prometheus text exposition of every metric.
+
+        ``admission`` and ``connections`` are the objects ``/health`` shows under those keys.
+        """
         lines: list[str] = []
 
         def family(name: str, kind: str, help_text: str) -> None:
@@ -160,6 +166,14 @@ class RolloutMetrics:
         lines.append(f"{name}_count {self.latency.count}")
         if admission is not None:
             _render_admission(admission, family, lines)
+        if connections is not None:
+            family("osmosis_connections_open", "gauge", "Open HTTP connections.")
+            lines.append(f"osmosis_connections_open {connections['open']}")
+            family("osmosis_connections_shed_total", "counter", "Connections closed by the server.")
+            shed = connections["shed"]
+            for reason in ("header_timeout", "slow_body", "over_connection_cap"):
+                labels = _labels([("reason", reason)])
+                lines.append(f"osmosis_connections_shed_total{labels} {shed.get(reason, 0)}")
         return "\n".join(lines) + "\n"
 
 

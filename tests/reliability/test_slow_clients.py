@@ -85,7 +85,15 @@ async def test_headers_that_never_finish_are_closed_and_a_long_poll_is_not(
     tmp_path: Path,
 ) -> None:
     main_py = write_main(tmp_path / "rollout")
-    options = ("--header-timeout", "1", "--result-wait-timeout-sec", "10", "--drain-timeout", "0")
+    options = (
+        "--header-timeout",
+        "1",
+        "--result-wait-timeout-sec",
+        "10",
+        "--drain-timeout",
+        "0",
+        "--enable-metrics",
+    )
     with served(main_py, tmp_path / "artifacts", *options) as (url, _):
         port = int(url.rsplit(":", 1)[1])
         slow = half_sent_request(port)
@@ -105,15 +113,17 @@ async def test_headers_that_never_finish_are_closed_and_a_long_poll_is_not(
             result = await http.get(
                 "/rollout/long-poll/result", headers={"X-Osmosis-Rollout-Lease": token}
             )
+            sent = await asyncio.to_thread(closed_by_server, slow, 20)
             health = (await http.get("/health")).json()
-        sent = await asyncio.to_thread(closed_by_server, slow, 20)
-        slow.close()
+            metrics = (await http.get("/metrics")).text
+            slow.close()
 
     assert sent == b""  # closed without an answer
     assert admitted.status_code == 202
     assert result.status_code == 200
     assert result.json()["status"] == "success"
     assert health["connections"]["shed"]["header_timeout"] >= 1
+    assert 'osmosis_connections_shed_total{reason="header_timeout"} ' in metrics
 
 
 async def test_a_client_without_the_key_is_refused_before_its_body_and_a_trickling_body_is_closed(
