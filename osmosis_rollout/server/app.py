@@ -304,6 +304,8 @@ class _Server:
                 secrets=self.secrets,
             )
         except asyncio.CancelledError:
+            # A cancel is an outcome the controller asked for, not a fault: one line, no trace.
+            logger.info("rollout %s cancelled", entry.rollout_id)
             await self.registry.complete(entry, cancelled_result(entry.rollout_id, started=True))
             raise
         if result.get("err_message"):
