@@ -20,6 +20,7 @@ from osmosis_rollout.redaction import Redactor, redact_handler
 from pytest_osmosis.options import DEFAULT_CONCURRENCY, OsmosisSettings
 from pytest_osmosis.policy_choice import choose_policy
 from pytest_osmosis.rollout_servers import (
+    ServedServer,
     check_servers,
     close_clients,
     make_clients,
@@ -220,19 +221,20 @@ def start_engine(
             urls = list(s.servers)
             check_servers(urls)
             artifact_root: Path | None = None
+            served: ServedServer | None = None
             if s.serve:
                 assert entrypoint is not None, (
                     "startup discovers the entrypoint for --osmosis-serve"
                 )
                 artifact_root = paths.rollouts
-                url, stop = start_server_subprocess(
+                served = start_server_subprocess(
                     entrypoint,
                     cwd=Path(config.invocation_params.dir),
                     output=output,
                     artifact_root=artifact_root,
                 )
-                closers.append(stop)
-                urls.append(url)
+                closers.append(served.stop)
+                urls.append(served.url)
             scheduler = RolloutScheduler(s.concurrency or DEFAULT_CONCURRENCY)
             clients = make_clients(scheduler, urls)
             loop_closers.append(functools.partial(close_clients, scheduler, clients))
@@ -243,6 +245,7 @@ def start_engine(
                 agent_timeout=s.agent_timeout,
                 grader_timeout=s.grader_timeout,
                 server_artifact_root=artifact_root,
+                served=served,
             )
         else:
             if s.ray:
