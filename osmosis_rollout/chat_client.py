@@ -45,6 +45,7 @@ from osmosis_rollout.context import RolloutContext, SampleSource, get_rollout_co
 from osmosis_rollout.errors import PolicyError
 from osmosis_rollout.in_process import RoutingTransport
 from osmosis_rollout.integrations.streaming import resolve_streaming
+from osmosis_rollout.telemetry import model_call
 from osmosis_rollout.types import RolloutSample
 
 ROLLOUT_MODEL = "osmosis-rollout"
@@ -219,14 +220,15 @@ class RolloutChatClient(SampleSource):
             body.setdefault("stream_options", {"include_usage": True})
         headers = {"Authorization": f"Bearer {self._ctx.api_key}"} if self._ctx.api_key else {}
         client = self._http_client or _shared_client()
-        if stream:
-            async with client.stream("POST", self.url, json=body, headers=headers) as response:
+        with model_call(self.url, stream=stream):
+            if stream:
+                async with client.stream("POST", self.url, json=body, headers=headers) as response:
+                    await self._raise_for_status(response)
+                    reply = await _assemble_stream(response.aiter_lines(), self.url)
+            else:
+                response = await client.post(self.url, json=body, headers=headers)
                 await self._raise_for_status(response)
-                reply = await _assemble_stream(response.aiter_lines(), self.url)
-        else:
-            response = await client.post(self.url, json=body, headers=headers)
-            await self._raise_for_status(response)
-            reply = _parse_completion(response, self.url)
+                reply = _parse_completion(response, self.url)
         self._messages.append(reply.message)
         if reply.usage is not None:
             self._usage[len(self._messages) - 1] = reply.usage

@@ -299,6 +299,9 @@ class _SharedRedactor(Redactor):
             "Redactor.from_environment() to add secrets to it"
         )
 
+    def add_family(self, name: str, prefix: str) -> None:
+        self.add(name, prefix)
+
 
 class _EnvironmentRedactors:
     """Environment redactors (one per ``extra``), reused while the environment's secrets hold.

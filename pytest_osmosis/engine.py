@@ -22,6 +22,7 @@ from pytest_osmosis.options import DEFAULT_CONCURRENCY, OsmosisSettings
 from pytest_osmosis.policy_choice import choose_policy
 from pytest_osmosis.rollout_output import RolloutsLogHandler
 from pytest_osmosis.rollout_servers import (
+    ServedServer,
     check_servers,
     close_clients,
     make_clients,
@@ -243,6 +244,7 @@ def start_engine(
                 show_startup_step(config, "checking the rollout servers…")
             check_servers(urls)
             artifact_root: Path | None = None
+            served: ServedServer | None = None
             if s.serve:
                 assert entrypoint is not None, (
                     "startup discovers the entrypoint for --osmosis-serve"
@@ -251,14 +253,14 @@ def start_engine(
                 show_startup_step(
                     config, f"starting a rollout server for {_shown(config, entrypoint)}…"
                 )
-                url, stop = start_server_subprocess(
+                served = start_server_subprocess(
                     entrypoint,
                     cwd=Path(config.invocation_params.dir),
                     output=output,
                     artifact_root=artifact_root,
                 )
-                closers.append(stop)
-                urls.append(url)
+                closers.append(served.stop)
+                urls.append(served.url)
             scheduler = RolloutScheduler(s.concurrency or DEFAULT_CONCURRENCY)
             clients = make_clients(scheduler, urls)
             loop_closers.append(functools.partial(close_clients, scheduler, clients))
@@ -269,6 +271,7 @@ def start_engine(
                 agent_timeout=s.agent_timeout,
                 grader_timeout=s.grader_timeout,
                 server_artifact_root=artifact_root,
+                served=served,
             )
         else:
             show_startup_step(config, f"importing {_shown(config, entrypoint)}…")

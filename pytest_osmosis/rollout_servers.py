@@ -3,11 +3,14 @@ make the controller-side clients that admit and poll rollouts on them."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -95,10 +98,81 @@ def close_clients(scheduler: RolloutScheduler, clients: list[Any]) -> None:
 _SERVING_ON = re.compile(rb"osmosis-rollout serve: .* on http://127\.0\.0\.1:(\d+)")
 
 
+class ServedServer:
+    """The ``--osmosis-serve`` subprocess: its URL, how to stop it, and why it died.
+
+    Rows admitted to it wait on :meth:`exited` beside their own polls, so a server that dies
+    fails every remaining row at once with :meth:`exit_cause`, rather than after each row's
+    admission and poll retries.
+    """
+
+    LAST_LINES = 15
+
+    def __init__(
+        self,
+        url: str,
+        process: subprocess.Popen[bytes],
+        log_path: Path,
+        stop: Callable[[], None],
+    ) -> None:
+        self.url = url
+        self.process = process
+        self.log_path = log_path
+        self._stop = stop
+        self._exited: asyncio.Event | None = None
+        self.stopping = False
+        """True once :attr:`stop` was called: an exit then is ours, not a death."""
+
+    def stop(self) -> None:
+        """Stop the server (its exit from now on is ours, not a death)."""
+        self.stopping = True
+        self._stop()
+
+    def exit_cause(self) -> str | None:
+        """``None`` while the server runs (or after we stopped it), else what ended it."""
+        code = self.process.poll()
+        if code is None or self.stopping:
+            return None
+        if code < 0:
+            try:
+                status = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                status = f"killed by signal {-code}"
+        else:
+            status = f"exited with status {code}"
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()[-self.LAST_LINES :]
+        except OSError as exc:
+            lines = [f"(its log {self.log_path} is unreadable: {exc})"]
+        tail = "\n".join(f"  {line}" for line in lines) or "  (nothing)"
+        return (
+            f"the --osmosis-serve rollout server {status}; the remaining rows fail without "
+            f"it. Last lines of {self.log_path}:\n{tail}"
+        )
+
+    async def exited(self) -> None:
+        """Return once the process has exited (one watching thread, made on first call)."""
+        if self.process.poll() is not None:
+            return
+        if self._exited is None:
+            loop = asyncio.get_running_loop()
+            event = self._exited = asyncio.Event()
+
+            def watch() -> None:
+                self.process.wait()
+                try:
+                    loop.call_soon_threadsafe(event.set)
+                except RuntimeError:
+                    pass  # the rows' loop is closed: nobody is waiting any more
+
+            threading.Thread(target=watch, name="osmosis-serve-watch", daemon=True).start()
+        await self._exited.wait()
+
+
 def start_server_subprocess(
     entrypoint: str, *, cwd: Path, output: Path, artifact_root: Path
-) -> tuple[str, Callable[[], None]]:
-    """Run ``osmosis-rollout serve <entrypoint>`` on a loopback port; return url and stop.
+) -> ServedServer:
+    """Run ``osmosis-rollout serve <entrypoint>`` on a loopback port, until healthy.
 
     The server binds port 0 and names the port the system chose in its first line, so no
     other process can take the port between choosing and binding it (a port picked here
@@ -159,7 +233,7 @@ def start_server_subprocess(
             if url is not None:
                 try:
                     if health.get(url + "/health").status_code == 200:
-                        return url, stop
+                        return ServedServer(url, proc, log_path, stop)
                 except httpx.HTTPError:
                     pass
             time.sleep(0.1)

@@ -7,11 +7,13 @@ on loopback, so a rollout never knows which policy answers it, and both produce 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import os
 import re
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from osmosis_rollout.controller import PolicyServer, RolloutClient
     from osmosis_rollout.dataset import DatasetRow
     from osmosis_rollout.policy import TokenPrices
+    from pytest_osmosis.rollout_servers import ServedServer
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -225,7 +228,9 @@ class ServerRunner(_AttemptBuilder):
 
     Several servers spread attempts round-robin. Trajectories are the server's business
     (it writes them under its own artifact root); the report points at them when the
-    server shares this machine's filesystem and wrote one.
+    server shares this machine's filesystem and wrote one. An attempt on the server that
+    ``--osmosis-serve`` started (``served``) fails at once, with its cause, when that
+    server's process is gone.
     """
 
     def __init__(
@@ -237,8 +242,10 @@ class ServerRunner(_AttemptBuilder):
         agent_timeout: float | None,
         grader_timeout: float | None,
         server_artifact_root: Path | None = None,
+        served: ServedServer | None = None,
     ) -> None:
         super().__init__(policy_server, paths)
+        self.served = served
         self.clients = clients
         self._next = itertools.cycle(range(len(clients)))
         self.agent_timeout = agent_timeout
@@ -248,11 +255,31 @@ class ServerRunner(_AttemptBuilder):
     async def run_attempt(
         self, row: DatasetRow, attempt: int, *, cassette_key: str
     ) -> AttemptResult:
-        from osmosis_rollout.errors import RolloutProtocolError
-
         rollout_id, key = self.begin(row, attempt, cassette_key)
         started = time.perf_counter()
         client = self.clients[next(self._next)]
+        served = self.served if self.served is not None and client.url == self.served.url else None
+        if served is None:
+            wire = await self._admit_and_poll(client, row, attempt, rollout_id, key)
+        else:
+            wire = await _unless_it_died(
+                served, rollout_id, self._admit_and_poll(client, row, attempt, rollout_id, key)
+            )
+        trajectory = None
+        if self.server_artifact_root is not None:
+            candidate = self.server_artifact_root / rollout_id / "trajectory.json"
+            trajectory = candidate if candidate.exists() else None
+        diagnostics = _existing(self.paths.rollouts / rollout_id / "diagnostics.json")
+        return self.finish(
+            row, attempt, rollout_id, wire, started, trajectory, diagnostics=diagnostics
+        )
+
+    async def _admit_and_poll(
+        self, client: RolloutClient, row: DatasetRow, attempt: int, rollout_id: str, key: str
+    ) -> dict[str, Any]:
+        """Admit the attempt, long-poll its result; the wire result (failed on any error)."""
+        from osmosis_rollout.errors import RolloutProtocolError
+
         try:
             handle = await client.run_rollout_async(
                 initial_messages=copy.deepcopy(row.initial_messages),
@@ -267,19 +294,37 @@ class ServerRunner(_AttemptBuilder):
                 extra_fields={"row_index": row.index, "run_index": attempt},
             )
             response = await handle
-            wire = response.model_dump(mode="json")
+            wire: dict[str, Any] = response.model_dump(mode="json")
         except RolloutProtocolError as exc:
             wire = _failed_wire(rollout_id, "rollout_protocol_error", str(exc))
         except Exception as exc:
             wire = _failed_wire(rollout_id, type(exc).__name__, str(exc) or type(exc).__name__)
-        trajectory = None
-        if self.server_artifact_root is not None:
-            candidate = self.server_artifact_root / rollout_id / "trajectory.json"
-            trajectory = candidate if candidate.exists() else None
-        diagnostics = _existing(self.paths.rollouts / rollout_id / "diagnostics.json")
-        return self.finish(
-            row, attempt, rollout_id, wire, started, trajectory, diagnostics=diagnostics
-        )
+        return wire
+
+
+async def _unless_it_died(
+    served: ServedServer, rollout_id: str, attempt: Coroutine[Any, Any, dict[str, Any]]
+) -> dict[str, Any]:
+    """``attempt``'s wire result, or a failure naming the cause once ``served`` has died."""
+    if served.exit_cause() is None:
+        work = asyncio.ensure_future(attempt)
+        death = asyncio.ensure_future(served.exited())
+        try:
+            await asyncio.wait({work, death}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            death.cancel()
+            if not work.done():
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+        if not work.cancelled():
+            wire = work.result()
+            # A failure while the server died (a refused poll) is the death's, not the row's.
+            if wire.get("status") == "success" or served.exit_cause() is None:
+                return wire
+    else:
+        attempt.close()  # never started: nothing was admitted to a dead server
+    cause = served.exit_cause() or "the --osmosis-serve rollout server exited"
+    return _failed_wire(rollout_id, "server_exited", cause)
 
 
 def _failed_wire(rollout_id: str, category: str, message: str) -> dict[str, Any]:

@@ -75,6 +75,13 @@ _SANDBOX_API_ERROR_TYPES = frozenset({"SandboxApiException", "SandboxAPIError"})
 _PROVIDER_HTTP_STATUSES = frozenset({401, 402, 403, 429, 500, 502, 503, 504})
 
 
+def _cancelling() -> bool:
+    """Whether this task is being cancelled by its caller (a deadline of ours that fired has
+    already taken its own cancel back)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def categorize_exception(exc: BaseException) -> RolloutErrorCategory:
     """Map an exception raised by user code onto the wire's error categories."""
     if isinstance(exc, TimeoutError):
@@ -330,6 +337,10 @@ class LocalBackend(ExecutionBackend):
                             metrics=dict(output.metrics),
                         )
         except Exception as exc:
+            if _cancelling():
+                # The caller cancelled and user code turned that into an error of its own
+                # (some frameworks do): the rollout was cancelled, and is reported so.
+                raise asyncio.CancelledError(f"cancelled ({exc!r})") from exc
             logger.info(
                 "rollout %s: workflow failed: %r", request.id, exc, exc_info=not deadline.fired()
             )
@@ -362,6 +373,10 @@ class LocalBackend(ExecutionBackend):
                 await call_user_code(grader.grade, ctx, executor=self._sync_executor())
                 validate_graded_sample(ctx.sample)
         except Exception as exc:
+            if _cancelling():
+                # The caller cancelled and user code turned that into an error of its own
+                # (some frameworks do): the rollout was cancelled, and is reported so.
+                raise asyncio.CancelledError(f"cancelled ({exc!r})") from exc
             logger.info(
                 "rollout %s: grader failed: %r", request.id, exc, exc_info=not deadline.fired()
             )

@@ -32,6 +32,7 @@ import httpx
 
 from osmosis_rollout.chat_client import _shared_client, sse_chunks
 from osmosis_rollout.errors import PolicyError
+from osmosis_rollout.telemetry import model_call
 
 _PROVIDER_PREFIX = "litellm_proxy/"
 
@@ -115,7 +116,8 @@ class LeanLitellm:
         client = _shared_client()
         if body.get("stream"):
             return _stream_chunks(client, url, headers, content)
-        response = await client.post(url, content=content, headers=headers)
+        with model_call(url, stream=False):
+            response = await client.post(url, content=content, headers=headers)
         await _raise_for_status(response, url)
         try:
             payload = response.json()
@@ -169,14 +171,16 @@ async def _stream_chunks(
     from openai.types.chat import ChatCompletionChunk
 
     validate = ChatCompletionChunk.model_validate
-    async with client.stream("POST", url, content=content, headers=headers) as response:
-        await _raise_for_status(response, url)
-        async for chunk in sse_chunks(response.aiter_lines(), url):
-            yield validate(chunk)
-            if chunk.get("usage") and chunk.get("choices"):
-                # Usage riding on a chunk with choices also comes alone, as LiteLLM splits it:
-                # Strands stops reading choices at the finish reason and takes usage after.
-                yield validate({**chunk, "choices": []})
+    with model_call(url, stream=True):
+        async with client.stream("POST", url, content=content, headers=headers) as response:
+            await _raise_for_status(response, url)
+            async for chunk in sse_chunks(response.aiter_lines(), url):
+                yield validate(chunk)
+                if chunk.get("usage") and chunk.get("choices"):
+                    # Usage riding on a chunk with choices also comes alone, as LiteLLM splits
+                    # it: Strands stops reading choices at the finish reason and takes usage
+                    # after.
+                    yield validate({**chunk, "choices": []})
 
 
 __all__ = ["LeanLitellm", "lean_methods", "on_lean_endpoint"]

@@ -46,6 +46,7 @@ from osmosis_rollout.server.limits import (
     check_max_body_bytes,
 )
 from osmosis_rollout.server.metrics import CONTENT_TYPE, RolloutMetrics
+from osmosis_rollout.server.observability import RolloutObservability
 from osmosis_rollout.server.registry import (
     DuplicateRolloutError,
     InvalidLeaseError,
@@ -217,6 +218,7 @@ class _Server:
         self.drain = drain
         self.on_status = on_status
         self.metrics = RolloutMetrics()
+        self.observability = RolloutObservability()
         self.metrics_enabled = False
         self.max_body_bytes: int | None = None
         self.admission: AdmissionControl | None = None
@@ -245,7 +247,10 @@ class _Server:
 
     # -- observers -------------------------------------------------------------------------
 
-    def _notify(self, rollout_id: str, status: RolloutStatus) -> None:
+    def _notify(
+        self, rollout_id: str, status: RolloutStatus, error_category: str | None = None
+    ) -> None:
+        self.observability.record(rollout_id, status, error_category)
         if self.on_status is None:
             return
         try:
@@ -259,7 +264,7 @@ class _Server:
         self.metrics.record_finished(
             status.value, entry.result["err_category"], time.monotonic() - entry.admitted_at
         )
-        self._notify(entry.rollout_id, status)
+        self._notify(entry.rollout_id, status, entry.result["err_category"])
 
     # -- backend hooks ---------------------------------------------------------------------
 
@@ -303,15 +308,18 @@ class _Server:
         """The execution task: mark ``running``, execute, publish the result."""
         await entry.progress.set_status(RolloutStatus.RUNNING)
         try:
-            result = await execute_rollout(
-                self.backend,
-                request,
-                progress=entry.progress,
-                process_id=self.process_id,
-                artifact_root=self.artifact_root,
-                secrets=self.secrets,
-            )
+            with self.observability.executing(entry.rollout_id):
+                result = await execute_rollout(
+                    self.backend,
+                    request,
+                    progress=entry.progress,
+                    process_id=self.process_id,
+                    artifact_root=self.artifact_root,
+                    secrets=self.secrets,
+                )
         except asyncio.CancelledError:
+            # A cancel is an outcome the controller asked for, not a fault: one line, no trace.
+            logger.info("rollout %s cancelled", entry.rollout_id)
             await self.registry.complete(entry, cancelled_result(entry.rollout_id, started=True))
             raise
         if result.get("err_message"):
@@ -366,13 +374,16 @@ class _Server:
             # The rollout's key is a secret of this process while the rollout runs.
             self.redactor.hold("POLICY_API_KEY", key)
             try:
-                self._reserve(rollout_id)
-                task = asyncio.create_task(self.run(entry, request), name=f"rollout-{rollout_id}")
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
-                task.add_done_callback(lambda _: self._release(rollout_id))
-                task.add_done_callback(lambda _: self.redactor.release(key))
-                await self.registry.bind_task(entry, task)
+                with self.observability.admission(rollout_id, request.metadata):
+                    self._reserve(rollout_id)
+                    task = asyncio.create_task(
+                        self.run(entry, request), name=f"rollout-{rollout_id}"
+                    )
+                    self.tasks.add(task)
+                    task.add_done_callback(self.tasks.discard)
+                    task.add_done_callback(lambda _: self._release(rollout_id))
+                    task.add_done_callback(lambda _: self.redactor.release(key))
+                    await self.registry.bind_task(entry, task)
             except BaseException:
                 if task is not None:
                     task.cancel()
@@ -542,9 +553,12 @@ def create_rollout_server(
                     await stack.enter_async_context(_redacted_output(server.redactor))
                 if lifespan is not None:
                     state = await stack.enter_async_context(lifespan(app))
+                server.observability.start()
                 yield state
             finally:
-                # Exit order (LIFO): backend.shutdown, registry.close, the caller's lifespan.
+                # Exit order (LIFO): backend.shutdown, registry.close, the last ownership
+                # events flushed, the caller's lifespan.
+                stack.push_async_callback(asyncio.to_thread, server.observability.close)
                 stack.push_async_callback(server.registry.close)
                 shutdown_hook = getattr(backend, "shutdown", None)
                 if shutdown_hook is not None:

@@ -281,3 +281,43 @@ async def test_poll_after_cancel_does_not_renew_or_revive() -> None:
         first = await poll_until_terminal(client, "r-1", token)
         again = (await client.get("/rollout/r-1/result", headers=lease(token))).json()
     assert first == again
+
+
+class _ConvertsCancellation(GatedWorkflow):
+    """Turns its cancellation into an error of its own, as some frameworks do."""
+
+    async def run(self, ctx: Any) -> Any:
+        try:
+            return await super().run(ctx)
+        except asyncio.CancelledError:
+            raise RuntimeError("agent run aborted") from None
+
+
+@pytest.mark.parametrize(
+    "workflow", [GatedWorkflow, _ConvertsCancellation], ids=["running", "converted-by-user-code"]
+)
+async def test_a_cancelled_rollout_logs_one_line_and_no_traceback(
+    caplog: pytest.LogCaptureFixture, workflow: Any
+) -> None:
+    import logging
+
+    from osmosis_rollout import AgentWorkflowConfig, ConcurrencyConfig
+
+    config = AgentWorkflowConfig(name="w", concurrency=ConcurrencyConfig(max_concurrent=1))
+    app = make_app(workflow, workflow_config=config)
+    caplog.set_level(logging.INFO, logger="osmosis_rollout")
+    async with serving(app) as client:
+        token = await admit(client, "r-cancel", metadata={"gate": "never"})
+        queued = await admit(client, "r-queued", metadata={"gate": "never"})
+        await until_running(app, "r-cancel")
+        response = await client.post("/rollout/cancel", json={"ids": ["r-cancel", "r-queued"]})
+        assert response.json()["dispositions"]["r-cancel"] == "cancelled_running"
+        first = await poll_until_terminal(client, "r-cancel", token)
+        await poll_until_terminal(client, "r-queued", queued)
+    assert first["status"] == "cancelled"
+    assert not [r for r in caplog.records if r.exc_info], "a cancelled rollout logged a traceback"
+    about = [r.getMessage() for r in caplog.records if "r-cancel" in r.getMessage()]
+    assert about == ["rollout r-cancel cancelled"]
+    assert [r.getMessage() for r in caplog.records if "r-queued" in r.getMessage()] == [
+        "rollout r-queued cancelled"
+    ]
