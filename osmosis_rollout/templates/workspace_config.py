@@ -5,7 +5,9 @@ template also writes the workspace's ``pyproject.toml`` (the same file the examp
 workspaces carry: dependencies and a ``[tool.pytest.ini_options]`` naming the eval config,
 the dataset and the reference policy). A workspace's own files are respected:
 
-- no ``pyproject.toml`` and no other pytest configuration: the file is written whole;
+- no ``pyproject.toml`` and no other pytest configuration: the file is written whole
+  (with pytest-asyncio's loop scope set when pytest-asyncio is installed, so its
+  deprecation warning does not open every run);
 - a ``pyproject.toml`` that does not configure pytest: the section is appended to it;
 - pytest already configured there (``pytest.ini``, ``tox.ini``, ``setup.cfg``, a
   ``pyproject.toml`` section, e.g. by an earlier rollout): left as it is, and said.
@@ -13,13 +15,14 @@ the dataset and the reference policy). A workspace's own files are respected:
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from osmosis_rollout.templates import PYTEST_SECTION, Template, render_workspace_pyproject
 
-__all__ = ["PytestConfig", "pytest_config_file", "write_pytest_config"]
+__all__ = ["ASYNCIO_SCOPE", "PytestConfig", "pytest_config_file", "write_pytest_config"]
 
 #: Files pytest reads its configuration from, and the section that makes each one count.
 _PYTEST_FILES = (
@@ -50,9 +53,24 @@ def pytest_config_file(root: Path) -> Path | None:
     return None
 
 
+ASYNCIO_SCOPE = 'asyncio_default_fixture_loop_scope = "function"'
+"""Set where pytest-asyncio is installed: unset, it warns at the top of every pytest run."""
+
+
+def _workspace_pyproject(template: Template, rollout: str) -> str:
+    text = render_workspace_pyproject(template, rollout)
+    # Only where pytest-asyncio is installed: elsewhere pytest would warn of an unknown key.
+    if importlib.util.find_spec("pytest_asyncio") is not None:
+        line = (
+            f"{ASYNCIO_SCOPE}  # pytest-asyncio is installed here; unset, it warns on every run\n"
+        )
+        text = text.replace(PYTEST_SECTION + "\n", PYTEST_SECTION + "\n" + line, 1)
+    return text
+
+
 def write_pytest_config(root: Path, template: Template, rollout: str) -> PytestConfig:
     """Configure pytest in ``root`` to run ``rollout`` unless something already does."""
-    text = render_workspace_pyproject(template, rollout)
+    text = _workspace_pyproject(template, rollout)
     pyproject = root / "pyproject.toml"
     existing = pytest_config_file(root)
     if existing is not None:

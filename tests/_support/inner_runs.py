@@ -9,4 +9,8 @@ in a venv without the test extras.
 from __future__ import annotations
 
 #: ``PYTEST_ADDOPTS`` for every inner run (set by the autouse fixture in ``tests/conftest.py``).
-INNER_RUN_ADDOPTS = "-p no:schemathesis -p no:hypothesispytest"
+INNER_RUN_ADDOPTS = (
+    "-p no:schemathesis -p no:hypothesispytest -o asyncio_default_fixture_loop_scope=function"
+)
+"""Also sets pytest-asyncio's loop scope, as the suite's own configuration does: unset, the
+plugin's deprecation warning would open every inner run's output."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from examples.support import (
     Run,
     assert_all_rows_passed,
     count_rows,
+    run,
     run_cli,
     run_pytest,
 )
@@ -647,3 +649,21 @@ def test_an_existing_pytest_configuration_is_left_as_it_is(
 def test_after_template_apply_a_bare_pytest_runs_the_rows(tmp_path: Path) -> None:
     assert run_cli(tmp_path, "template", "apply", "plain").returncode == 0
     assert_all_rows_passed(run_pytest(tmp_path), count_rows(tmp_path / "data" / "multiply.jsonl"))
+
+
+def test_a_bare_pytest_in_a_new_workspace_opens_with_no_deprecation_warning(
+    tmp_path: Path,
+) -> None:
+    assert run_cli(tmp_path, "template", "apply", "plain").returncode == 0
+    assert (
+        'asyncio_default_fixture_loop_scope = "function"'
+        in (tmp_path / "pyproject.toml").read_text()
+    )  # pytest-asyncio is installed here, as in the suite's environment
+    # The user's own environment: not the suite's -o that sets the scope for inner runs.
+    ran = run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"],
+        tmp_path,
+        PYTEST_ADDOPTS="-p no:schemathesis -p no:hypothesispytest",
+    )
+    assert ran.returncode == 0, ran.explain()
+    assert "DeprecationWarning" not in ran.stdout + ran.stderr, ran.explain()
