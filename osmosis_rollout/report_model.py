@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 __all__ = [
     "REPORT_SCHEMA",
     "Fingerprint",
+    "GraderSaid",
     "JournalLine",
     "ReportAttempt",
     "ReportBaseline",
@@ -69,6 +70,19 @@ class RewardStats(_Open):
     max: float = Field(description="highest reward")
     mean_interval: ReportInterval | None = Field(
         default=None, description="interval of the mean reward (t), at the run's confidence"
+    )
+
+
+class GraderSaid(_Open):
+    """The grader's own words on one attempt (captured with no change to the grader)."""
+
+    reason: str | None = Field(
+        default=None,
+        description="each evaluate_rubric explanation ('judge: score S: ...'), then the lines "
+        "the grader logged while it graded this rollout",
+    )
+    metrics: dict[str, Any] = Field(
+        default_factory=dict, description="the sample's metrics as the grader left them"
     )
 
 
@@ -132,6 +146,12 @@ class ReportAttempt(_Open):
         default=None, description="the last assistant message of the trajectory"
     )
     policy_calls: int | None = Field(default=None, description="model calls the rollout made")
+    grader: GraderSaid | None = Field(
+        default=None, description="what the grader said of this attempt, when it said anything"
+    )
+    workflow_log: str | None = Field(
+        default=None, description="what the workflow logged, kept when the attempt errored"
+    )
 
 
 class RowStats(_Open):

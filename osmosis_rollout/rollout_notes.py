@@ -25,7 +25,14 @@ from typing import Any
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.types import RolloutStatus
 
-__all__ = ["MAX_NOTE_CHARS", "RolloutNotes", "current_notes", "notes_for", "taking_notes"]
+__all__ = [
+    "MAX_NOTE_CHARS",
+    "RolloutNotes",
+    "current_notes",
+    "noted_here",
+    "notes_for",
+    "taking_notes",
+]
 
 MAX_NOTE_CHARS = 64 * 1024
 """What one phase's notes keep of its log lines: a grader logging in a loop cannot fill memory."""
@@ -99,6 +106,12 @@ def current_notes() -> RolloutNotes | None:
     """The notes of the rollout the caller runs in, or ``None`` outside one."""
     current = _current.get()
     return current[0] if current is not None else None
+
+
+def noted_here() -> bool:
+    """True when a record made here, now, goes to a rollout's notes (a filter asks this to
+    keep such records out of other places, e.g. pytest's captured-log sections)."""
+    return bool(_installed) and _current.get() is not None
 
 
 class _NotesHandler(logging.Handler):

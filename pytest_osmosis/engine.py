@@ -7,6 +7,7 @@ returns an :class:`Engine` that knows how to stop all of it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from osmosis_rollout.redaction import Redactor, redact_handler
+from osmosis_rollout.rollout_notes import taking_notes
 from pytest_osmosis.live import show_startup_step
 from pytest_osmosis.options import DEFAULT_CONCURRENCY, OsmosisSettings
 from pytest_osmosis.policy_choice import choose_policy
@@ -307,6 +309,10 @@ def start_engine(
     # First in, so it is undone last, after the scheduler and the servers stopped.
     restore, log = _route_rollout_logs(output / "rollouts.log", redactor)
     closers.insert(0, restore)
+    # What each rollout logs is kept on its own row too (the grader's reason).
+    notes = contextlib.ExitStack()
+    notes.enter_context(taking_notes())
+    closers.insert(0, notes.close)
     return Engine(
         scheduler=scheduler,
         runner=runner,

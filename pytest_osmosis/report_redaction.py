@@ -17,6 +17,7 @@ from collections.abc import Callable, Generator
 import pytest
 
 from osmosis_rollout.redaction import Redactor, redact_handler
+from osmosis_rollout.rollout_notes import noted_here
 
 __all__ = ["REDACTION_PLUGIN", "ReportRedaction"]
 
@@ -90,9 +91,11 @@ class ReportRedaction:
 
 
 class _RolloutRecords(logging.Filter):
-    """Drops ``osmosis_rollout``'s records logged by the rollouts (off the thread that runs
-    pytest's items, or on it while it runs the rollouts' loop) while that logger keeps its
-    records to itself (the engine's route to ``rollouts.log``)."""
+    """Drops every record a rollout makes while its notes are taken (it is shown on its own
+    row: :mod:`osmosis_rollout.rollout_notes`), and ``osmosis_rollout``'s records logged by
+    the rollouts (off the thread that runs pytest's items, or on it while it runs the
+    rollouts' loop) while that logger keeps its records to itself (the engine's route to
+    ``rollouts.log``)."""
 
     def __init__(
         self, items_thread: int, rollouts_loop: Callable[[], asyncio.AbstractEventLoop | None]
@@ -103,6 +106,10 @@ class _RolloutRecords(logging.Filter):
         self.logger = logging.getLogger("osmosis_rollout")
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if noted_here():
+            # Made inside a rollout: it belongs to that row's notes, not to the item pytest
+            # happens to run now (filters run where the record is made).
+            return False
         if self.logger.propagate or not (
             record.name == "osmosis_rollout" or record.name.startswith("osmosis_rollout.")
         ):

@@ -477,10 +477,30 @@ def reward_word(record: dict[str, Any], threshold: float) -> str:
         if reward is None:
             return "no reward"
         below = f" < {_fmt(threshold)}" if not only.get("passed") else ""
-        return f"reward={_fmt(reward)}{below}"
+        return f"reward={_fmt(reward)}{below}{_why(only) if below else ''}"
     rewards = ",".join("-" if a.get("reward") is None else _fmt(a["reward"]) for a in attempts)
     passed = sum(1 for a in attempts if a.get("passed"))
     return f"{passed}/{len(attempts)} reached {_fmt(threshold)} rewards={rewards}"
+
+
+WHY_CHARS = 80
+"""Characters of the grader's first line ``-v`` shows beside a missed reward."""
+
+
+def _why(attempt: dict[str, Any]) -> str:
+    """`` (expected 4, got 3)``: the first line the grader said, without its logger prefix."""
+    said = attempt.get("grader") or {}
+    reason = said.get("reason") if isinstance(said, dict) else None
+    if not reason:
+        return ""
+    first = str(reason).strip().splitlines()[0]
+    # "WARNING graders.x: expected 4, got 3" -> "expected 4, got 3"
+    level, _, rest = first.partition(" ")
+    if level.isupper() and ": " in rest:
+        first = rest.split(": ", 1)[1]
+    if len(first) > WHY_CHARS:
+        first = first[: WHY_CHARS - 3] + "..."
+    return f" ({first})"
 
 
 def _attempt_label(attempt: dict[str, Any]) -> str:

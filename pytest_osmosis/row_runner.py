@@ -349,6 +349,10 @@ class RowRunner:
             }
             setattr(report, REPORT_ATTR, value)
             setattr(report, WORD_ATTR, reward_word(value, self.session.settings.pass_threshold))
+            # The row took its rollouts' time, not the moment its item waited for a result
+            # that ran ahead: that is what JUnit's time and --durations show.
+            rollouts_sec = sum(a.get("duration_ms") or 0.0 for a in record.attempts) / 1000.0
+            report.duration = max(report.duration, rollouts_sec)
         return report
 
 

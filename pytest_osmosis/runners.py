@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from osmosis_rollout.controller import PolicyServer, RolloutClient
     from osmosis_rollout.dataset import DatasetRow
     from osmosis_rollout.policy import TokenPrices
+    from osmosis_rollout.rollout_notes import RolloutNotes
     from pytest_osmosis.rollout_servers import ServedServer
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -110,6 +111,7 @@ class _AttemptBuilder:
         *,
         diagnostics: str | None,
         phase: str | None = None,
+        notes: RolloutNotes | None = None,
     ) -> AttemptResult:
         log = self.policy_server.release(rollout_id)
         duration = time.perf_counter() - started
@@ -150,7 +152,17 @@ class _AttemptBuilder:
             last_assistant=_clip(last_assistant_text(sample.get("messages")), MAX_ANSWER_CHARS),
             policy_calls=len(getattr(log, "calls", []) or []),
             error_phase=phase if status == "failed" else None,
+            grader=_grader_said(notes, sample.get("metrics")),
+            workflow_log=(notes.workflow_log() or None) if notes and status == "failed" else None,
         )
+
+
+def _grader_said(notes: RolloutNotes | None, metrics: Any) -> dict[str, Any] | None:
+    """The attempt's ``grader`` entry: the grader's reason and the sample's metrics, if any."""
+    reason = notes.grader_reason() if notes is not None else ""
+    if not reason and not metrics:
+        return None
+    return {"reason": reason or None, "metrics": metrics if isinstance(metrics, dict) else {}}
 
 
 def _existing(path: Path) -> str | None:
@@ -220,6 +232,7 @@ class InProcessRunner(_AttemptBuilder):
             executed.trajectory,
             diagnostics=str(executed.diagnostics) if executed.diagnostics else None,
             phase=executed.phase,
+            notes=executed.notes,
         )
 
 

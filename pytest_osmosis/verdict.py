@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,11 @@ class AttemptResult:
     blocked_loop: str | None = None
     """What blocked the rollout loop while this attempt was in flight, when it failed."""
     passed: bool = False
+    grader: dict[str, Any] | None = None
+    """What the grader said of this attempt: ``reason`` (its log lines and each judge's
+    explanation, see :mod:`osmosis_rollout.rollout_notes`) and the sample's ``metrics``."""
+    workflow_log: str | None = None
+    """What the workflow logged, kept when the attempt errored."""
 
     def index_row(self, nodeid: str, dataset: str) -> dict[str, Any]:
         """The report row: the official ``index.jsonl`` keys plus ours (``nodeid``, ...)."""
@@ -200,8 +206,29 @@ def failure_message(
             lines.append(f"  {shown.error_phase} traceback: {log_path}")
         if shown.blocked_loop:
             lines.append(f"  blocked loop: {shown.blocked_loop}")
+        lines.extend(_said(shown))
     lines.append(_hint(verdict))
     return "\n".join(lines)
+
+
+SAID_LIMIT = 2048
+"""Characters of the grader's reason (or an errored workflow's log) a failure shows; the
+report files keep all of it."""
+
+
+def _said(attempt: AttemptResult) -> list[str]:
+    """The grader's reason and metrics, or an errored workflow's log, indented under the row."""
+    lines: list[str] = []
+    said = attempt.grader or {}
+    if said.get("reason"):
+        lines.append("  grader said:")
+        lines.extend(f"    {line}" for line in _clip(said["reason"], SAID_LIMIT).splitlines())
+    if said.get("metrics"):
+        lines.append(f"  metrics: {_clip(json.dumps(said['metrics'], default=str), 400)}")
+    if attempt.workflow_log:
+        lines.append("  workflow logged:")
+        lines.extend(f"    {line}" for line in _clip(attempt.workflow_log, SAID_LIMIT).splitlines())
+    return lines
 
 
 def _what_failed(attempt: AttemptResult, *, short: bool = False) -> str:
