@@ -151,10 +151,23 @@ class Judge(Grader):
 """
 
 
-async def test_an_inbound_key_given_by_flag_alone_is_redacted_too(tmp_path: Path) -> None:
+OWN_APP = """
+from osmosis_rollout import LocalBackend
+from osmosis_rollout.server import create_rollout_server
+
+app = create_rollout_server(backend=LocalBackend(workflow=Echo, grader=Judge))
+"""
+
+
+@pytest.mark.parametrize("own_app", [False, True], ids=["classes", "entrypoint-app"])
+async def test_an_inbound_key_given_by_flag_alone_is_redacted_too(
+    tmp_path: Path, own_app: bool
+) -> None:
     (tmp_path / "rollout").mkdir()
     main_py = tmp_path / "rollout" / "main.py"
-    main_py.write_text(textwrap.dedent(READS_A_FILE_MAIN))
+    main_py.write_text(
+        textwrap.dedent(READS_A_FILE_MAIN) + (textwrap.dedent(OWN_APP) if own_app else "")
+    )
     secret_file = tmp_path / "secret.txt"  # outside the artifact root and the log
     secret_file.write_text(FLAG_KEY)
     artifacts = tmp_path / "artifacts"
