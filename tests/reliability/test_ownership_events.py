@@ -145,3 +145,25 @@ async def test_a_served_rollout_sends_the_official_ownership_events_and_one_trac
         assert all(s["trace_id"] == root["trace_id"] for s in children)
         names = sorted(s["name"] for s in children)
         assert names == ["admission", "grader", "model call", "model call", "queue", "workflow"]
+
+
+async def test_an_unreachable_collector_costs_no_rollout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from _support.net import free_port
+
+    (tmp_path / "rollout").mkdir()
+    main_py = tmp_path / "rollout" / "main.py"
+    main_py.write_text(textwrap.dedent(MAIN))
+    monkeypatch.setenv("OSMOSIS_ROLLOUT_OTLP_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("OSMOSIS_ROLLOUT_OTLP_TRACES", "1")
+    with (
+        PolicyServer("The answer is 6", api_key=LLM_KEY) as policy,
+        served(main_py, tmp_path / "artifacts", "--drain-timeout", "2") as (url, process),
+    ):
+        statuses = await _run(url, policy)
+        process.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(process.wait, 60)
+    assert statuses["owned-ok"] == ("success", None)
+    assert statuses["owned-bad"][0] == "failure"
+    assert process.returncode == 0

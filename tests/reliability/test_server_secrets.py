@@ -128,3 +128,65 @@ async def test_keys_printed_logged_and_raised_by_a_workflow_never_reach_the_serv
             assert secret.encode() not in data, f"{secret} leaked into {path}"
     # The sample is the controller's training data, returned as the workflow made it.
     assert ROLLOUT_KEYS["ok"] in str(results["ok"]["sample"])
+
+
+FLAG_KEY = "inbound-FLAG-SECRET-77c0e1d2"
+
+READS_A_FILE_MAIN = """
+from pathlib import Path
+
+from osmosis_rollout import AgentWorkflow, Grader
+
+
+class Echo(AgentWorkflow):
+    async def run(self, ctx):
+        secret = Path(ctx.metadata["secret_file"]).read_text()
+        print("the file said", secret)
+        raise RuntimeError(f"refusing {secret}")
+
+
+class Judge(Grader):
+    async def grade(self, ctx):
+        ctx.set_reward(1.0)
+"""
+
+
+OWN_APP = """
+from osmosis_rollout import LocalBackend
+from osmosis_rollout.server import create_rollout_server
+
+app = create_rollout_server(backend=LocalBackend(workflow=Echo, grader=Judge))
+"""
+
+
+@pytest.mark.parametrize("own_app", [False, True], ids=["classes", "entrypoint-app"])
+async def test_an_inbound_key_given_by_flag_alone_is_redacted_too(
+    tmp_path: Path, own_app: bool
+) -> None:
+    (tmp_path / "rollout").mkdir()
+    main_py = tmp_path / "rollout" / "main.py"
+    main_py.write_text(
+        textwrap.dedent(READS_A_FILE_MAIN) + (textwrap.dedent(OWN_APP) if own_app else "")
+    )
+    secret_file = tmp_path / "secret.txt"  # outside the artifact root and the log
+    secret_file.write_text(FLAG_KEY)
+    artifacts = tmp_path / "artifacts"
+    log_path = tmp_path / "serve.log"
+    options = ("--api-key", FLAG_KEY, "--drain-timeout", "2")
+    with served(main_py, artifacts, *options, log=log_path) as (url, process):
+        async with RolloutClient(url, api_key=FLAG_KEY) as client:
+            handle = await client.run_rollout_async(
+                initial_messages=[{"role": "user", "content": "hi"}],
+                chat_completions_url="http://127.0.0.1:9/v1/rollouts/flag",
+                rollout_id="flag",
+                metadata={"secret_file": str(secret_file)},
+            )
+            result = await handle
+        process.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(process.wait, 60)
+
+    output = log_path.read_text()
+    assert "the file said [REDACTED:OSMOSIS_ROLLOUT_API_KEY]" in output, output[-3000:]
+    assert result.err_message == "refusing [REDACTED:OSMOSIS_ROLLOUT_API_KEY]"
+    for path in [log_path, *(p for p in artifacts.rglob("*") if p.is_file())]:
+        assert FLAG_KEY.encode() not in path.read_bytes(), f"the key leaked into {path}"
