@@ -317,7 +317,10 @@ class RowRunner:
                     with torun.lock() as pending:
                         queued = [i for i in pending if isinstance(i, int)]
         items = item.session.items
-        candidates = [item, *(items[i] for i in queued if i < len(items))]
+        # xdist has already taken ``nextitem`` off the queue: without it, that row would start
+        # only when its own item runs, behind every row still queued.
+        following = [nextitem] if nextitem is not None else []
+        candidates = [item, *following, *(items[i] for i in queued if i < len(items))]
         try:
             with self.scheduler.batch():
                 for candidate in candidates:
