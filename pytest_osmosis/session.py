@@ -481,6 +481,18 @@ class OsmosisSession:
         self._top_up()
         return verdict if verdict is not None else self._verdict(attempts)
 
+    def _settle_auto_rows(self, refs: list[tuple[str, RowRef]]) -> None:
+        """After ``auto``'s rounds, decide, journal and hand over each row as if its attempts
+        had just finished (a row stopped by ``-x`` before its item ran still counts)."""
+        assert self.engine is not None
+        scheduler = self.engine.scheduler
+        for key, ref in refs:
+            futures = [scheduler.future(f"{key}#{a}") for a in range(self.row_attempts(key))]
+            journal = (ref.dataset, ref.row.key) if ref.dataset is not None else None
+            self._when_done(
+                key, [f for f in futures if f is not None], journal=journal, watcher=self.watcher
+            )
+
     def row_attempts(self, key: str) -> int:
         """How many attempts the row under ``key`` gets: ``--osmosis-n``, or what auto gave it."""
         return self.auto.attempts_for(key) if self.auto is not None else self.settings.n
@@ -585,13 +597,14 @@ class OsmosisSession:
             if self.settings.n_auto:  # issue 29: every row's attempts, in rounds, first
                 from pytest_osmosis.auto_repeats import AutoRow, run_rounds
 
-                refs = [(item.nodeid, _row_ref(item)) for item in rows]
+                refs = [(item.nodeid, ref) for item in rows if (ref := _row_ref(item))]
                 self.auto = run_rounds(
                     self.ensure_engine(),
                     self.settings,
-                    [AutoRow(key, ref.row, ref.cassette_key) for key, ref in refs if ref],
+                    [AutoRow(key, ref.row, ref.cassette_key) for key, ref in refs],
                     deadline=self.item_deadline(),
                 )
+                self._settle_auto_rows(refs)
             self.run_ahead([functools.partial(self._submit_item, item) for item in rows])
         except pytest.UsageError as exc:
             # A user mistake (no policy, a broken entrypoint): say it once and stop.
