@@ -21,7 +21,8 @@ real suites).
    consecutive runs; and the same at a true rate equal to the threshold, where any decided
    verdict is an error.
 4. Cost: attempts per row of ``--osmosis-n auto`` (max 8) against a fixed ``--osmosis-n 8``
-   at the same confidence, with each one's decision error and undecided rates.
+   at the same confidence, with each one's decision error and undecided rates; and, 5 points
+   from the threshold, ``auto`` allowed up to 16 attempts a row.
 
     .venv/bin/python bench/bench_gate_sim.py [--runs 1000] [--seed 29]
 """
@@ -71,12 +72,14 @@ def attempts(chances: Sequence[float], n: int, rng: random.Random) -> list[RowCo
     return [(sum(rng.random() < p for _ in range(n)), n) for p in chances]
 
 
-def auto_run(chances: Sequence[float], threshold: float, rng: random.Random) -> tuple[str, int]:
-    """``--osmosis-n auto``: every row once, then rounds until decided or ``MAX_N``."""
+def auto_run(
+    chances: Sequence[float], threshold: float, rng: random.Random, max_n: int = MAX_N
+) -> tuple[str, int]:
+    """``--osmosis-n auto``: every row once, then rounds until decided or ``max_n``."""
     counts = attempts(chances, 1, rng)
     spent = len(counts)
     while True:
-        decision, more = auto_round(counts, threshold, CONFIDENCE, MAX_N)
+        decision, more = auto_round(counts, threshold, CONFIDENCE, max_n)
         if not more:
             return decision.outcome, spent
         for index in more:
@@ -205,6 +208,32 @@ def cost(runs: int, seed: int) -> list[list[object]]:
     return lines
 
 
+def cost_near(runs: int, seed: int) -> list[list[object]]:
+    """5 points from the threshold: ``auto`` with ``--osmosis-max-n 16``."""
+    lines = []
+    for kind in ("same", "mixed"):
+        for rate in (0.85, 0.75):
+            chances = suite(kind, rate, 100, seed)
+            right = "passed" if rate > 0.80 else "failed"
+            rng = random.Random(seed + 5)
+            wrong = undecided = spent = 0
+            for _ in range(runs):
+                outcome, cost = auto_run(chances, 0.80, rng, max_n=16)
+                wrong += outcome not in ("undecided", right)
+                undecided += outcome == "undecided"
+                spent += cost
+            lines.append(
+                [
+                    f"true {rate:.2f} vs 0.80, {kind}",
+                    f"{spent / runs / len(chances):.2f}",
+                    f"{wrong / runs:.1%}",
+                    f"{undecided / runs:.1%}",
+                    f"{spent / runs / len(chances) / MAX_N:.2f}",
+                ]
+            )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=1000)
@@ -253,6 +282,13 @@ def main() -> None:
                 "auto/n 8",
             ],
             cost(args.runs, args.seed),
+        )
+    )
+    print("\n4b. cost 5 points from the threshold: n auto with --osmosis-max-n 16")
+    print(
+        table(
+            ["suite", "auto attempts/row", "auto wrong", "auto undecided", "auto/n 8"],
+            cost_near(args.runs, args.seed),
         )
     )
     print(f"\n({time.perf_counter() - started:.0f} s)")

@@ -334,13 +334,19 @@ class OsmosisSession:
             if self.settings.n_auto:  # issue 29: every row's attempts, in rounds, first
                 from pytest_osmosis.auto_repeats import AutoRow, run_rounds
 
-                refs = [(item.nodeid, row_ref(item)) for item in items]
+                refs = [(item.nodeid, ref) for item in items if (ref := row_ref(item))]
                 self.auto = run_rounds(
                     self.ensure_engine(),
                     self.settings,
-                    [AutoRow(key, ref.row, ref.cassette_key) for key, ref in refs if ref],
+                    [AutoRow(key, ref.row, ref.cassette_key) for key, ref in refs],
                     deadline=self.item_deadline(),
                 )
+                # Every row's attempts are done: decide and journal each now, as if they had
+                # just finished (a run stopped by -x still reports every row auto ran).
+                for key, ref in refs:
+                    self.rows.submit_row(
+                        key, ref.row, cassette_key=ref.cassette_key, dataset=ref.dataset
+                    )
             self.rows.run_ahead([functools.partial(self.rows.submit_item, item) for item in items])
         except pytest.UsageError as exc:
             # A user mistake (no policy, a broken entrypoint): say it once and stop.

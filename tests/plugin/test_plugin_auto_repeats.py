@@ -82,3 +82,18 @@ def test_auto_refuses_what_it_cannot_decide_on(
     fixed = pytester.runpytest(DATASET, POLICY, "--osmosis-n=3", "--osmosis-max-n=5")
     assert fixed.ret == pytest.ExitCode.USAGE_ERROR
     assert "--osmosis-max-n 5: applies only with --osmosis-n auto" in fixed.stderr.str()
+
+
+def test_rows_auto_ran_count_even_when_x_stops_before_their_items(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace(multiply_rows(10, wrong={0}))
+    result = pytester.runpytest(
+        DATASET, POLICY, *AUTO, "--osmosis-min-pass-rate=0.5", "-x", "-p", "no:randomly"
+    )
+    result.assert_outcomes(passed=2, failed=1)  # the two preflight items, then row-0
+    report = json.loads((root / "r.json").read_text())
+    assert report["not_run"] == []
+    assert report["summary"]["rows"]["total"] == 10
+    assert len(_attempts_per_row(root)) == 10
+    assert sum(_attempts_per_row(root).values()) == report["auto"]["attempts"]
