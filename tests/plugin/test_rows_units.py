@@ -9,7 +9,6 @@ from pytest_osmosis.reporting import RowRecord, RunReport
 from pytest_osmosis.rows import RowBook, RowState
 from pytest_osmosis.run_folder import RunFolder
 
-
 FINGERPRINT = {
     "row": "x",
     "entrypoint": "main.py#ab",
