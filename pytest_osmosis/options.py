@@ -104,7 +104,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "resume",
-        "continue the run in RUN_DIR: run only the rows missing from its rows.jsonl",
+        "continue the run in RUN_DIR: run the rows its rows.jsonl lacks, errored rows and rows "
+        "whose fingerprint (row, rollout file, policy, threshold, rule, attempts) changed",
         "RUN_DIR",
     ),
     OptionSpec(

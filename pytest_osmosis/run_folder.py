@@ -102,9 +102,16 @@ class RunFolder:
             return
         shown = ", ".join(names[:SHOWN_FILES])
         more = len(names) - SHOWN_FILES
+        older = (
+            " (its run.json, written before runs had an id, is an earlier version's: remove "
+            "the folder to reuse it)"
+            if _is_run_file(self.path / RUN_FILENAME, need_id=False)
+            else ""
+        )
         raise RunFolderError(
             f"{self.flag}: {self.path} holds files this run did not create: {shown}"
             + (f", ... and {more} more" if more > 0 else "")
+            + older
             + "; a run writes only into a new or empty folder, or one an earlier run wrote "
             "(with its run.json): choose another folder"
         )
@@ -204,8 +211,9 @@ def _make_dirs(path: Path) -> Path:
     return outermost
 
 
-def _is_run_file(path: Path) -> bool:
-    """True when ``path`` is a ``run.json`` a run of ours wrote (our schema and a run id)."""
+def _is_run_file(path: Path, *, need_id: bool = True) -> bool:
+    """True when ``path`` is a ``run.json`` a run of ours wrote (our schema and, unless not
+    ``need_id``, a run id)."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -213,7 +221,7 @@ def _is_run_file(path: Path) -> bool:
     return (
         isinstance(document, dict)
         and document.get("schema") == RUN_SCHEMA
-        and isinstance(document.get("run_id"), str)
+        and (isinstance(document.get("run_id"), str) or not need_id)
     )
 
 

@@ -12,11 +12,14 @@ from workspaces import multiply_rows
 
 from osmosis_rollout.report_model import (
     REPORT_SCHEMA,
+    JournalLine,
+    ReportAttempt,
     ReportFileError,
     read_report,
     report_json_schema,
 )
-from osmosis_rollout.run_journal import RunJournalError, read_journal
+from osmosis_rollout.run_journal import ROW_FIELDS, RunJournalError, read_journal
+from pytest_osmosis.verdict import AttemptResult
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLISHED = REPO / "docs" / "report.schema.json"
@@ -90,3 +93,18 @@ def test_a_journal_line_that_breaks_the_model_names_the_line_and_field(tmp_path:
     path.write_text(json.dumps({"nodeid": "d::row-0", "run_index": 0, "reward": "high"}) + "\n")
     with pytest.raises(RunJournalError, match=r"rows\.jsonl: the line at byte 0 .*reward"):
         read_journal(path)
+
+
+def test_the_writers_and_the_models_name_the_same_keys() -> None:
+    attempt = AttemptResult(
+        row_key="row-0",
+        row_index=0,
+        source_row_index=0,
+        run_index=0,
+        rollout_id="row-0.0.ab",
+        status="success",
+        reward=1.0,
+    )
+    assert set(attempt.index_row("d::row-0", "d")) == set(ReportAttempt.model_fields)
+    line_only = set(JournalLine.model_fields) - set(ReportAttempt.model_fields)
+    assert line_only == set(ROW_FIELDS)
