@@ -212,7 +212,7 @@ next_health = 0.0
 while not stop:
     i += 1
     body = json.dumps({"initial_messages": [{"role": "user", "content": "What is 3 times 7?"}],
-                       "rollout_id": f"probe-{i}", "chat_completions_url": policy_url,
+                       "rollout_id": "probe", "chat_completions_url": policy_url,
                        "llm_api_key": "unused-llm-key", "label": "x",
                        "agent_timeout_sec": 30}).encode()
     request = (b"POST /rollout HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -236,9 +236,11 @@ while not stop:
     time.sleep(0.1)
 json.dump({"probes": probes, "health": health}, open(out, "w"))
 """
-"""Every 0.1 s, a fresh ``POST /rollout`` on a new connection with a blocking socket, in its
-own process (the bench's client loop is busy): how fast a refused admission is answered
-while the server is under load, as the server gives it. Every second, ``/health``."""
+"""Every 0.1 s, a ``POST /rollout`` on a new connection with a blocking socket, in its own
+process (the bench's client loop is busy): how fast a refused admission is answered while
+the server is under load, as the server gives it. Always the same id, so that it adds no
+load: the first is admitted, the others get 429 (full: checked first) or 409 (duplicate).
+Every second, ``/health``."""
 
 OFFICIAL_SERVER = """
 import os, sys
