@@ -44,6 +44,9 @@ def _not_on_ci(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _lean_inner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+def _lean_inner_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner pytest runs start without the suite's test-only plugins (``INNER_RUN_ADDOPTS``)."""
+    if "pytester" in request.fixturenames:
+        # Made first: pytester clears PYTEST_ADDOPTS when it is made, which would undo this.
+        request.getfixturevalue("pytester")
     monkeypatch.setenv("PYTEST_ADDOPTS", INNER_RUN_ADDOPTS)
