@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from osmosis_rollout import ExecutionBackend, ExecutionRequest, RolloutContext, sample_text
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.execution import execute_in_process
-from osmosis_rollout.wire import wire_view
+from osmosis_rollout.wire import to_wire_result
 from pytest_osmosis.rollout_output import rollout_output
 from pytest_osmosis.verdict import AttemptResult, classify
 
@@ -211,7 +211,7 @@ class InProcessRunner(_AttemptBuilder):
             row,
             attempt,
             rollout_id,
-            wire_view(rollout_id, executed.result),
+            to_wire_result(rollout_id, executed.result),
             started,
             executed.trajectory,
             diagnostics=str(executed.diagnostics) if executed.diagnostics else None,
