@@ -21,8 +21,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from osmosis_rollout._json_text import NotPlain, dumps_indented
-
 _serials = itertools.count()
 _INDENT = 2
 
@@ -216,11 +214,8 @@ def write_json_streamed(
 def _nested_json(value: Any, level: int) -> str:
     """``value`` as :func:`write_json_atomic` writes it ``level`` levels deep (JSON strings
     hold no raw newline, so every newline is the indentation's)."""
-    try:
-        return dumps_indented(value, ensure_ascii=True, allow_nan=True, level=level)
-    except NotPlain:
-        text = json.dumps(value, indent=_INDENT, default=str)
-        return text.replace("\n", "\n" + " " * (_INDENT * level))
+    text = json.dumps(value, indent=_INDENT, default=str)
+    return text.replace("\n", "\n" + " " * (_INDENT * level))
 
 
 def copy_atomic(source: Path, path: Path) -> None:

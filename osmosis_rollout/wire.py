@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from typing import Any
 
 from osmosis_rollout.types import (
@@ -91,54 +90,6 @@ def to_wire_result(rollout_id: str, result: ExecutionResult) -> dict[str, Any]:
     return _result(rollout_id, result, sample)
 
 
-def wire_view(rollout_id: str, result: ExecutionResult) -> dict[str, Any]:
-    """What :func:`to_wire_result` returns, for a caller that reads it at once (in-process).
-
-    A sample whose fields JSON already writes as they are (exact dicts with string keys,
-    lists, UTF-8 strings, finite numbers) is serialised to equal values and always encodes,
-    so its own values are used instead of a serialised copy; they are valid until the
-    sample changes. Any other sample goes through :func:`to_wire_result`.
-    """
-    sample = result.sample
-    if sample is None or not _sent_as_is(sample):
-        return to_wire_result(rollout_id, result)
-    return _result(rollout_id, result, {key: getattr(sample, key) for key in WIRE_SAMPLE_KEYS})
-
-
-def _sent_as_is(sample: RolloutSample) -> bool:
-    if type(sample) is not RolloutSample:
-        return False  # a subclass may serialise its fields its own way
-    try:
-        fields = ("label", "messages", "metrics", "extra_fields")
-        return all(_plain(getattr(sample, key)) for key in fields)
-    except RecursionError:
-        return False  # nested too deep, or a cycle: to_wire_result says what it does then
-
-
-def _plain(value: Any) -> bool:
-    """Whether ``value`` is a tree JSON writes (and pydantic dumps) exactly as it is."""
-    kind = type(value)
-    if kind is str:
-        return _utf8(value)
-    if kind is dict:
-        return all(type(k) is str and _utf8(k) and _plain(v) for k, v in value.items())
-    if kind is list:
-        return all(_plain(v) for v in value)
-    if kind is float:
-        return math.isfinite(value)
-    return kind is int or kind is bool or value is None
-
-
-def _utf8(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False  # a lone surrogate
-    return True
-
-
 def _result(
     rollout_id: str, result: ExecutionResult, sample: dict[str, Any] | None
 ) -> dict[str, Any]:
@@ -176,5 +127,4 @@ __all__ = [
     "strict_json_bytes",
     "to_wire_result",
     "wire_sample",
-    "wire_view",
 ]

@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from osmosis_rollout import ExecutionBackend, ExecutionRequest, RolloutContext, sample_text
-from osmosis_rollout._copy import deep_copy
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.execution import execute_in_process
-from osmosis_rollout.wire import wire_view
+from osmosis_rollout.wire import to_wire_result
 from pytest_osmosis.rollout_output import rollout_output
 from pytest_osmosis.verdict import AttemptResult, classify
 
@@ -204,9 +203,9 @@ class InProcessRunner(_AttemptBuilder):
         started = time.perf_counter()
         request = ExecutionRequest(
             id=rollout_id,
-            prompt=deep_copy(row.initial_messages),
+            prompt=copy.deepcopy(row.initial_messages),
             label=row.label,
-            metadata=deep_copy(row.metadata),
+            metadata=copy.deepcopy(row.metadata),
             agent_timeout_sec=self.agent_timeout,
             grader_timeout_sec=self.grader_timeout,
         )
@@ -227,7 +226,7 @@ class InProcessRunner(_AttemptBuilder):
             row,
             attempt,
             rollout_id,
-            wire_view(rollout_id, executed.result),
+            to_wire_result(rollout_id, executed.result),
             started,
             executed.trajectory,
             diagnostics=str(executed.diagnostics) if executed.diagnostics else None,

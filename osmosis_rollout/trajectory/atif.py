@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 import osmosis_rollout
 from osmosis_rollout import _json_safe
-from osmosis_rollout._json_text import NotPlain, dumps_indented
 from osmosis_rollout.trajectory.steps import messages_to_steps
 
 if TYPE_CHECKING:
@@ -153,21 +152,13 @@ def format_atif(doc: Mapping[str, Any]) -> str:
     for a non-finite float, and ``TypeError`` for a value JSON cannot encode.
     """
     try:
-        # json's own indented formatting is its pure-Python encoder: 3x slower.
-        text = dumps_indented(doc, ensure_ascii=False, allow_nan=False)
-    except NotPlain:
-        text = _json_dumps_indented(doc)
-    return _NUMERIC_ARRAY.sub(_compact_array, text)
-
-
-def _json_dumps_indented(doc: Mapping[str, Any]) -> str:
-    try:
-        return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
     except (ValueError, TypeError) as exc:
         path, problem = _locate_unencodable(doc)
         if path is None:
             raise
         raise type(exc)(f"ATIF document is not valid JSON at {path}: {problem}") from exc
+    return _NUMERIC_ARRAY.sub(_compact_array, text)
 
 
 def _compact_array(match: re.Match[str]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -11,7 +12,6 @@ from typing import Any, ClassVar, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from osmosis_rollout import _json_safe
-from osmosis_rollout._copy import deep_copy
 from osmosis_rollout._ids import ensure_single_path_segment
 
 logger = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class RolloutSample(BaseModel):
     def _snapshot_trajectory(self) -> Self:
         if "trajectory_messages" not in self.model_fields_set:
             try:
-                snapshot = deep_copy(list(self.messages))
+                snapshot = copy.deepcopy(list(self.messages))
             except Exception:
                 logger.warning("could not copy messages for the trajectory; persistence is off")
                 snapshot = None

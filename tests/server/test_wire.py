@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
-import pytest
-from _support.json_values import json_like
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from pydantic import field_serializer
 
 from osmosis_rollout import ExecutionResult, RolloutResultResponse, RolloutSample, RolloutStatus
-from osmosis_rollout.wire import WIRE_SAMPLE_KEYS, strict_json_bytes, to_wire_result, wire_view
+from osmosis_rollout.wire import WIRE_SAMPLE_KEYS, strict_json_bytes, to_wire_result
 
 
 class Opaque:
@@ -145,114 +140,20 @@ def test_a_clean_result_round_trips_through_the_wire_model() -> None:
     assert parsed.sample is not None and parsed.sample.metrics == {"turns": 2}
 
 
-# wire_view: the in-process reading of to_wire_result, equal to it for every sample.
-
-_leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=4))
-_odd = st.sampled_from(
-    ["\ud800", "caf\u00e9", "x\udfffy", RolloutStatus.SUCCESS, Opaque(), FakeNumpyFloat(1.5)]
-)
-_mostly_plain = st.dictionaries(st.text(max_size=4), json_like(_leaves), max_size=3)
-_any = st.dictionaries(st.text(max_size=4), json_like(st.one_of(_leaves, _odd)), max_size=3)
-
-
-def _views(sample: RolloutSample, status: RolloutStatus) -> tuple[tuple[str, list[str]], ...]:
-    """repr (it tells 1 from 1.0 and True, and shows key order) and logs, of both readings."""
-    failed = ExecutionResult(status=status, sample=sample, err_message="bad\ud800 key")
-    readings = []
-    for convert in (wire_view, to_wire_result):
-        handler = _Records()
-        logger = logging.getLogger("osmosis_rollout")
-        logger.addHandler(handler)
-        try:
-            readings.append((repr(convert("r", failed)), handler.messages))
-        finally:
-            logger.removeHandler(handler)
-    return tuple(readings)
-
-
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    messages=st.lists(st.one_of(_mostly_plain, _any), max_size=3),
-    metrics=st.one_of(_mostly_plain, _any),
-    extra_fields=st.one_of(_mostly_plain, _any),
-    label=st.one_of(st.none(), st.sampled_from(["gold", "caf\u00e9", "bad\ud800"])),
-    reward=st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)),
-    remove=st.booleans(),
-    status=st.sampled_from([RolloutStatus.SUCCESS, RolloutStatus.FAILURE]),
-)
-def test_the_in_process_view_equals_the_wire_result_and_logs_the_same(
-    messages: list[dict[str, Any]],
-    metrics: dict[str, Any],
-    extra_fields: dict[str, Any],
-    label: str | None,
-    reward: float | None,
-    remove: bool,
-    status: RolloutStatus,
-) -> None:
-    sample = RolloutSample(
-        messages=messages,
-        metrics=metrics,
-        extra_fields=extra_fields,
-        label=label,
-        reward=reward,
-        remove_sample=remove,
-    )
-    view, wire = _views(sample, status)
-    assert view == wire
-
-
-@pytest.mark.parametrize(
-    "fields",
-    [
-        {"messages": [{"role": "assistant", "content": "a", "score": float("nan")}]},
-        {"messages": [{"role": "assistant", "content": "a"}], "metrics": {"m": float("inf")}},
-        {"messages": [{"role": "assistant", "content": "lone \ud800"}]},
-        {"messages": [{"role": "assistant", "content": "a", "k\udfff": 1}]},
-        {"messages": [{"role": "assistant", "content": "a"}], "label": "bad\ud800"},
-        {"messages": [{"role": "assistant", "content": ("a", "b")}]},
-        {"messages": [{"role": RolloutStatus.SUCCESS, "content": "a"}]},
-        {"messages": [{"role": "assistant", "content": "a"}], "metrics": {"x": FakeNumpyFloat(2)}},
-        {"messages": [{"role": "assistant", "content": "a"}], "extra_fields": {"o": Opaque()}},
-        {"messages": [{"role": "assistant", "content": "a"}], "extra_fields": {"t": True}},
-    ],
-)
-def test_the_in_process_view_equals_the_wire_result_for_each_kind_of_odd_value(
-    fields: dict[str, Any],
-) -> None:
-    view, wire = _views(RolloutSample(**fields, reward=1.0), RolloutStatus.SUCCESS)
-    assert view == wire
-
-
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-def test_the_in_process_view_of_a_plain_sample_is_its_own_values() -> None:
-    sample = RolloutSample(messages=[{"role": "assistant", "content": "hi"}], reward=1.0)
-    view = wire_view("r", ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample))
-    assert view == to_wire_result("r", ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample))
-    assert view["sample"]["messages"] is sample.messages
-
-
-def test_a_sample_subclass_is_read_through_its_own_serializer() -> None:
+def test_a_sample_subclass_is_sent_through_its_own_serializer() -> None:
     class Shouting(RolloutSample):
         @field_serializer("label")
         def _loud(self, label: str | None) -> str | None:
             return label.upper() if label else label
 
     sample = Shouting(messages=[{"role": "assistant", "content": "hi"}], label="gold")
-    view = wire_view("r", ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample))
-    assert view["sample"]["label"] == "GOLD"
+    wire = to_wire_result("r", ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample))
+    assert wire["sample"]["label"] == "GOLD"
 
 
-def test_the_in_process_view_of_a_cyclic_message_is_the_reward_only_wire_result() -> None:
+def test_a_cyclic_message_falls_back_to_a_reward_only_sample() -> None:
     message: dict[str, Any] = {"role": "assistant", "content": "a"}
     message["self"] = message
-    view, wire = _views(RolloutSample(messages=[message], reward=1.0), RolloutStatus.SUCCESS)
-    assert view == wire
-    assert "'messages': []" in view[0]
+    wire = to_wire_result("r", result(messages=[message], reward=1.0))
+    assert wire["sample"]["messages"] == [] and wire["sample"]["reward"] == 1.0
+    strict_json_bytes(wire)

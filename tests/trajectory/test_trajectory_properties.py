@@ -105,7 +105,7 @@ def test_compact_formatting_parses_back_to_the_same_value(value: Any) -> None:
 
 
 class _Label(str):
-    """A str subclass: json encodes it as a string; the fast formatter leaves it to json."""
+    """A str subclass: json encodes it as a string."""
 
 
 any_json = json_like(
