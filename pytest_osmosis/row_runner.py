@@ -188,7 +188,7 @@ class RowRunner:
                 # reports (and journals) what became of the row.
                 if not any(f.cancelled() or f.exception() is not None for f in futures):
                     verdict = self.verdict([f.result() for f in futures])
-                    state.state = RowState.FINISHED
+                    state.finished()
                     if state.dataset is not None:
                         record = row_record(state.key, state.dataset, row_key, verdict)
                         verdict.record = record

@@ -80,6 +80,12 @@ class Row:
         if self.state is RowState.SUBMITTED:
             self.state = RowState.RUNNING
 
+    def finished(self) -> None:
+        """Every attempt ended with a result (on the rollouts' loop); an item that stopped
+        waiting (its deadline) has already reported the row."""
+        if self.state in (RowState.SUBMITTED, RowState.RUNNING):
+            self.state = RowState.FINISHED
+
 
 class RowBook:
     """The run's rows by node id, and the one writer of their journal lines."""

@@ -38,11 +38,15 @@ def test_a_row_goes_submitted_running_finished_and_unfinished_rows_end_not_run(
     assert done.state is RowState.SUBMITTED
     done.started()
     assert done.state is RowState.RUNNING
-    done.state = RowState.FINISHED
+    done.finished()
     left.started()
     rows.stop()
     assert (done.state, left.state) == (RowState.FINISHED, RowState.NOT_RUN)
     assert rows.not_run() == ["d::row-1"]
+    late = rows.add("d::row-2", "d", None)
+    late.state = RowState.REPORTED  # its item stopped waiting: the late finish changes nothing
+    late.finished()
+    assert late.state is RowState.REPORTED
 
 
 def test_the_reported_version_is_written_once_and_a_late_write_is_dropped(
