@@ -148,6 +148,7 @@ PLUGIN_LAYERS: dict[str, int] = {
     "pytest_osmosis.workspace": 0,
     "pytest_osmosis.newhooks": 0,
     "pytest_osmosis.rollout_output": 0,
+    "pytest_osmosis.signals": 0,
     # 1: verdicts, statistics, report writers, gates
     "pytest_osmosis.verdict": 1,
     "pytest_osmosis.reporting": 1,
