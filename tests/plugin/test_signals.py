@@ -118,7 +118,7 @@ def test_a_signal_at_any_point_of_a_run_stops_it_with_exit_2_and_an_incomplete_r
     )
     try:
         if point == "rows starting":
-            _wait_until(proc, out / "run.json")  # the rows were selected and started
+            _wait_until(proc, root / "executed.txt")  # a rollout started, none finished
         elif point == "rows running":
             _wait_until(proc, (out, 3))
         else:
