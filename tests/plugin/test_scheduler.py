@@ -263,10 +263,14 @@ from pytest_osmosis.scheduler import RolloutScheduler
 
 hit = []
 original = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+interrupted = threading.Event()
 
 async def rollout():
     try:
-        await asyncio.sleep(0.5)
+        for _ in range(3000):  # runs until the main thread was interrupted (30 s at most)
+            if interrupted.is_set():
+                break
+            await asyncio.sleep(0.01)
     except BaseException as exc:  # a rollout's runtime catches everything user code raises
         hit.append(type(exc).__name__)
         raise
@@ -274,12 +278,13 @@ async def rollout():
 
 scheduler = RolloutScheduler(concurrency=1)
 future = scheduler.submit("row#0", rollout)
-threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
 try:
-    scheduler.wait(future, 10)
+    threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+    scheduler.wait(future, 60)
     print("not interrupted")
 except KeyboardInterrupt:
     print("interrupted in", threading.current_thread().name)
+    interrupted.set()
 print("rollout:", future.result(timeout=10), hit)
 scheduler.close()
 now = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
@@ -310,8 +315,8 @@ scheduler = RolloutScheduler(concurrency=1)
 scheduler.block_limit = 3600.0  # the item deadline: far longer than anyone waits for Ctrl-C
 future = scheduler.submit("row#0", rollout)
 blocking.wait(60)
-threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
 try:
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
     scheduler.wait(future, 600)
     print("not interrupted")
 except KeyboardInterrupt:
