@@ -122,9 +122,12 @@ def handler(signum, frame):
 
 signal.signal(signal.SIGTERM, handler)
 scheduler = RolloutScheduler(concurrency=1)
+waiting = threading.Event()
 
 
 async def terminated():
+    while not waiting.is_set():
+        await asyncio.sleep(0.01)
     signal.raise_signal(signal.SIGTERM)  # e.g. a tool that kills its own process group
     await asyncio.sleep(0.05)
     return "ok"
@@ -132,6 +135,7 @@ async def terminated():
 
 future = scheduler.submit("row-0#0", terminated)
 try:
+    waiting.set()
     scheduler.wait(future, 10)
     print("not interrupted")
 except KeyboardInterrupt:
