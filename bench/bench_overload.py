@@ -386,9 +386,15 @@ async def offer(url: str, policy_url: str, load: int, deadline: float) -> dict[s
         return f"{result.status.value}:{result.err_category.value if result.err_category else ''}"
 
     t0 = time.perf_counter()
+    tasks = [asyncio.create_task(one(i)) for i in range(load)]
     try:
-        async with asyncio.timeout(deadline * 6 + 120):
-            outcomes = Counter(await asyncio.gather(*(one(i) for i in range(load))))
+        # A bound on the run: what has not finished by then is counted as unfinished.
+        done, pending = await asyncio.wait(tasks, timeout=deadline * 6 + 120)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        outcomes = Counter(task.result() for task in done)
+        outcomes["unfinished"] += len(pending)
     finally:
         for client in clients:
             await client.aclose()
@@ -611,7 +617,7 @@ def overload(args: argparse.Namespace, servers: list[str], work: Path, policy_ur
             )
             print(
                 f"{which} {factor:g}C: {r['outcomes']} limit max {r.get('limit_max')} "
-                f"mean lag {r.get('lag_mean_ms')} ms",
+                f"mean lag {r.get('lag_mean_ms')} ms; row {rows[-1]}",
                 flush=True,
             )
     print(

@@ -17,8 +17,10 @@ concurrency-limits:
    congestion (slow start), then by the square root of the limit (additive increase),
    never above the rollout's own ``max_concurrent`` when it sets one.
 4. Beyond the rollouts running, a short queue may wait: as many as start within 10 s at
-   the measured rate (limit / latency), and only those expected to start and finish
-   within 80% of their own ``agent_timeout_sec``; any other ``POST /rollout`` gets 429 at
+   the measured rate (the lower of the completions counted over the last 10 s and
+   running / latency; one limit's worth until a rollout has finished), and only those
+   expected to start and finish within 80% of their own ``agent_timeout_sec``; any
+   other ``POST /rollout`` gets 429 at
    once (a comparison, before the admission lock), with a ``Retry-After`` near the
    queue's expected wait, spread by +-40% so that refused rollouts come back spread out.
 5. The time a rollout waits in the queue counts against its agent deadline (the backend's
@@ -34,6 +36,7 @@ queue bound. The limit and its signals are reported in ``/health`` (``admission`
 from __future__ import annotations
 
 import asyncio
+import collections
 import math
 import random
 import time
@@ -73,7 +76,8 @@ class AimdPolicy:
     slow_start_growth: float = 1.5
     utilisation: float = 0.9
     queue_window_sec: float = 10.0
-    unmeasured_queue_factor: int = 4
+    unmeasured_queue_factor: int = 1
+    rate_window_sec: float = 10.0
     min_queue: int = 2
     deadline_margin: float = 0.8
     latency_smoothing: float = 0.1
@@ -211,7 +215,16 @@ class AdmissionControl:
         else:
             self.aimd = AimdLimit(ceiling=self.ceiling, policy=self.policy)
             self.limiter.set_limit(self.aimd.current)
-        self.limiter.on_release = self.latency.observe
+        self._finished: collections.deque[float] = collections.deque()
+        self._first_finish: float | None = None
+        self.limiter.on_release = self._on_release
+
+    def _on_release(self, held_sec: float) -> None:
+        now = time.monotonic()
+        self.latency.observe(held_sec)
+        self._finished.append(now)
+        if self._first_finish is None:
+            self._first_finish = now
 
     @property
     def limit(self) -> int:
@@ -220,9 +233,24 @@ class AdmissionControl:
         return self.limiter.max_concurrent
 
     def _throughput(self) -> float | None:
-        """Rollouts per second the running limit finishes, once a latency was measured."""
+        """Rollouts per second the server finishes, once one has: the lower of two views.
+
+        Completions counted over the last :attr:`AimdPolicy.rate_window_sec` (what really
+        drains the queue, but slow to see a change) and the running count over the latency
+        (Little's law, at once, but blind to a limit about to shrink).
+        """
         latency = self.latency.smoothed_sec
-        return self.limit / max(latency, 1e-3) if latency is not None else None
+        if latency is None or self._first_finish is None:
+            return None
+        now = time.monotonic()
+        window = self.policy.rate_window_sec
+        while self._finished and self._finished[0] < now - window:
+            self._finished.popleft()
+        little = max(self.limiter.running, 1) / max(latency, 1e-3)
+        counted_for = min(window, now - self._first_finish)
+        if counted_for < 1.0:
+            return little
+        return min(little, max(len(self._finished), 1) / counted_for)
 
     @property
     def queue_bound(self) -> int:

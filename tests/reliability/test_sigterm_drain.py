@@ -25,7 +25,9 @@ from osmosis_rollout.controller import RolloutClient
 
 IN_FLIGHT = 20
 SLEEP_SEC = 3.0
-OPTIONS = ("--result-wait-timeout-sec", "2", "--drain-timeout", "25")
+# All 20 admitted at once behind the rollout's 4 slots: the drain is under test here, not
+# admission (serve's default short queue would answer most of them 429 and retry them).
+OPTIONS = ("--result-wait-timeout-sec", "2", "--drain-timeout", "25", "--max-queue-depth", "32")
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "interop"))
 

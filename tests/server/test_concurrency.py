@@ -149,12 +149,13 @@ async def _fill(backend: LocalBackend, count: int, gate: str) -> list[asyncio.Ta
 async def test_the_queue_is_measured_in_seconds_of_waiting_at_the_measured_rate() -> None:
     backend = LocalBackend(workflow=GatedWorkflow, workflow_config=_config(None))
     control = AdmissionControl(backend, 4, policy=AimdPolicy(queue_window_sec=10))
-    assert control.queue_bound == 16  # unmeasured: four times the limit
-    for _ in range(3):
-        control.latency.observe(2.0)  # 4 running / 2 s = 2 rollouts/s
-    assert control.queue_bound == 20  # 10 s of waiting at 2/s
+    assert control.queue_bound == 4  # nothing finished yet: one limit's worth
     tasks = await _fill(backend, 24, "q")
     assert backend.limiter.snapshot() == {"max_concurrent": 4, "queued": 20, "running": 4}
+    assert backend.limiter.on_release is not None
+    for _ in range(3):
+        backend.limiter.on_release(2.0)  # as finished rollouts report: 4 running / 2 s
+    assert control.queue_bound == 20  # 10 s of waiting at 2/s
     assert not control.admits()
     assert 5 <= int(control.retry_after()) <= 15  # 20 waiting at 2/s: about 10 s
     Gate.get("q").set()
@@ -165,11 +166,12 @@ async def test_the_queue_is_measured_in_seconds_of_waiting_at_the_measured_rate(
 async def test_a_rollout_that_could_not_finish_by_its_deadline_is_not_queued() -> None:
     backend = LocalBackend(workflow=GatedWorkflow, workflow_config=_config(None))
     control = AdmissionControl(backend, 2)
-    control.latency.observe(1.0)  # 2 rollouts/s
-    tasks = await _fill(backend, 6, "d")  # 2 running, 4 waiting: the 5th waits ~2.5 s
+    tasks = await _fill(backend, 4, "d")  # 2 running, 2 waiting
+    assert backend.limiter.on_release is not None
+    backend.limiter.on_release(1.0)  # 2 running / 1 s: the 3rd waiting would start in 1.5 s
     assert control.admits(agent_timeout_sec=None)
     assert control.admits(agent_timeout_sec=10.0)
-    assert not control.admits(agent_timeout_sec=3.0)  # 2.5 s + 1 s > 80% of 3 s
+    assert not control.admits(agent_timeout_sec=3.0)  # 1.5 s + 1 s > 80% of 3 s
     Gate.get("d").set()
     await asyncio.gather(*tasks)
     assert control.admits(agent_timeout_sec=1.2)  # a free slot: runs at once
