@@ -39,6 +39,19 @@ MAX_NOTE_CHARS = 64 * 1024
 
 _FORMAT = logging.Formatter("%(levelname)s %(name)s: %(message)s")
 
+PLUMBING_LOGGERS = (
+    "osmosis_rollout",
+    "httpx",
+    "httpcore",
+    "openai",
+    "LiteLLM",
+    "litellm",
+    "asyncio",
+)
+"""Loggers whose records say how a call travelled, not why a row passed or failed: left out
+of notes (``osmosis_rollout``'s own go to ``rollouts.log``; the rest to wherever logging
+sends them, as without notes)."""
+
 
 @dataclass
 class RolloutNotes:
@@ -119,7 +132,7 @@ class _NotesHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         current = _current.get()
-        if current is None:
+        if current is None or record.name.split(".", 1)[0] in PLUMBING_LOGGERS:
             return
         notes, progress = current
         grading = progress is not None and progress.status is RolloutStatus.GRADING

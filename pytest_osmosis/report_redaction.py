@@ -56,6 +56,8 @@ class ReportRedaction:
             if isinstance(handler, logging.Handler):
                 redact_handler(handler, self.redactor)
                 handler.addFilter(leave_out)
+                if name in _ITEM_HANDLERS:
+                    handler.addFilter(_ON_ITS_OWN_ROW)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -90,12 +92,24 @@ class ReportRedaction:
         return report
 
 
+_ITEM_HANDLERS = ("caplog_handler", "report_handler")
+"""pytest's handlers whose records belong to the item running now (its captured-log section,
+``caplog``), unlike the run-wide log file and live log."""
+
+
+def _made_outside_a_rollout(record: logging.LogRecord) -> bool:
+    # Made inside a rollout: it is shown on that row (its notes), not under the item pytest
+    # happens to run now (filters run where the record is made).
+    return not noted_here()
+
+
+_ON_ITS_OWN_ROW = _made_outside_a_rollout
+
+
 class _RolloutRecords(logging.Filter):
-    """Drops every record a rollout makes while its notes are taken (it is shown on its own
-    row: :mod:`osmosis_rollout.rollout_notes`), and ``osmosis_rollout``'s records logged by
-    the rollouts (off the thread that runs pytest's items, or on it while it runs the
-    rollouts' loop) while that logger keeps its records to itself (the engine's route to
-    ``rollouts.log``)."""
+    """Drops ``osmosis_rollout``'s records logged by the rollouts (off the thread that runs
+    pytest's items, or on it while it runs the rollouts' loop) while that logger keeps its
+    records to itself (the engine's route to ``rollouts.log``)."""
 
     def __init__(
         self, items_thread: int, rollouts_loop: Callable[[], asyncio.AbstractEventLoop | None]
@@ -106,10 +120,6 @@ class _RolloutRecords(logging.Filter):
         self.logger = logging.getLogger("osmosis_rollout")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if noted_here():
-            # Made inside a rollout: it belongs to that row's notes, not to the item pytest
-            # happens to run now (filters run where the record is made).
-            return False
         if self.logger.propagate or not (
             record.name == "osmosis_rollout" or record.name.startswith("osmosis_rollout.")
         ):

@@ -347,6 +347,11 @@ def start_official_server(
     return start_server("official", [str(python), "main.py"], cwd=workdir, env=env)
 
 
+OUR_HEALTH_EXTRAS = ("admission", "connections")
+"""The keys our ``/health`` adds to the official body (the adaptive limit and the open
+connections, README "Serving"): left out where bodies are compared."""
+
+
 def start_our_server(workdir: Path, *, api_key: str | None = None) -> ServerProcess:
     """The migrated entrypoint under ``osmosis-rollout serve`` in our own ``.venv``.
 
@@ -372,6 +377,10 @@ def start_our_server(workdir: Path, *, api_key: str | None = None) -> ServerProc
         str(RESULT_WAIT_SEC),
         "--polling-lease-timeout-sec",
         str(LEASE_SEC),
+        # The official server's fixed slots (LocalBackend's default 4), not the adaptive
+        # limit, which backs off on a busy machine and shows that in /health.
+        "--max-concurrent",
+        "4",
         *(["--api-key", api_key] if api_key else []),
     ]
     return start_server("ours", command, cwd=workdir, env=_server_env(workdir, port))

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from interop_support import LEASE_SEC, ServerProcess
+from interop_support import LEASE_SEC, OUR_HEALTH_EXTRAS, ServerProcess
 
 from osmosis_rollout.types import POLLING_LEASE_HEADER
 
@@ -69,6 +69,9 @@ class _Script:
         except ValueError:
             body = response.text
         masked = _mask(body)
+        if isinstance(masked, dict) and response.url.path == "/health":
+            for key in OUR_HEALTH_EXTRAS:
+                masked.pop(key, None)
         if mask_counters and isinstance(masked.get("concurrency"), dict):
             masked["concurrency"] = dict.fromkeys(masked["concurrency"], "<n>")
         content_type = response.headers.get("content-type", "")
