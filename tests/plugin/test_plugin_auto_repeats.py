@@ -98,4 +98,4 @@ def test_under_x_auto_counts_only_the_rows_pytest_reported_like_any_run(
     assert len(report["not_run"]) == 9
     assert report["summary"]["rows"]["total"] == 1
     assert list(_attempts_per_row(root)) == ["data/test.jsonl::row-0"]
-    assert report["auto"]["attempts"] >= 10
+    assert sum(_attempts_per_row(root).values()) == report["auto"]["attempts"]
