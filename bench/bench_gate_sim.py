@@ -2,7 +2,7 @@
 
 A simulated policy passes row ``i`` on each attempt with probability ``p_i`` (seeded), so a
 run is a draw of every attempt's outcome; the decisions are made by the very functions the
-plugin calls (:mod:`osmosis_rollout.gating`), ``--osmosis-n auto``'s rounds included.
+plugin calls (:mod:`osmosis_rollout.runs.gating`), ``--osmosis-n auto``'s rounds included.
 Two kinds of suites: ``same`` (every row passes with the same probability: the most a suite of
 that pass rate can vary) and ``mixed`` (``p_i`` drawn once from a Beta distribution of that
 mean with concentration 2, so most rows nearly always pass or fail and some are flaky, as in
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _benchlib import machine, table
 
-from osmosis_rollout.gating import (
+from osmosis_rollout.runs.gating import (
     RowCounts,
     attempts_gate,
     auto_round,

@@ -205,7 +205,7 @@ def run_bare(
 
         async def main_():
             backend = LocalBackend(workflow=main.AskOnce, grader=main.Exact)
-            from osmosis_rollout._limiter import ConcurrencyLimiter
+            from osmosis_rollout._internal.limiter import ConcurrencyLimiter
             backend.limiter = ConcurrencyLimiter(max_concurrent={concurrency})
             with PolicyServer(pol.policy, in_process={in_process}) as server:
                 global phase

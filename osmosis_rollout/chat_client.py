@@ -40,12 +40,12 @@ from typing import Any
 
 import httpx
 
-from osmosis_rollout._sharded_transport import ShardedTransport
 from osmosis_rollout.context import RolloutContext, SampleSource, get_rollout_context
 from osmosis_rollout.errors import PolicyError
-from osmosis_rollout.in_process import RoutingTransport
 from osmosis_rollout.integrations.streaming import resolve_streaming
-from osmosis_rollout.telemetry import model_call
+from osmosis_rollout.transport.in_process import RoutingTransport
+from osmosis_rollout.transport.sharded import ShardedTransport
+from osmosis_rollout.transport.telemetry import model_call
 from osmosis_rollout.types import RolloutSample
 
 ROLLOUT_MODEL = "osmosis-rollout"

@@ -10,7 +10,7 @@ A reward function is the portable unit of grading Osmosis training runtimes call
 
 The signatures accepted (the official SDK's, ``async def`` and extra parameters such as
 ``data_source`` or ``**kwargs`` included) and the checks are in
-:mod:`osmosis_rollout.signatures`. The decorated object is called like the function: a
+:mod:`osmosis_rollout.grading.signatures`. The decorated object is called like the function: a
 ``data_source=`` keyword the function cannot take is dropped (trainers pass one), and a
 scoring function's result is checked (an ``int`` becomes a ``float``; a ``bool``, a
 non-number, NaN or infinity raises :class:`~osmosis_rollout.errors.RewardReturnError`).
@@ -32,8 +32,7 @@ from typing import Any, ClassVar, cast, overload
 from osmosis_rollout.context import GraderContext
 from osmosis_rollout.errors import RewardSignatureError
 from osmosis_rollout.grader import Grader
-from osmosis_rollout.sample_text import last_assistant_text
-from osmosis_rollout.signatures import (
+from osmosis_rollout.grading.signatures import (
     REWARD_RULE,
     SignatureRule,
     check_signature,
@@ -43,6 +42,7 @@ from osmosis_rollout.signatures import (
     read_signature,
     signature_problems,
 )
+from osmosis_rollout.sample_text import last_assistant_text
 from osmosis_rollout.types import RolloutSample
 
 __all__ = [
@@ -281,7 +281,7 @@ def osmosis_reward(
     """Check ``fn`` as a reward function and return it wrapped (``@osmosis_reward``).
 
     ``[async] def f(solution_str: str, ground_truth: str, extra_info: dict | None = None,
-    **kwargs) -> float``; see :mod:`osmosis_rollout.signatures` for the rules.
+    **kwargs) -> float``; see :mod:`osmosis_rollout.grading.signatures` for the rules.
     ``@osmosis_reward()`` works too.
     """
     if fn is None:

@@ -47,7 +47,7 @@ from osmosis_rollout.errors import (
     ProviderRequestError,
 )
 from osmosis_rollout.grader import Grader
-from osmosis_rollout.judge_provider import (
+from osmosis_rollout.grading.judge_provider import (
     DEFAULT_API_KEY_ENV,
     DEFAULT_JUDGE_MODEL,
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
@@ -55,11 +55,11 @@ from osmosis_rollout.judge_provider import (
     call_provider,
     resolve_api_key,
 )
+from osmosis_rollout.grading.signatures import RUBRIC_RULE, is_async_callable
 from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy, as_policy
 from osmosis_rollout.rewards import AsyncRewardFunction, RewardFunction
 from osmosis_rollout.rollout_notes import current_notes
 from osmosis_rollout.sample_text import first_user_text, last_assistant_text
-from osmosis_rollout.signatures import RUBRIC_RULE, is_async_callable
 from osmosis_rollout.types import RolloutSample
 
 __all__ = [
@@ -318,7 +318,7 @@ def osmosis_rubric(
 
     ``[async] def f(solution_str: str, ground_truth: str | None, extra_info: dict, **kwargs)
     -> float``: ``ground_truth`` may be ``None`` (rows without a label) and ``extra_info`` needs
-    no default, as in the official SDK; see :mod:`osmosis_rollout.signatures`. The returned
+    no default, as in the official SDK; see :mod:`osmosis_rollout.grading.signatures`. The returned
     object is called like ``f`` (its arguments and score are checked, a ``data_source=`` it
     cannot take is dropped) and has ``.as_grader()``.
     """

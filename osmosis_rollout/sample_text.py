@@ -17,7 +17,7 @@ rollout sample can hold:
 Every helper takes a :class:`~osmosis_rollout.types.RolloutSample`, anything with a ``messages``
 attribute, a list of messages, or a single message. Messages may be dicts or pydantic models.
 Text parts of one message are joined with a newline; which parts are text is said once, in
-:mod:`osmosis_rollout.message_parts` (refusals and reasoning are not).
+:mod:`osmosis_rollout._internal.message_parts` (refusals and reasoning are not).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
-from osmosis_rollout.message_parts import part_text
+from osmosis_rollout._internal.message_parts import part_text
 
 __all__ = [
     "ToolCallInfo",

@@ -3,7 +3,7 @@
 Every row runs once; then, while the gate (``--osmosis-min-pass-rate`` at
 ``--osmosis-gate-confidence``) is undecided, a quarter of the rows at a time, the least
 measured first, get one more attempt, until it is decided or every row has
-``--osmosis-max-n`` attempts (:func:`osmosis_rollout.gating.auto_round` decides both, as it
+``--osmosis-max-n`` attempts (:func:`osmosis_rollout.runs.gating.auto_round` decides both, as it
 does in ``bench/bench_gate_sim.py``).
 
 The rounds run on the scheduler before pytest reports the first row, under the same future
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from osmosis_rollout.gating import RowCounts, auto_round
+from osmosis_rollout.runs.gating import RowCounts, auto_round
 from pytest_osmosis.options import OsmosisSettings
 from pytest_osmosis.verdict import STATUS_SKIPPED, AttemptResult, attempt_passes
 

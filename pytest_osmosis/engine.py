@@ -69,8 +69,8 @@ def load_backend(config: pytest.Config, entrypoint: str | None) -> tuple[Executi
     Without an ``entrypoint`` (marker-driven rows, no ``--osmosis-dataset``) the workspace's
     rollout is found now. Returns the backend and the entrypoint used.
     """
-    from osmosis_rollout.entrypoint import load_entrypoint
     from osmosis_rollout.errors import EntrypointError
+    from osmosis_rollout.workspace.entrypoint import load_entrypoint
 
     if entrypoint is None:
         from pytest_osmosis.workspace import discover_entrypoint, find_workspace
@@ -124,7 +124,7 @@ def ray_backend(
 
 
 def _concurrency(settings: OsmosisSettings, backend: ExecutionBackend | None) -> int:
-    from osmosis_rollout._limiter import ConcurrencyLimiter
+    from osmosis_rollout._internal.limiter import ConcurrencyLimiter
     from osmosis_rollout.backend.local import LocalBackend
 
     if settings.concurrency is not None:
@@ -178,7 +178,7 @@ def _before_the_clock(paths: RunPaths, *, in_process: bool) -> None:
     (pydantic models, imported on the first save), and the run's artifacts root (made by
     the first rollout's ``mkdir -p``). Nothing a row does is skipped or changed.
     """
-    from osmosis_rollout._gc import freeze_startup_heap
+    from osmosis_rollout._internal.gc_freeze import freeze_startup_heap
     from osmosis_rollout.chat_client import warm_up
 
     warm_up()  # the CA bundle and httpx's transport, before the clock, not in a rollout

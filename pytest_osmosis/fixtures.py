@@ -169,7 +169,7 @@ def osmosis_run_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
     from osmosis_rollout import ExecutionRequest, LocalBackend, RolloutContext, RolloutStatus
     from osmosis_rollout.controller import PolicyServer
     from osmosis_rollout.execution import execute_in_process
-    from osmosis_rollout.wire import to_wire_result
+    from osmosis_rollout.transport.wire import to_wire_result
     from pytest_osmosis.scheduler import RolloutScheduler
 
     # A private loop on its own thread, so the fixture works from sync and async tests.

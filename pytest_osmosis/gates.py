@@ -5,7 +5,7 @@ With it, the run passes when the row pass rate is at or above the gate even thou
 rows missed (they stay failed in the summary and the report), and fails below it.
 
 With ``--osmosis-gate-confidence C`` the gate is three-way, decided on an interval at ``C``
-(:mod:`osmosis_rollout.gating`): passed when its lower bound reaches the threshold, failed
+(:mod:`osmosis_rollout.runs.gating`): passed when its lower bound reaches the threshold, failed
 when its upper bound is below it, otherwise undecided, which fails the run unless
 ``--osmosis-gate-undecided pass``. The paired regression test against a baseline is always
 reported; with a confidence, ``--osmosis-fail-on-regression`` fails the run only on a
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from osmosis_rollout.gating import (
+from osmosis_rollout.runs.gating import (
     GateDecision,
     RegressionTest,
     RowCounts,
@@ -28,7 +28,7 @@ from osmosis_rollout.gating import (
     regression_test,
     rows_gate,
 )
-from osmosis_rollout.report_model import ReportFileError, read_report
+from osmosis_rollout.runs.report_model import ReportFileError, read_report
 from pytest_osmosis.options import OsmosisSettings
 from pytest_osmosis.reporting import RunReport
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from osmosis_rollout.gating import RegressionTest, percent
+from osmosis_rollout.runs.gating import RegressionTest, percent
 from pytest_osmosis.reporting import format_cost, interval_text, row_errored
 
 MAX_MESSAGE_CHARS = 4000
@@ -578,7 +578,7 @@ def render_parts(head: dict[str, Any], groups: RowGroups) -> Iterator[str]:
 def write_html(path: Path, head: dict[str, Any], groups: RowGroups | None = None) -> None:
     """Write the report to ``path`` atomically; its rows from ``groups`` (see
     :func:`render_parts`) one at a time, or from ``head`` itself when it is the whole report."""
-    from osmosis_rollout._atomic import atomic_file
+    from osmosis_rollout._internal.atomic import atomic_file
 
     parts = render_parts(head, groups if groups is not None else lambda: _groups_of(head))
     with atomic_file(path) as handle:

@@ -14,7 +14,7 @@ import pytest
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
-    from osmosis_rollout.run_journal import JournalRow
+    from osmosis_rollout.runs.journal import JournalRow
 
 SESSION_PLUGIN = "osmosis-session"
 """The name the session plugin is registered under (cheap to test with ``has_plugin``)."""

@@ -1,9 +1,9 @@
 """Preflight checks, run first and reported as their own items.
 
 ``osmosis-preflight::dataset[<file>]``, ``osmosis-preflight::entrypoint`` and
-``osmosis-preflight::eval-config``: the checks of :mod:`osmosis_rollout.preflight` (the
+``osmosis-preflight::eval-config``: the checks of :mod:`osmosis_rollout.workspace.preflight` (the
 same ones ``osmosis-rollout validate`` runs), each a test item. A failed
-:class:`~osmosis_rollout.preflight.CheckResult` fails its item, its warnings become
+:class:`~osmosis_rollout.workspace.preflight.CheckResult` fails its item, its warnings become
 :class:`PreflightWarning`. ``--osmosis-preflight-only`` runs just these: the fast CI step
 before submission.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from osmosis_rollout.preflight import (
+from osmosis_rollout.workspace.preflight import (
     CheckResult,
     check_dataset,
     check_entrypoint,

@@ -1,6 +1,6 @@
 """The run's report and its terminal summary, built from the run's journal.
 
-Rows are journaled where they run (:mod:`osmosis_rollout.run_journal`): appended to
+Rows are journaled where they run (:mod:`osmosis_rollout.runs.journal`): appended to
 ``rows.jsonl`` as soon as a row's rollouts finish, and again if pytest's report changes the
 row (a user hook's verdict, an item deadline). A row's record also travels on its call
 report as an ``osmosis`` attribute of JSON primitives, so under pytest-xdist the controller
@@ -9,7 +9,7 @@ sees every row it reported even if a worker's journal write failed; flat
 
 At the end the controller reads the journal back (rows that finished but were never
 reported, e.g. after ``-x``, count too), overlays the rows it saw reported, and builds the
-JSON report as :func:`osmosis_rollout.run_report.build_report` does, the function
+JSON report as :func:`osmosis_rollout.runs.report.build_report` does, the function
 ``osmosis-rollout report rebuild`` uses on a run that died. While pytest runs, the report
 keeps in memory only the reported rows this process did not journal itself (pytest-xdist
 workers' rows); at the end it keeps only where each row's lines are in the journal, and reads
@@ -31,10 +31,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from osmosis_rollout._atomic import JsonListSpool, write_json_streamed
-from osmosis_rollout.gating import percent
+from osmosis_rollout._internal.atomic import JsonListSpool, write_json_streamed
 from osmosis_rollout.redaction import Redactor
-from osmosis_rollout.run_journal import (
+from osmosis_rollout.runs.gating import percent
+from osmosis_rollout.runs.journal import (
     JOURNAL_FILENAME,
     JournalRow,
     RowJournal,
@@ -42,7 +42,7 @@ from osmosis_rollout.run_journal import (
     parse_journal_row,
     read_journal_lines,
 )
-from osmosis_rollout.run_report import report_head, row_errored, row_verdict_entry, summarize
+from osmosis_rollout.runs.report import report_head, row_errored, row_verdict_entry, summarize
 from pytest_osmosis.verdict import RowVerdict
 
 RowRecord = JournalRow

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from osmosis_rollout.run_journal import (
+from osmosis_rollout.runs.journal import (
     JOURNAL_FILENAME,
     JournalRow,
     RunJournalError,
     read_journal,
     read_run_file,
 )
-from osmosis_rollout.run_report import row_errored
+from osmosis_rollout.runs.report import row_errored
 from pytest_osmosis.keys import row_ref
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from osmosis_rollout.run_journal import JOURNAL_FILENAME, JournalRow
+from osmosis_rollout.runs.journal import JOURNAL_FILENAME, JournalRow
 
 if TYPE_CHECKING:
     from pytest_osmosis.reporting import RunReport

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_rollout.errors import RunFolderError
-from osmosis_rollout.run_journal import (
+from osmosis_rollout.runs.journal import (
     JOURNAL_FILENAME,
     RUN_FILENAME,
     RUN_SCHEMA,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from osmosis_rollout import ExecutionBackend, ExecutionRequest, RolloutContext, sample_text
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.execution import execute_in_process
-from osmosis_rollout.wire import to_wire_result
+from osmosis_rollout.transport.wire import to_wire_result
 from pytest_osmosis.rollout_output import rollout_output
 from pytest_osmosis.verdict import AttemptResult, classify
 

@@ -27,7 +27,7 @@ from pytest_osmosis.workspace import (
 
 def _toml_defaults(config: pytest.Config, path: Path) -> dict[str, Any]:
     from osmosis_rollout.errors import ConfigError
-    from osmosis_rollout.eval_config import load_eval_config
+    from osmosis_rollout.workspace.eval_config import load_eval_config
 
     try:
         cfg = load_eval_config(path)
@@ -163,8 +163,8 @@ def _check_syntax(entrypoint: str, base: Path) -> None:
 
     Found later, when the rows start, it could only end the run from inside pytest's loop.
     """
-    from osmosis_rollout.entrypoint import check_entrypoint_syntax
     from osmosis_rollout.errors import EntrypointError
+    from osmosis_rollout.workspace.entrypoint import check_entrypoint_syntax
 
     try:
         check_entrypoint_syntax(entrypoint, base_dir=base)
@@ -175,7 +175,7 @@ def _check_syntax(entrypoint: str, base: Path) -> None:
 def _check_outputs(config: pytest.Config, settings: OsmosisSettings, output: Path) -> None:
     """Before any row runs: a resumable run to resume, and output paths that can be written."""
     if settings.resume:
-        from osmosis_rollout.run_journal import RunJournalError, read_run_file
+        from osmosis_rollout.runs.journal import RunJournalError, read_run_file
 
         if settings.output and resolve_path(config, settings.output).resolve() != output.resolve():
             raise pytest.UsageError(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from osmosis_rollout.run_journal import JOURNAL_FILENAME
+from osmosis_rollout.runs.journal import JOURNAL_FILENAME
 from pytest_osmosis.completion import EXIT_WRITE_FAILED, how_it_ended, incomplete_lines
 from pytest_osmosis.keys import REPORT_ATTR, WORD_ATTR
 from pytest_osmosis.options import resolve_path

@@ -7,11 +7,11 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from osmosis_rollout.metrics import row_stats
+from osmosis_rollout.runs.metrics import row_stats
 from pytest_osmosis.options import RowPassRule
 
 if TYPE_CHECKING:
-    from osmosis_rollout.run_journal import JournalRow
+    from osmosis_rollout.runs.journal import JournalRow
 
 STATUS_SUCCESS, STATUS_FAILED, STATUS_SKIPPED = "success", "failed", "skipped"
 
@@ -117,7 +117,7 @@ class RowVerdict:
     not journaled there or no longer matches the attempts."""
 
     def stats(self) -> dict[str, Any]:
-        """The row's statistics for the report (:func:`osmosis_rollout.metrics.row_stats`)."""
+        """The row's statistics for the report (:func:`osmosis_rollout.runs.metrics.row_stats`)."""
         stats = row_stats(
             [a.reward for a in self.attempts],
             [None if a.status == STATUS_SKIPPED else a.passed for a in self.attempts],

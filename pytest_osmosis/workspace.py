@@ -1,6 +1,6 @@
 """The plugin's view of a workspace: discovery and user-code import, with ``UsageError``s.
 
-Discovery (:mod:`osmosis_rollout.workspace`) and import (:mod:`osmosis_rollout.user_code`)
+Discovery (:mod:`osmosis_rollout.workspace`) and import (:mod:`osmosis_rollout.workspace.user_code`)
 live in the runtime; this module only turns what they find, or fail to find, into the
 ``pytest.UsageError`` a plugin user sees, naming the ``--osmosis-*`` option that fixes it.
 """
@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from osmosis_rollout.errors import ConfigError, EntrypointError
-from osmosis_rollout.user_code import load_object
 from osmosis_rollout.workspace import (
     config_workspace,
     dataset_candidates,
@@ -23,6 +22,7 @@ from osmosis_rollout.workspace import (
     find_workspace,
     rollout_entrypoints,
 )
+from osmosis_rollout.workspace.user_code import load_object
 
 __all__ = [
     "dataset_from_eval_config",
@@ -81,7 +81,7 @@ def dataset_from_eval_config(config: pytest.Config) -> list[str]:
     there is none, a ``UsageError`` says what was looked for and how to pass a file, unless
     the user named test paths of their own (then the session simply has no dataset).
     """
-    from osmosis_rollout.eval_config import read_experiment
+    from osmosis_rollout.workspace.eval_config import read_experiment
     from pytest_osmosis.options import raw_value, resolve_path
 
     value = raw_value(config, "config")

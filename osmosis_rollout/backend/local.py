@@ -30,10 +30,9 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from osmosis_rollout._imports import resolve_reference
-from osmosis_rollout._limiter import ConcurrencyLimiter
+from osmosis_rollout._internal.imports import resolve_reference
+from osmosis_rollout._internal.limiter import ConcurrencyLimiter
 from osmosis_rollout.agent_workflow import AgentWorkflow
-from osmosis_rollout.artifacts import create_rollout_artifacts_dir, default_artifact_root
 from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.context import (
     AgentWorkflowContext,
@@ -42,6 +41,7 @@ from osmosis_rollout.context import (
     get_rollout_context,
 )
 from osmosis_rollout.grader import Grader
+from osmosis_rollout.runs.artifacts import create_rollout_artifacts_dir, default_artifact_root
 from osmosis_rollout.types import (
     AgentWorkflowConfig,
     ExecutionOutcome,

@@ -42,7 +42,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from osmosis_rollout._imports import require_extra
+from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.backend.local import deadline_message
 from osmosis_rollout.context import RolloutContext, RolloutProgress, get_rollout_context
@@ -102,9 +102,9 @@ class RolloutActor:
     """
 
     def __init__(self, spec: ActorSpec) -> None:
-        from osmosis_rollout._limiter import ConcurrencyLimiter
+        from osmosis_rollout._internal.limiter import ConcurrencyLimiter
         from osmosis_rollout.backend.local import LocalBackend
-        from osmosis_rollout.entrypoint import load_entrypoint
+        from osmosis_rollout.workspace.entrypoint import load_entrypoint
 
         entrypoint = spec.entrypoint if spec.shipped else spec.fallback
         loaded = load_entrypoint(entrypoint, base_dir=Path.cwd())
@@ -273,8 +273,8 @@ def _plan_shipping(
     entrypoint: str, base_dir: Path, working_dir: Path | None
 ) -> tuple[Path, str, str]:
     """``(working_dir, spec inside it, absolute spec)`` for an entrypoint spec."""
-    from osmosis_rollout.entrypoint import _split
-    from osmosis_rollout.user_code import looks_like_file
+    from osmosis_rollout.workspace.entrypoint import _split
+    from osmosis_rollout.workspace.user_code import looks_like_file
 
     if not entrypoint or not entrypoint.strip():
         raise EntrypointError("empty entrypoint; pass path/to/main.py or package.module")

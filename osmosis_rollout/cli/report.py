@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from osmosis_rollout.run_journal import RunJournalError, write_json_atomic
-from osmosis_rollout.run_report import rebuild_report
+from osmosis_rollout.runs.journal import RunJournalError, write_json_atomic
+from osmosis_rollout.runs.report import rebuild_report
 
 __all__ = ["add_parser", "describe_summary", "run_rebuild"]
 

@@ -1,6 +1,6 @@
 """``osmosis-rollout serve ENTRYPOINT[:ATTR]``: serve a rollout to the Osmosis controller.
 
-The entrypoint is resolved by :func:`osmosis_rollout.entrypoint.load_entrypoint` (an app, a
+The entrypoint is resolved by :func:`osmosis_rollout.workspace.entrypoint.load_entrypoint` (an app, a
 backend, or workflow/grader classes). The server flags (timings, ``--enable-metrics``,
 ``--max-queue-depth``, ``--max-body-bytes``, ``--max-concurrent``) apply to the app serve builds and equally to
 an app the entrypoint built with ``create_rollout_server``. Uvicorn runs with
@@ -238,11 +238,11 @@ def _flags(options: dict[str, Any]) -> str:
 
 def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
     """Load the entrypoint and return ``(asgi_app, description)``; raises on misuse."""
-    from osmosis_rollout.entrypoint import load_entrypoint
     from osmosis_rollout.errors import UsageError
     from osmosis_rollout.server.app import configure_rollout_app, create_rollout_server
     from osmosis_rollout.server.auth import BearerAuthMiddleware, ControllerAuth
     from osmosis_rollout.server.runner import rollout_server_of
+    from osmosis_rollout.workspace.entrypoint import load_entrypoint
 
     api_key = args.api_key if args.api_key is not None else os.environ.get(SERVER_API_KEY_ENV)
     auth = ControllerAuth(api_key or None)
@@ -294,7 +294,7 @@ def _bind_any_port(host: str) -> socket.socket:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT and the drain; 0 after it, 2 on a usage error."""
-    from osmosis_rollout._imports import require_extra
+    from osmosis_rollout._internal.imports import require_extra
     from osmosis_rollout.errors import UsageError
 
     require_extra("uvicorn", extra="server")
@@ -316,7 +316,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from osmosis_rollout._gc import freeze_startup_heap
+    from osmosis_rollout._internal.gc_freeze import freeze_startup_heap
     from osmosis_rollout.chat_client import warm_up
 
     warm_up()  # the CA bundle and httpx's transport, before the first rollout

@@ -14,7 +14,7 @@
   rather than naming a rollout after it.
 - ``osmosis-rollout validate [--dataset PATH ...] [--config PATH ...] [--training-config
   PATH ...] [--submit] [ENTRYPOINT]`` runs the preflight checks of
-  :mod:`osmosis_rollout.preflight` and prints one line per check; the exit status is 1
+  :mod:`osmosis_rollout.workspace.preflight` and prints one line per check; the exit status is 1
   when any check fails. With no argument it validates the workspace in the current
   directory.
 """
@@ -30,14 +30,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from osmosis_rollout.errors import ConfigError
-from osmosis_rollout.preflight import (
-    CheckResult,
-    check_dataset,
-    check_entrypoint,
-    check_eval_config,
-    check_training_config,
-    config_entrypoint,
-)
 from osmosis_rollout.templates import (
     TEMPLATES,
     Template,
@@ -49,6 +41,14 @@ from osmosis_rollout.templates import (
 )
 from osmosis_rollout.templates.workspace_config import PytestConfig, write_pytest_config
 from osmosis_rollout.workspace import workspace_files
+from osmosis_rollout.workspace.preflight import (
+    CheckResult,
+    check_dataset,
+    check_entrypoint,
+    check_eval_config,
+    check_training_config,
+    config_entrypoint,
+)
 
 __all__ = [
     "AppliedTemplate",
@@ -386,7 +386,7 @@ def _plan(args: argparse.Namespace) -> list[Callable[[], CheckResult]] | None:
 
 def _config_entrypoint(path: str) -> Path | None:
     """The entrypoint a config names, when the config parses (errors are its own check's)."""
-    from osmosis_rollout.eval_config import read_experiment
+    from osmosis_rollout.workspace.eval_config import read_experiment
 
     try:
         experiment = read_experiment(path)

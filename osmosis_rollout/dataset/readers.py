@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from osmosis_rollout._imports import require_extra
+from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.dataset.problems import Fatal, Problem, json_type
 from osmosis_rollout.dataset.rows import METADATA_COLUMN, SUPPORTED_EXTENSIONS
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from osmosis_rollout._imports import require_extra
+from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.dataset.normalise import (
     FIX_METADATA,
     KeyRegistry,

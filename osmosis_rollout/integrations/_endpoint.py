@@ -32,7 +32,7 @@ import httpx
 
 from osmosis_rollout.chat_client import _shared_client, sse_chunks
 from osmosis_rollout.errors import PolicyError
-from osmosis_rollout.telemetry import model_call
+from osmosis_rollout.transport.telemetry import model_call
 
 _PROVIDER_PREFIX = "litellm_proxy/"
 

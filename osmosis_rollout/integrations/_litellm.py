@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from osmosis_rollout._imports import require_extra
+from osmosis_rollout._internal.imports import require_extra
 
 LOCAL_COST_MAP_ENV = "LITELLM_LOCAL_MODEL_COST_MAP"
 

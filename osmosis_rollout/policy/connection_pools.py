@@ -5,7 +5,7 @@ response closes (each idle one with a readability poll): with 256 calls in fligh
 pool that scan was over half of the policy's CPU per model call. :func:`pooled_transport`
 splits a client's connections over pools of :data:`REQUESTS_PER_POOL`. It is built for the
 HTTP library the installed ``openai`` SDK uses (``httpx``, or ``httpx2`` from openai 3), so
-it can sit under an ``AsyncOpenAI`` client; :mod:`osmosis_rollout._sharded_transport` does
+it can sit under an ``AsyncOpenAI`` client; :mod:`osmosis_rollout.transport.sharded` does
 the same for the rollout clients' own httpx client.
 """
 

@@ -13,7 +13,7 @@ a ``finish_reason`` chunk, a usage chunk when ``stream_options.include_usage`` i
 event loop, so it works from sync code, from inside a running loop, and several at once; its
 ``app`` also serves in-process through ``httpx.ASGITransport``. With ``in_process=True`` it
 also answers this process's pooled rollout clients (``RolloutChatClient``, the integrations'
-lean endpoint) on their own event loop, without the socket (:mod:`osmosis_rollout.in_process`);
+lean endpoint) on their own event loop, without the socket (:mod:`osmosis_rollout.transport.in_process`);
 the loopback server keeps serving every caller that route cannot reach.
 """
 
@@ -38,13 +38,13 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
-from osmosis_rollout._ids import is_single_path_segment
-from osmosis_rollout._imports import require_extra
-from osmosis_rollout.in_process import add_route
+from osmosis_rollout._internal.ids import is_single_path_segment
+from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.policy.accounting import CallRecord, RolloutCallLog
 from osmosis_rollout.policy.faults import Faults
 from osmosis_rollout.policy.scripted import as_policy
 from osmosis_rollout.policy.types import ChatReply, ChatRequest, coerce_reply, estimate_usage
+from osmosis_rollout.transport.in_process import add_route
 
 require_extra("fastapi", extra="server")
 require_extra("uvicorn", extra="server")
@@ -87,7 +87,7 @@ class _DropInjectedCuts(logging.Filter):
 
 
 logging.getLogger("uvicorn.error").addFilter(_DropInjectedCuts())
-logging.getLogger("osmosis_rollout.in_process").addFilter(_DropInjectedCuts())
+logging.getLogger("osmosis_rollout.transport.in_process").addFilter(_DropInjectedCuts())
 
 
 @dataclass(frozen=True)
@@ -287,7 +287,7 @@ class PolicyServer:
     pooled client shared by :class:`~osmosis_rollout.chat_client.RolloutChatClient` and the
     framework integrations reaches this endpoint by calling its app on the caller's event
     loop (same request and reply bytes, no socket, no thread hop; see
-    :mod:`osmosis_rollout.in_process`). The loopback server still runs and is what
+    :mod:`osmosis_rollout.transport.in_process`). The loopback server still runs and is what
     :meth:`rollout_url` names, for callers that route cannot reach: user code with its own
     client, other processes (served rollouts, Ray actors), and respx-mocked tests.
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from osmosis_rollout._imports import require_extra
+from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.errors import PolicyError
 from osmosis_rollout.policy.openai_compatible import OpenAICompatibleClient, openai_route
 from osmosis_rollout.policy.types import ChatReply, ChatRequest, ToolCall, Usage, new_call_id

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from osmosis_rollout._imports import require_extra
+from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.errors import PolicyError
 from osmosis_rollout.policy.accounting import litellm_cost
 from osmosis_rollout.policy.connection_pools import pool_sizes, pooled_transport

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
-from osmosis_rollout._atomic import write_text_atomic
+from osmosis_rollout._internal.atomic import write_text_atomic
 from osmosis_rollout.errors import CassetteMissError
 from osmosis_rollout.policy.cassette import CASSETTE_VERSION, read_cassette
 from osmosis_rollout.policy.types import ChatReply, ChatRequest, Policy, coerce_reply

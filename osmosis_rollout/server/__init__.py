@@ -33,7 +33,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    from osmosis_rollout._imports import require_extra
+    from osmosis_rollout._internal.imports import require_extra
 
     require_extra("fastapi", extra="server")
     module = importlib.import_module(f"{__name__}.{module_name}")

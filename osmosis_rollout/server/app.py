@@ -23,7 +23,6 @@ from fastapi import FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
-from osmosis_rollout.artifacts import default_artifact_root
 from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.context import RolloutContext, RolloutProgress
 from osmosis_rollout.execution import execute_in_process
@@ -33,6 +32,7 @@ from osmosis_rollout.redaction import (
     redact_handler,
     redact_std_streams,
 )
+from osmosis_rollout.runs.artifacts import default_artifact_root
 from osmosis_rollout.server.auth import SERVER_API_KEY_ENV, BearerAuthMiddleware, ControllerAuth
 from osmosis_rollout.server.concurrency import (
     AdmissionControl,
@@ -58,6 +58,7 @@ from osmosis_rollout.server.registry import (
     check_timeouts,
 )
 from osmosis_rollout.server.shutdown import DrainPolicy, drain_rollouts
+from osmosis_rollout.transport.wire import strict_json_bytes, to_wire_result
 from osmosis_rollout.types import (
     POLLING_LEASE_HEADER,
     CancelRolloutsRequest,
@@ -69,7 +70,6 @@ from osmosis_rollout.types import (
     RolloutStatus,
 )
 from osmosis_rollout.types.sample import TERMINAL_STATUSES
-from osmosis_rollout.wire import strict_json_bytes, to_wire_result
 
 logger = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from osmosis_rollout._limiter import ConcurrencyLimiter
+from osmosis_rollout._internal.limiter import ConcurrencyLimiter
 
 MaxConcurrent = int | Literal["auto"]
 """``"auto"`` (adaptive) or a fixed number of rollouts running at once."""

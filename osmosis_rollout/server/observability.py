@@ -38,8 +38,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from osmosis_rollout._imports import require_extra
-from osmosis_rollout.telemetry import trace_model_calls
+from osmosis_rollout._internal.imports import require_extra
+from osmosis_rollout.transport.telemetry import trace_model_calls
 from osmosis_rollout.types import RolloutStatus
 from osmosis_rollout.types.sample import TERMINAL_STATUSES
 

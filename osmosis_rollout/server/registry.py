@@ -28,8 +28,8 @@ from typing import Any
 
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.server.lease import InvalidLeaseError, LeaseManager, UnknownLeaseError
+from osmosis_rollout.transport.wire import status_only
 from osmosis_rollout.types import RolloutErrorCategory, RolloutStatus
-from osmosis_rollout.wire import status_only
 
 logger = logging.getLogger(__name__)
 

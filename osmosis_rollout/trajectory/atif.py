@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import osmosis_rollout
-from osmosis_rollout import _json_safe
+from osmosis_rollout._internal import json_safe as _json_safe
 from osmosis_rollout.trajectory.steps import messages_to_steps
 
 if TYPE_CHECKING:

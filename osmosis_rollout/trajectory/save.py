@@ -21,11 +21,11 @@ from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any, overload
 
-from osmosis_rollout import _json_safe
-from osmosis_rollout._atomic import write_text_atomic
-from osmosis_rollout._ids import is_single_path_segment
-from osmosis_rollout.artifacts import default_artifact_root
+from osmosis_rollout._internal import json_safe as _json_safe
+from osmosis_rollout._internal.atomic import write_text_atomic
+from osmosis_rollout._internal.ids import is_single_path_segment
 from osmosis_rollout.redaction import Redactor, environment_redactor
+from osmosis_rollout.runs.artifacts import default_artifact_root
 from osmosis_rollout.trajectory.atif import build_atif, format_atif
 from osmosis_rollout.trajectory.converter import convert_sample_to_trajectory
 from osmosis_rollout.trajectory.report import TrajectoryReport

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeGuard
 
-from osmosis_rollout.message_parts import part_text
+from osmosis_rollout._internal.message_parts import part_text
 
 __all__ = ["messages_to_steps"]
 

@@ -7,7 +7,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from osmosis_rollout._ids import ensure_rollout_id
+from osmosis_rollout._internal.ids import ensure_rollout_id
 from osmosis_rollout.types.sample import (
     MessageDict,
     RolloutErrorCategory,

@@ -11,8 +11,8 @@ from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from osmosis_rollout import _json_safe
-from osmosis_rollout._ids import ensure_single_path_segment
+from osmosis_rollout._internal import json_safe as _json_safe
+from osmosis_rollout._internal.ids import ensure_single_path_segment
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from osmosis_rollout import (
     RolloutStatus,
     artifacts,
 )
-from osmosis_rollout.artifacts import (
+from osmosis_rollout.runs.artifacts import (
     ARTIFACT_ROOT_ENV,
     HEALTH_MARKER,
     create_rollout_artifacts_dir,

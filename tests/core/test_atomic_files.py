@@ -11,7 +11,7 @@ from _support.json_values import json_like
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from osmosis_rollout._atomic import (
+from osmosis_rollout._internal.atomic import (
     JsonListSpool,
     atomic_file,
     copy_atomic,
@@ -78,7 +78,7 @@ def test_a_copy_is_atomic_too(tmp_path: Path) -> None:
 
 
 def test_a_stale_temporary_of_a_reused_pid_does_not_block_the_write(tmp_path: Path) -> None:
-    from osmosis_rollout import _atomic
+    from osmosis_rollout._internal import atomic as _atomic
 
     target = tmp_path / "trajectory.json"
     taken = _atomic._temporary(target).name  # .trajectory.json.<pid>.<serial>.tmp
@@ -177,7 +177,7 @@ _any_json = json_like(
 @settings(max_examples=300, deadline=None)
 @given(_any_json, st.integers(0, 3))
 def test_a_nested_value_is_written_as_indented_json_writes_it(value: object, level: int) -> None:
-    from osmosis_rollout._atomic import _nested_json
+    from osmosis_rollout._internal.atomic import _nested_json
 
     expected = json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * level)
     assert _nested_json(value, level) == expected
@@ -194,7 +194,7 @@ def test_a_nested_value_is_written_as_indented_json_writes_it(value: object, lev
     ids=["numbers", "strings", "shapes", "foreign"],
 )
 def test_edge_values_nest_as_indented_json_writes_them(value: object) -> None:
-    from osmosis_rollout._atomic import _nested_json
+    from osmosis_rollout._internal.atomic import _nested_json
 
     for level in (0, 2):
         expected = json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * level)

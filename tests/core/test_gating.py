@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from osmosis_rollout.gating import (
+from osmosis_rollout.runs.gating import (
     attempts_gate,
     auto_round,
     next_attempts,

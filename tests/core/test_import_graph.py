@@ -204,3 +204,82 @@ def test_plugin_modules_import_only_their_layer_or_below() -> None:
         and PLUGIN_LAYERS[target] > PLUGIN_LAYERS[source]
     ]
     assert not upward, "\n".join(upward)
+
+
+RUNTIME_LAYERS: dict[str, int] = {
+    # 0: what everything stands on
+    "osmosis_rollout.errors": 0,
+    "osmosis_rollout._internal": 0,
+    # 1: data shapes and the one redaction step
+    "osmosis_rollout.types": 1,
+    "osmosis_rollout.redaction": 1,
+    "osmosis_rollout.sample_text": 1,
+    # 2: the ambient context, traffic, a run's files, datasets
+    "osmosis_rollout.context": 2,
+    "osmosis_rollout.transport": 2,
+    "osmosis_rollout.runs": 2,
+    "osmosis_rollout.dataset": 2,
+    # 3: the contract and what it produces
+    "osmosis_rollout.agent_workflow": 3,
+    "osmosis_rollout.grader": 3,
+    "osmosis_rollout.policy": 3,
+    "osmosis_rollout.trajectory": 3,
+    "osmosis_rollout.rollout_notes": 3,
+    # 4: model clients, frameworks, the controller side
+    "osmosis_rollout.grading": 4,
+    "osmosis_rollout.chat_client": 4,
+    "osmosis_rollout.integrations": 4,
+    "osmosis_rollout.integrations._litellm": 3,  # LiteLLM's one import, policies' too
+    "osmosis_rollout.controller": 4,
+    "osmosis_rollout.client": 4,
+    # 5: graders users write against, and the execution backends
+    "osmosis_rollout.rewards": 5,
+    "osmosis_rollout.rubric": 5,
+    "osmosis_rollout.backend": 5,
+    # 6: running one rollout, and finding the user's rollout in a workspace
+    "osmosis_rollout.execution": 6,
+    "osmosis_rollout.workspace": 6,
+    # 7: what assembles everything: the server, Ray (it imports the user's entrypoint), the CLI
+    "osmosis_rollout.backend.ray": 7,
+    "osmosis_rollout.server": 7,
+    "osmosis_rollout.templates": 7,
+    "osmosis_rollout.cli": 7,
+    "osmosis_rollout": 7,
+}
+"""The runtime's layers, by module prefix (the longest one wins): a module imports only its
+layer or below. ``import osmosis_rollout`` for ``__version__`` is the one exception."""
+
+_VERSION_READERS = {"osmosis_rollout.trajectory.atif"}
+
+
+def _runtime_layer(module: str) -> int | None:
+    name = module
+    while name:
+        if name in RUNTIME_LAYERS:
+            return RUNTIME_LAYERS[name]
+        name = name.rpartition(".")[0]
+    return None
+
+
+def test_every_runtime_module_has_a_layer() -> None:
+    unplaced = sorted(m for m in _modules("osmosis_rollout") if _runtime_layer(m) is None)
+    assert not unplaced, f"place {unplaced} in RUNTIME_LAYERS (tests/core/test_import_graph.py)"
+
+
+def test_runtime_modules_import_only_their_layer_or_below() -> None:
+    upward = []
+    for source, targets in import_graph("osmosis_rollout").items():
+        for target, line in targets.items():
+            if target == "osmosis_rollout" and source in _VERSION_READERS:
+                continue
+            low, high = _runtime_layer(source), _runtime_layer(target)
+            if low is not None and high is not None and high > low:
+                upward.append(
+                    f"{source} (layer {low}) imports {target} (layer {high}) at line {line}"
+                )
+    assert not upward, "\n".join(upward)
+
+
+def test_the_runtime_root_holds_at_most_fifteen_modules() -> None:
+    root = sorted(p.name for p in (ROOT / "osmosis_rollout").glob("*.py"))
+    assert len(root) <= 15, f"group these into subpackages: {root}"

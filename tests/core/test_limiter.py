@@ -17,7 +17,7 @@ from osmosis_rollout import (
     LocalBackend,
     RolloutStatus,
 )
-from osmosis_rollout._limiter import ConcurrencyLimiter
+from osmosis_rollout._internal.limiter import ConcurrencyLimiter
 
 
 class Waits(AgentWorkflow[Any]):

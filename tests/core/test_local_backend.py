@@ -374,7 +374,7 @@ async def test_a_backend_keeps_working_after_shutdown() -> None:
 
 
 def test_resolve_reference_passes_objects_through_and_follows_dotted_attributes() -> None:
-    from osmosis_rollout._imports import resolve_reference
+    from osmosis_rollout._internal.imports import resolve_reference
 
     assert resolve_reference(Echo) is Echo
     assert resolve_reference(None) is None

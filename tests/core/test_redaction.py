@@ -324,7 +324,7 @@ def test_a_subclass_that_redacts_each_text_its_own_way_is_not_skipped(tmp_path: 
     """The no-secret fast paths (trajectory text, journal line) hand a subclass the value."""
     import re
 
-    from osmosis_rollout.run_journal import RowJournal
+    from osmosis_rollout.runs.journal import RowJournal
 
     class MaskKeyShapes(Redactor):
         shape = re.compile(r"sk-[A-Za-z0-9]{20,}")

@@ -17,14 +17,14 @@ from hypothesis import strategies as st
 
 from osmosis_rollout.cli import main as cli_main
 from osmosis_rollout.redaction import Redactor
-from osmosis_rollout.run_journal import (
+from osmosis_rollout.runs.journal import (
     RowJournal,
     RunJournalError,
     read_journal,
     read_run_file,
     write_run_file,
 )
-from osmosis_rollout.run_report import rebuild_report
+from osmosis_rollout.runs.report import rebuild_report
 
 
 def attempt(
@@ -83,7 +83,7 @@ def test_rows_written_by_a_process_survive_its_sigkill(tmp_path: Path) -> None:
         f"""
         import os, signal
         from pathlib import Path
-        from osmosis_rollout.run_journal import RowJournal
+        from osmosis_rollout.runs.journal import RowJournal
         journal = RowJournal(Path({str(tmp_path / "rows.jsonl")!r}), fresh=True)
         for i in range(5):
             journal.write_row(

@@ -1,4 +1,4 @@
-"""osmosis_rollout.stats agrees with scipy's implementations, and its confidence sequences hold
+"""osmosis_rollout.runs.stats agrees with scipy's implementations, and its confidence sequences hold
 at every look."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy import special
 from scipy import stats as sp
 
-from osmosis_rollout import stats
+from osmosis_rollout.runs import stats
 
 confidences = st.sampled_from([0.8, 0.9, 0.95, 0.99])
 

@@ -1,4 +1,4 @@
-"""osmosis_rollout.user_code and osmosis_rollout.workspace: importing user files, finding a workspace's parts."""
+"""osmosis_rollout.workspace.user_code and osmosis_rollout.workspace: importing user files, finding a workspace's parts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from osmosis_rollout.errors import EntrypointError
-from osmosis_rollout.user_code import import_user_file, load_object
 from osmosis_rollout.workspace import (
     config_workspace,
     dataset_candidates,
@@ -18,6 +17,7 @@ from osmosis_rollout.workspace import (
     rollout_name,
     workspace_files,
 )
+from osmosis_rollout.workspace.user_code import import_user_file, load_object
 
 
 @pytest.fixture(autouse=True)

@@ -200,7 +200,7 @@ def test_a_single_path_segment_is_what_the_hosts_path_says_is_one(value: str) ->
     import os
     from pathlib import PurePosixPath, PureWindowsPath
 
-    from osmosis_rollout._ids import is_single_path_segment
+    from osmosis_rollout._internal.ids import is_single_path_segment
 
     pure_path = PureWindowsPath if os.name == "nt" else PurePosixPath
     expected = (

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from osmosis_rollout.errors import ConfigError
-from osmosis_rollout.eval_config import load_eval_config
+from osmosis_rollout.workspace.eval_config import load_eval_config
 
 WriteToml = Callable[[str], Path]
 
@@ -281,7 +281,7 @@ def test_a_section_that_is_not_a_table_is_rejected(write_toml: WriteToml) -> Non
 def test_the_sections_are_pydantic_models_that_forbid_extra_keys() -> None:
     from pydantic import BaseModel
 
-    from osmosis_rollout.eval_config import EvalConfig, EvaluationConfig, ExperimentConfig
+    from osmosis_rollout.workspace.eval_config import EvalConfig, EvaluationConfig, ExperimentConfig
 
     for model in (EvalConfig, EvaluationConfig, ExperimentConfig):
         assert issubclass(model, BaseModel)
@@ -289,7 +289,7 @@ def test_the_sections_are_pydantic_models_that_forbid_extra_keys() -> None:
 
 
 def test_read_experiment_reads_only_that_table(write_toml: WriteToml) -> None:
-    from osmosis_rollout.eval_config import read_experiment
+    from osmosis_rollout.workspace.eval_config import read_experiment
 
     path = write_toml(EXPERIMENT + "[training]\nlr = 1e-5\n")
     assert read_experiment(path).dataset == "calc-test"
@@ -314,7 +314,7 @@ LOG_LEVEL = "INFO"
 
 
 def test_a_training_config_with_the_official_sections_is_read(tmp_path: Path) -> None:
-    from osmosis_rollout.training_config import load_training_config
+    from osmosis_rollout.workspace.training_config import load_training_config
 
     path = tmp_path / "train.toml"
     path.write_text(TRAINING)
@@ -326,7 +326,7 @@ def test_a_training_config_with_the_official_sections_is_read(tmp_path: Path) ->
 
 
 def test_a_training_config_reports_every_problem_with_its_fix(tmp_path: Path) -> None:
-    from osmosis_rollout.training_config import load_training_config
+    from osmosis_rollout.workspace.training_config import load_training_config
 
     path = tmp_path / "train.toml"
     path.write_text(

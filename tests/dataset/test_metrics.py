@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from osmosis_rollout.metrics import aggregate, pass_at_k, pass_hat_k, powers_of_two, row_stats
+from osmosis_rollout.runs.metrics import aggregate, pass_at_k, pass_hat_k, powers_of_two, row_stats
 
 
 def _row(

@@ -18,8 +18,8 @@ from examples.support import (
 )
 
 from osmosis_rollout.dataset import validate_dataset
-from osmosis_rollout.eval_config import load_eval_config
 from osmosis_rollout.templates.__main__ import differences, write
+from osmosis_rollout.workspace.eval_config import load_eval_config
 
 pytestmark = pytest.mark.timeout(600)
 

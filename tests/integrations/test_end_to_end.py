@@ -27,9 +27,9 @@ from osmosis_rollout import (
 )
 from osmosis_rollout.controller import RolloutClient
 from osmosis_rollout.controller.policy_server import PolicyServer
-from osmosis_rollout.entrypoint import load_entrypoint
 from osmosis_rollout.policy import ChatRequest, Faults
 from osmosis_rollout.server import create_rollout_server
+from osmosis_rollout.workspace.entrypoint import load_entrypoint
 
 HERE = Path(__file__).parent / "official_style"
 PROMPT = [{"role": "user", "content": "What is 6 times 7?"}]

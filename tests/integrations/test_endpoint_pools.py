@@ -15,7 +15,7 @@ import httpx
 import pytest
 from integrations.support import serve_rollout_app
 
-from osmosis_rollout._sharded_transport import ShardedTransport
+from osmosis_rollout.transport.sharded import ShardedTransport
 
 
 class HeldReplies:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from journal_workspace import executed, journal_lines, row_ids, write_workspace
 
-from osmosis_rollout.run_report import rebuild_report
+from osmosis_rollout.runs.report import rebuild_report
 from pytest_osmosis.completion import EXIT_WRITE_FAILED
 
 PREFLIGHT = 2

@@ -28,7 +28,7 @@ import pytest
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session):
     # Every row has been reported; the plugin has not built its report yet.
-    from osmosis_rollout.run_journal import JournalRow
+    from osmosis_rollout.runs.journal import JournalRow
     from pytest_osmosis.verdict import AttemptResult, RowVerdict
 
     gc.collect()
@@ -104,7 +104,7 @@ import json
 
 def pytest_osmosis_run_finished(summary, report_path):
     # The summary and the report files are written: what the plugin still holds of the rows.
-    from osmosis_rollout.run_journal import JournalRow
+    from osmosis_rollout.runs.journal import JournalRow
 
     gc.collect()
     kept = [obj for obj in gc.get_objects() if type(obj) is JournalRow]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from workspaces import MAIN_PY
 
-from osmosis_rollout.run_journal import RUN_FILENAME, RUN_SCHEMA
+from osmosis_rollout.runs.journal import RUN_FILENAME, RUN_SCHEMA
 
 PREFLIGHT = 2
 POLICY = "--osmosis-policy=policy.py:policy"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from journal_workspace import executed, journal_lines, row_ids, write_workspace
 
-from osmosis_rollout.run_journal import read_journal
+from osmosis_rollout.runs.journal import read_journal
 
 PREFLIGHT = 2
 BASE = (

@@ -12,8 +12,8 @@ from _support.servers import uvicorn_thread
 from workspaces import multiply_rows
 
 from osmosis_rollout import LocalBackend
-from osmosis_rollout.entrypoint import load_entrypoint
 from osmosis_rollout.server import create_rollout_server
+from osmosis_rollout.workspace.entrypoint import load_entrypoint
 
 POLICY = "--osmosis-policy=policy.py:policy"
 PASSWORD = "s3cret-PASSWORD-in-url"

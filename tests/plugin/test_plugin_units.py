@@ -374,7 +374,7 @@ def test_a_blocked_loop_is_shown_and_the_fix_says_what_to_change() -> None:
 def test_rollout_ids_are_readable_unique_single_path_segments() -> None:
     import re
 
-    from osmosis_rollout._ids import is_valid_rollout_id
+    from osmosis_rollout._internal.ids import is_valid_rollout_id
     from pytest_osmosis.runners import make_rollout_id
 
     # 32 random bits each: 200 ids collide with a chance of about 5 in a million.
@@ -419,8 +419,8 @@ def _journaled_report(tmp_path: Path, durations: list[float]) -> RunReport:
 def test_every_report_file_and_the_terminal_summary_come_from_one_reading_of_the_journal(
     tmp_path: Path,
 ) -> None:
-    from osmosis_rollout.run_journal import read_journal
-    from osmosis_rollout.run_report import build_report
+    from osmosis_rollout.runs.journal import read_journal
+    from osmosis_rollout.runs.report import build_report
     from pytest_osmosis.reporting import summary_lines
 
     report = _journaled_report(tmp_path, [5000.0, 9000.0, 5000.0, 9000.0, 1000.0, 9000.0])

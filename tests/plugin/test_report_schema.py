@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 from workspaces import multiply_rows
 
-from osmosis_rollout.report_model import (
+from osmosis_rollout.runs.journal import ROW_FIELDS, RunJournalError, read_journal
+from osmosis_rollout.runs.report_model import (
     REPORT_SCHEMA,
     JournalLine,
     ReportAttempt,
@@ -18,7 +19,6 @@ from osmosis_rollout.report_model import (
     read_report,
     report_json_schema,
 )
-from osmosis_rollout.run_journal import ROW_FIELDS, RunJournalError, read_journal
 from pytest_osmosis.verdict import AttemptResult
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def test_the_published_schema_is_the_one_the_models_generate() -> None:
     published = json.loads(PUBLISHED.read_text(encoding="utf-8"))
     assert published == report_json_schema(), (
         "docs/report.schema.json is stale: regenerate it with "
-        "`python -m osmosis_rollout.report_model > docs/report.schema.json`"
+        "`python -m osmosis_rollout.runs.report_model > docs/report.schema.json`"
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from osmosis_rollout.run_journal import read_journal
+from osmosis_rollout.runs.journal import read_journal
 from pytest_osmosis.reporting import RowRecord, RunReport
 from pytest_osmosis.rows import RowBook, RowState
 from pytest_osmosis.run_folder import RunFolder

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from osmosis_rollout.errors import RunFolderError
-from osmosis_rollout.run_journal import RUN_SCHEMA
+from osmosis_rollout.runs.journal import RUN_SCHEMA
 from pytest_osmosis.run_folder import RunFolder
 
 

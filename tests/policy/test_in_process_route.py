@@ -29,13 +29,13 @@ from osmosis_rollout.chat_client import RolloutChatClient, _shared_client
 from osmosis_rollout.context import RolloutContext
 from osmosis_rollout.controller.policy_server import PolicyServer
 from osmosis_rollout.errors import PolicyError
-from osmosis_rollout.in_process import route_for
 from osmosis_rollout.integrations.agents.openai_agents import (
     OsmosisAgent,
     OsmosisMemorySession,
     OsmosisRolloutModel,
 )
 from osmosis_rollout.policy import ChatRequest, Faults, RecordingPolicy, Text, ToolCall
+from osmosis_rollout.transport.in_process import route_for
 
 PROMPT = [{"role": "user", "content": "What is 6 times 7? Answer in één sentence."}]
 MULTIPLY_SPEC = {

@@ -15,7 +15,7 @@ from osmosis_rollout import (
     ExecutionRequest,
     LocalBackend,
 )
-from osmosis_rollout._limiter import ConcurrencyLimiter
+from osmosis_rollout._internal.limiter import ConcurrencyLimiter
 from osmosis_rollout.server.concurrency import (
     AdmissionControl,
     AimdLimit,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from osmosis_rollout import LocalBackend
-from osmosis_rollout.entrypoint import discover_entrypoints, load_entrypoint
 from osmosis_rollout.errors import EntrypointError
+from osmosis_rollout.workspace.entrypoint import discover_entrypoints, load_entrypoint
 
 HEADER = """
 from osmosis_rollout import AgentWorkflow, Grader, AgentWorkflowConfig, GraderConfig, LocalBackend

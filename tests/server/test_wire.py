@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import field_serializer
 
 from osmosis_rollout import ExecutionResult, RolloutResultResponse, RolloutSample, RolloutStatus
-from osmosis_rollout.wire import WIRE_SAMPLE_KEYS, strict_json_bytes, to_wire_result
+from osmosis_rollout.transport.wire import WIRE_SAMPLE_KEYS, strict_json_bytes, to_wire_result
 
 
 class Opaque:

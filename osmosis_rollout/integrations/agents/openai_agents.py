@@ -40,7 +40,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
-from osmosis_rollout._imports import require_extra
+from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.context import RolloutContext, SampleSource, get_rollout_context
 from osmosis_rollout.integrations._endpoint import on_lean_endpoint
 from osmosis_rollout.integrations._litellm import (

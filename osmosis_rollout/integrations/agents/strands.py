@@ -39,7 +39,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from osmosis_rollout._imports import require_extra
+from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.context import RolloutContext, SampleSource, get_rollout_context
 from osmosis_rollout.integrations._endpoint import lean_methods
 from osmosis_rollout.integrations._litellm import (

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from osmosis_rollout.eval_config import (
+from osmosis_rollout.workspace.eval_config import (
     ExperimentConfig,
     Issues,
     advanced_warnings,

@@ -5,7 +5,7 @@ from the files on disk (``osmosis-rollout report rebuild RUN_DIR``), so a run th
 killed half way still gets a truthful report: the rows that finished, and the ids of those
 that never ran.
 
-Summary keys: the official ``metrics.json`` keys (see :func:`~osmosis_rollout.metrics.aggregate`)
+Summary keys: the official ``metrics.json`` keys (see :func:`~osmosis_rollout.runs.metrics.aggregate`)
 plus ``rows`` (row-level counts, ``not_run`` included), ``errors_by_type``,
 ``tokens_estimated``, ``rollouts_wall_s``, and how complete the run is: ``complete`` (every
 selected row has a result and no signal or crash ended the run), ``interrupted`` (a signal
@@ -21,15 +21,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from osmosis_rollout.gating import summary_intervals
-from osmosis_rollout.metrics import aggregate
-from osmosis_rollout.report_model import REPORT_SCHEMA
-from osmosis_rollout.run_journal import (
+from osmosis_rollout.runs.gating import summary_intervals
+from osmosis_rollout.runs.journal import (
     JOURNAL_FILENAME,
     JournalRow,
     read_journal,
     read_run_file,
 )
+from osmosis_rollout.runs.metrics import aggregate
+from osmosis_rollout.runs.report_model import REPORT_SCHEMA
 
 __all__ = [
     "REPORT_SCHEMA",
@@ -191,7 +191,7 @@ def rebuild_report(run_dir: Path) -> tuple[dict[str, Any], int]:
     """The report of the run in ``run_dir`` from its ``run.json`` and ``rows.jsonl``.
 
     Returns the document and the number of unreadable journal lines (a torn last line of a
-    killed run). Raises :class:`~osmosis_rollout.run_journal.RunJournalError` when
+    killed run). Raises :class:`~osmosis_rollout.runs.journal.RunJournalError` when
     ``run_dir`` is not a run directory.
     """
     run = read_run_file(run_dir)

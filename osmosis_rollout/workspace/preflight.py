@@ -29,8 +29,8 @@ from osmosis_rollout.errors import ConfigError, EntrypointError
 from osmosis_rollout.workspace import ROLLOUTS_DIR, config_workspace
 
 if TYPE_CHECKING:
-    from osmosis_rollout.entrypoint import LoadedRollout
-    from osmosis_rollout.eval_config import ExperimentConfig
+    from osmosis_rollout.workspace.entrypoint import LoadedRollout
+    from osmosis_rollout.workspace.eval_config import ExperimentConfig
 
 __all__ = [
     "CheckResult",
@@ -127,7 +127,7 @@ def check_eval_config(
 
     With ``submit``, ``[secrets]`` is required and the config must sit in a workspace.
     """
-    from osmosis_rollout.eval_config import load_eval_config
+    from osmosis_rollout.workspace.eval_config import load_eval_config
 
     name = name or f"eval-config[{path}]"
     try:
@@ -149,7 +149,7 @@ def check_training_config(
     path: str | Path, *, submit: bool = False, name: str | None = None
 ) -> CheckResult:
     """A training TOML (``[experiment]``, ``[training]``, ``[sampling]``, ``[checkpoints]`` ...)."""
-    from osmosis_rollout.training_config import load_training_config
+    from osmosis_rollout.workspace.training_config import load_training_config
 
     name = name or f"training-config[{path}]"
     try:
@@ -244,7 +244,7 @@ def check_entrypoint(
     entrypoint: str, base_dir: Path | None = None, *, name: str | None = None
 ) -> CheckResult:
     """The entrypoint imports and exposes a rollout: an app, a backend, or a workflow."""
-    from osmosis_rollout.entrypoint import load_entrypoint
+    from osmosis_rollout.workspace.entrypoint import load_entrypoint
 
     name = name or f"entrypoint[{entrypoint}]"
     base = base_dir or Path.cwd()

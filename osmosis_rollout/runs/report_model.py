@@ -3,11 +3,11 @@
 The same models describe a ``rows.jsonl`` journal line (:class:`JournalLine`: an attempt and
 its row's verdict, statistics and fingerprint) and ``report.json``'s rows
 (:class:`ReportAttempt`, :class:`ReportRowVerdict`): the journal is read through
-:class:`JournalLine` (:func:`osmosis_rollout.run_journal.read_journal` validates each line,
+:class:`JournalLine` (:func:`osmosis_rollout.runs.journal.read_journal` validates each line,
 naming the line that breaks it), and a report through :class:`ReportDocument`
 (``--osmosis-baseline``, tools that consume a run's report). The published JSON Schema
 comes from them (``docs/report.schema.json``, regenerated with
-``python -m osmosis_rollout.report_model > docs/report.schema.json``) and names every key
+``python -m osmosis_rollout.runs.report_model > docs/report.schema.json``) and names every key
 with its meaning.
 
 The models leave the rest open (``extra="allow"``): a report from a newer minor version
@@ -52,7 +52,7 @@ class _Open(BaseModel):
 
 
 class ReportInterval(_Open):
-    """An interval beside a rate or a mean (:mod:`osmosis_rollout.stats`)."""
+    """An interval beside a rate or a mean (:mod:`osmosis_rollout.runs.stats`)."""
 
     low: float = Field(description="lower bound")
     high: float = Field(description="upper bound")

@@ -4,7 +4,7 @@ where further attempts go.
 The plugin's gates (:mod:`pytest_osmosis.gates`), its ``--osmosis-n auto`` rounds
 (:mod:`pytest_osmosis.auto_repeats`) and the simulation benchmark (``bench/bench_gate_sim.py``)
 all decide through these functions, so the benchmark's error rates are the plugin's.
-The statistics themselves, with their references, are in :mod:`osmosis_rollout.stats`.
+The statistics themselves, with their references, are in :mod:`osmosis_rollout.runs.stats`.
 
 What is estimated. A run's rows are fixed; what varies between two runs of the same rollout
 and policy is each attempt's outcome: row ``i`` passes an attempt with some probability
@@ -18,7 +18,7 @@ so does the mean over rows of each row's pass fraction with repeats (``c_i / n_i
 - Repeats: the per-row mean, with the variance of each row's fraction estimated from its own
   attempts (a row seen once contributes the pooled rate's ``q(1 - q)``, the most rows of that
   mean rate could vary). With ``--osmosis-n auto`` the run looks after every round, so the
-  half-width is a normal-mixture confidence sequence's (:func:`~osmosis_rollout.stats.mixture_radius`)
+  half-width is a normal-mixture confidence sequence's (:func:`~osmosis_rollout.runs.stats.mixture_radius`)
   rather than ``z * sqrt(V)``: stopping as soon as the gate is decided does not raise its
   error rate (checked by the benchmark at a true rate equal to the threshold).
 """
@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from osmosis_rollout.stats import (
+from osmosis_rollout.runs.stats import (
     Interval,
     mean_interval_from_moments,
     mixture_radius,

@@ -9,7 +9,7 @@ A workspace is laid out as the official ``osmosis template apply`` lays it out::
     data/<dataset>.jsonl             local datasets (``[experiment].dataset`` names one)
 
 Only discovery lives here: nothing is imported or validated (see
-:mod:`osmosis_rollout.preflight` for the checks and :mod:`osmosis_rollout.user_code` for
+:mod:`osmosis_rollout.workspace.preflight` for the checks and :mod:`osmosis_rollout.workspace.user_code` for
 imports).
 """
 

@@ -40,9 +40,9 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from osmosis_rollout._atomic import write_json_atomic
+from osmosis_rollout._internal.atomic import write_json_atomic
 from osmosis_rollout.redaction import Redactor
-from osmosis_rollout.report_model import JournalLine
+from osmosis_rollout.runs.report_model import JournalLine
 
 __all__ = [
     "JOURNAL_FILENAME",
@@ -247,7 +247,7 @@ def read_journal(path: Path) -> tuple[list[JournalRow], int]:
     The last line of each ``(nodeid, run_index)`` wins; a row's verdict and statistics are
     those of its last line. A missing file is an empty journal (no row finished).
 
-    Each line is read through :class:`~osmosis_rollout.report_model.JournalLine`, the model
+    Each line is read through :class:`~osmosis_rollout.runs.report_model.JournalLine`, the model
     the report's rows share: a line that breaks it is a :class:`RunJournalError` naming the
     line and the field.
     """

@@ -29,8 +29,12 @@ from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.errors import EntrypointError
 from osmosis_rollout.grader import Grader
 from osmosis_rollout.types import AgentWorkflowConfig, GraderConfig
-from osmosis_rollout.user_code import import_user_file, import_user_module, looks_like_file
 from osmosis_rollout.workspace import rollout_entrypoints
+from osmosis_rollout.workspace.user_code import (
+    import_user_file,
+    import_user_module,
+    looks_like_file,
+)
 
 Found = Literal["attr", "app", "backend", "classes"]
 

@@ -12,7 +12,7 @@ The sections are pydantic models with ``extra="forbid"``; their validators raise
 carry the fix, and every problem (pydantic's and the ``[env]``/``[secrets]`` name rules) is
 reported at once in one :class:`~osmosis_rollout.errors.ConfigError` naming the file, the
 key and the fix; an unknown key or section suggests the nearest valid one. The training
-TOML (:mod:`osmosis_rollout.training_config`) reuses these pieces.
+TOML (:mod:`osmosis_rollout.workspace.training_config`) reuses these pieces.
 """
 
 from __future__ import annotations
