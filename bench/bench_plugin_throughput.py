@@ -9,14 +9,19 @@ All use the same workflow and the same scripted policy served by ``PolicyServer`
 ``--workflow ask-once`` (the default): one non-streaming chat call on the workflow's own
 httpx client, so every call goes over loopback to the policy server's thread.
 ``--workflow multiply``: the two-call multiply rollout on ``RolloutChatClient`` (a tool
-call, the tool's result, the final answer; non-streaming, as the plugin hints). Its pooled
-client takes the in-process route to the plugin's policy endpoint; the bare loop runs
-twice, with the endpoint in-process (``PolicyServer(in_process=True)``, as the plugin
-does) and on loopback only, so the route's gain shows beside the plugin's overhead.
+call, the tool's result, the final answer; non-streaming, as the plugin hints), on its
+pooled client.
+``--workflow agents``: the same two calls from an official-style OpenAI Agents rollout
+(``OsmosisAgent`` + ``OsmosisMemorySession`` + ``Runner.run``), so the integration's
+request path (LiteLLM or its lean stand-in) is measured too.
+``--shortcuts-off`` adds the plugin with ``OSMOSIS_NO_SHORTCUTS=1`` (every speed shortcut
+off, the standard paths on); ``--base`` may be given several times as ``NAME=DIR``.
 
     .venv/bin/python bench/bench_plugin_throughput.py [--rows 200] [--latency-ms 50] [--repeats 3]
     .venv/bin/python bench/bench_plugin_throughput.py --workflow multiply
     .venv/bin/python bench/bench_plugin_throughput.py --rows 400 --latency-ms 200 --no-c1 [--base DIR]
+    .venv/bin/python bench/bench_plugin_throughput.py --rows 400 --latency-ms 200 --no-c1 \\
+        --workflow agents --shortcuts-off
 
 The last one is issue 25's target: 400 rows, a policy that takes 200 ms a call, concurrency
 32, the plugin within 1.10x of the bare loop (rollouts wall; the whole command beside it).
@@ -98,6 +103,49 @@ class Exact(Grader):
         ctx.set_reward(1.0 if ctx.sample.messages[-1]["content"] == ctx.label else 0.0)
 """
 
+AGENTS_WORKFLOW = """
+from agents import ModelSettings, Runner, function_tool
+from osmosis_rollout import AgentWorkflow, Grader
+from osmosis_rollout.integrations.agents.openai_agents import (
+    OsmosisAgent,
+    OsmosisMemorySession,
+    OsmosisRolloutModel,
+)
+
+
+@function_tool
+def multiply(a: int, b: int) -> int:
+    \"\"\"Multiply two integers.\"\"\"
+    return a * b
+
+
+class AskOnce(AgentWorkflow):
+    async def run(self, ctx):
+        agent = OsmosisAgent(
+            name="multiply-agent",
+            instructions="Use the multiply tool when arithmetic is required.",
+            model=OsmosisRolloutModel(),
+            model_settings=ModelSettings(temperature=1.0, max_tokens=4096),
+            tools=[multiply],
+        )
+        await Runner.run(agent, ctx.prompt, session=OsmosisMemorySession())
+
+
+def _last_text(sample):
+    for item in reversed(sample.messages):
+        if item.get("role") == "assistant":
+            content = item.get("content")
+            if isinstance(content, list):
+                return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return content or ""
+    return ""
+
+
+class Exact(Grader):
+    async def grade(self, ctx):
+        ctx.set_reward(1.0 if _last_text(ctx.sample) == ctx.label else 0.0)
+"""
+
 MULTIPLY_POLICY = """
 import asyncio, os
 from osmosis_rollout.policy import ToolCall
@@ -124,16 +172,14 @@ async def policy(request):
 """
 
 
-LOOPBACK_BARE = "bare c=32, policy loopback"
+WORKFLOWS = {"ask-once": WORKFLOW, "multiply": MULTIPLY_WORKFLOW, "agents": AGENTS_WORKFLOW}
 
 
 def make_workspace(root: Path, rows: int, workflow: str = "ask-once") -> None:
-    multiply = workflow == "multiply"
     (root / "rollouts" / "bench").mkdir(parents=True)
-    (root / "rollouts" / "bench" / "main.py").write_text(
-        textwrap.dedent(MULTIPLY_WORKFLOW if multiply else WORKFLOW)
-    )
-    (root / "policy.py").write_text(textwrap.dedent(MULTIPLY_POLICY if multiply else POLICY))
+    (root / "rollouts" / "bench" / "main.py").write_text(textwrap.dedent(WORKFLOWS[workflow]))
+    policy = POLICY if workflow == "ask-once" else MULTIPLY_POLICY
+    (root / "policy.py").write_text(textwrap.dedent(policy))
     (root / "data").mkdir()
     with (root / "data" / "rows.jsonl").open("w") as fh:
         for i in range(rows):
@@ -151,10 +197,14 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_plugin(root: Path, concurrency: int, base: Path | None = None) -> tuple[float, float]:
+def run_plugin(
+    root: Path, concurrency: int, base: Path | None = None, *, shortcuts: bool = True
+) -> tuple[float, float]:
     """Return (process wall seconds, rollouts wall seconds from the report); ``base``: a
-    source tree put first on ``PYTHONPATH``."""
+    source tree put first on ``PYTHONPATH``; ``shortcuts=False`` sets OSMOSIS_NO_SHORTCUTS=1."""
     env = _env()
+    if not shortcuts:
+        env["OSMOSIS_NO_SHORTCUTS"] = "1"
     if base is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(base), env.get("PYTHONPATH", "")])
     start = time.perf_counter()
@@ -186,9 +236,7 @@ def run_plugin(root: Path, concurrency: int, base: Path | None = None) -> tuple[
     return elapsed, float(report["summary"]["rollouts_wall_s"])
 
 
-def run_bare(
-    root: Path, rows: int, concurrency: int, in_process: bool = False
-) -> tuple[float, float]:
+def run_bare(root: Path, rows: int, concurrency: int) -> tuple[float, float]:
     """Everything the plugin does for a row, minus pytest: backend.execute under a context."""
     code = textwrap.dedent(f"""
         import asyncio, json, sys, time
@@ -207,7 +255,7 @@ def run_bare(
             backend = LocalBackend(workflow=main.AskOnce, grader=main.Exact)
             from osmosis_rollout._internal.limiter import ConcurrencyLimiter
             backend.limiter = ConcurrencyLimiter(max_concurrent={concurrency})
-            with PolicyServer(pol.policy, in_process={in_process}) as server:
+            with PolicyServer(pol.policy) as server:
                 global phase
                 async def one(i, row):
                     rid = f"bare-{{i}}"
@@ -245,18 +293,31 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-c1", action="store_true", help="skip the slow concurrency-1 run")
-    parser.add_argument("--workflow", choices=("ask-once", "multiply"), default="ask-once")
+    parser.add_argument("--workflow", choices=sorted(WORKFLOWS), default="ask-once")
     parser.add_argument(
-        "--base", type=Path, help="another revision's source tree, run interleaved as 'base'"
+        "--base",
+        action="append",
+        default=[],
+        metavar="[NAME=]DIR",
+        help="another source tree, run interleaved as NAME (default 'base'); repeatable",
+    )
+    parser.add_argument(
+        "--shortcuts-off",
+        action="store_true",
+        help="also run the plugin with OSMOSIS_NO_SHORTCUTS=1, interleaved",
     )
     args = parser.parse_args()
     os.environ["BENCH_LATENCY_MS"] = str(args.latency_ms)
     bare = "bare LocalBackend c=32"
     names: tuple[str, ...] = ("plugin c=32", bare)
-    if args.workflow == "multiply":
-        names = (*names, LOOPBACK_BARE)
-    if args.base is not None:
-        names = (*names, "base plugin c=32")
+    bases: dict[str, Path] = {}
+    for spec in args.base:
+        label, _, folder = spec.rpartition("=")
+        bases[f"{label or 'base'} plugin c=32"] = Path(folder)
+    names = (*names, *bases)
+    off = "plugin c=32, shortcuts off"
+    if args.shortcuts_off:
+        names = (*names, off)
     if not args.no_c1:
         names = (*names, "plugin c=1")
     process: dict[str, list[float]] = {n: [] for n in names}
@@ -268,10 +329,11 @@ def main() -> None:
         for _ in range(args.repeats):
             for name in names:
                 if name.startswith("bare"):
-                    in_process = args.workflow == "multiply" and name != LOOPBACK_BARE
-                    total, rows_wall = run_bare(root, args.rows, 32, in_process)
-                elif name.startswith("base"):
-                    total, rows_wall = run_plugin(root, 32, args.base)
+                    total, rows_wall = run_bare(root, args.rows, 32)
+                elif name in bases:
+                    total, rows_wall = run_plugin(root, 32, bases[name])
+                elif name == off:
+                    total, rows_wall = run_plugin(root, 32, shortcuts=False)
                 else:
                     total, rows_wall = run_plugin(root, int(name.split("=")[1]))
                 process[name].append(total)
@@ -286,13 +348,14 @@ def main() -> None:
         "rollouts wall = first rollout start to last rollout end; process = whole command incl. start-up"
     )
     whole = {n: statistics.median(process[n]) for n in names}
+    width = max(26, *(len(n) + 2 for n in names))
     print(
-        f"{'mode':<26}{'rollouts wall s':>16}{'rows/s':>10}{'vs bare':>10}{'process s':>12}"
+        f"{'mode':<{width}}{'rollouts wall s':>16}{'rows/s':>10}{'vs bare':>10}{'process s':>12}"
         f"{'vs bare':>10}"
     )
     for name in names:
         print(
-            f"{name:<26}{med[name]:>16.2f}{args.rows / med[name]:>10.1f}"
+            f"{name:<{width}}{med[name]:>16.2f}{args.rows / med[name]:>10.1f}"
             f"{med[name] / med[bare]:>10.2f}{whole[name]:>12.2f}{whole[name] / whole[bare]:>10.2f}"
         )
     if "plugin c=1" in med:

@@ -12,3 +12,9 @@ echo "== mypy"; .venv/bin/mypy
 # tests on one worker, so module fixtures (a Ray cluster, a venv built from the index) are
 # built once, not once per worker.
 echo "== pytest"; .venv/bin/python -m pytest -n "$(($(nproc) * 2))" --dist loadfile -q -p no:cacheprovider "$@"
+# The speed shortcuts off (osmosis_rollout/_internal/shortcuts.py): the standard paths they stand in
+# for must pass the integration tests too. Only on a whole run, not on a chosen part.
+if [ "$#" -eq 0 ]; then
+  echo "== pytest tests/integrations, OSMOSIS_NO_SHORTCUTS=1"
+  OSMOSIS_NO_SHORTCUTS=1 .venv/bin/python -m pytest tests/integrations -n "$(nproc)" -q -p no:cacheprovider
+fi

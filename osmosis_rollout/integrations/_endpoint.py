@@ -17,6 +17,9 @@ Streamed replies come back as an async iterator of OpenAI ``ChatCompletionChunk`
 (what the frameworks' stream handlers read); plain replies as a LiteLLM ``ModelResponse``
 (what their non-streaming paths read). An HTTP error or a malformed stream raises
 :class:`~osmosis_rollout.errors.PolicyError` naming the endpoint and the status.
+
+A speed shortcut (see :mod:`osmosis_rollout._internal.shortcuts`): ``OSMOSIS_NO_SHORTCUTS=1`` hands
+every call to ``litellm.acompletion``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from osmosis_rollout._internal.shortcuts import shortcuts_enabled
 from osmosis_rollout.chat_client import _shared_client, sse_chunks
 from osmosis_rollout.errors import PolicyError
 from osmosis_rollout.transport.telemetry import model_call
@@ -99,7 +103,7 @@ class LeanLitellm:
 
     async def acompletion(self, **kwargs: Any) -> Any:
         """Serve a rollout-endpoint call lean; anything else goes to LiteLLM unchanged."""
-        body = self.lean_body(kwargs)
+        body = self.lean_body(kwargs) if shortcuts_enabled() else None
         if body is None:
             return await self._litellm.acompletion(**kwargs)
         base_url = str(kwargs.get("base_url") or kwargs.get("api_base"))

@@ -193,6 +193,18 @@ async def test_a_setting_outside_the_lean_set_goes_through_litellm_unchanged() -
     assert lean == reference
 
 
+@pytest.mark.parametrize("switch", ["", "1"], ids=["shortcuts-on", "shortcuts-off"])
+async def test_the_shortcuts_switch_sends_the_model_calls_through_litellm(
+    switch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OSMOSIS_NO_SHORTCUTS", switch)
+    app = RecordingModel()
+    await run_once(OsmosisLitellmModel, stream=False, chunks=1, prompt="6 times 7?", app=app)
+    # LiteLLM sends through the OpenAI SDK, which names itself in x-stainless-* headers.
+    through_litellm = ["x-stainless-lang" in headers for _, headers, _ in app.requests]
+    assert through_litellm == [switch == "1"] * 2
+
+
 def test_only_rollout_model_calls_take_the_lean_path() -> None:
     import litellm
 
