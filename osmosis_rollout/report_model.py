@@ -145,6 +145,11 @@ class ReportAttempt(_Open):
     last_assistant: str | None = Field(
         default=None, description="the last assistant message of the trajectory"
     )
+    tool_calls: list[str] | None = Field(
+        default=None,
+        description="the sample's tool calls, one 'name({arguments})' line each, arguments "
+        "clipped to 200 characters, at most 20 lines; null when it made none",
+    )
     policy_calls: int | None = Field(default=None, description="model calls the rollout made")
     grader: GraderSaid | None = Field(
         default=None, description="what the grader said of this attempt, when it said anything"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import json
 import os
 import re
 import time
@@ -36,6 +37,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 MAX_ANSWER_CHARS = 1000
 MAX_ERROR_CHARS = 4000
+MAX_TOOL_CALLS = 20
+MAX_TOOL_ARGUMENT_CHARS = 200
 """Per-row records travel on every test report and stay in memory for the session, so the
 answer and error text they carry are clipped; the trajectory file has everything."""
 
@@ -79,6 +82,25 @@ def last_assistant_text(messages: Any) -> str | None:
     except Exception:
         return None
     return text or None
+
+
+def tool_call_lines(messages: Any) -> list[str] | None:
+    """The sample's tool calls, one ``name({arguments})`` line each (arguments clipped, at
+    most :data:`MAX_TOOL_CALLS` lines), or None when it made none."""
+    try:
+        calls = sample_text.tool_calls(messages or [])
+    except Exception:
+        return None
+    if not calls:
+        return None
+    lines = [
+        f"{call['name']}("
+        f"{_clip(json.dumps(call['arguments'], ensure_ascii=False, default=str), MAX_TOOL_ARGUMENT_CHARS)})"
+        for call in calls[:MAX_TOOL_CALLS]
+    ]
+    if len(calls) > MAX_TOOL_CALLS:
+        lines.append(f"... {len(calls) - MAX_TOOL_CALLS} more calls")
+    return lines
 
 
 class _AttemptBuilder:
@@ -149,6 +171,7 @@ class _AttemptBuilder:
             trajectory_path=str(trajectory) if trajectory else None,
             diagnostics_path=diagnostics,
             last_assistant=_clip(last_assistant_text(sample.get("messages")), MAX_ANSWER_CHARS),
+            tool_calls=tool_call_lines(sample.get("messages")),
             policy_calls=len(getattr(log, "calls", []) or []),
             error_phase=phase if status == "failed" else None,
             grader=_grader_said(notes, sample.get("metrics")),
