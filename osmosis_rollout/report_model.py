@@ -221,8 +221,19 @@ class RowCounts(_Open):
 
     total: int = Field(description="rows with a result")
     passed: int = Field(description="rows that passed")
-    failed: int = Field(description="rows that failed, errored ones included")
-    errored: int = Field(default=0, description="failed rows whose rollouts errored")
+    failed: int = Field(
+        description="rows that failed: errored + below_threshold (the 'failed' of the terminal's "
+        "rows line and of the HTML card)"
+    )
+    errored: int = Field(
+        default=0,
+        description="failed rows with at least one attempt whose rollout errored (no reward)",
+    )
+    below_threshold: int | None = Field(
+        default=None,
+        description="failed rows whose rollouts all ran and whose rewards missed the pass "
+        "threshold or the row-pass rule (failed - errored)",
+    )
     skipped: int = Field(description="rows whose samples the grader removed")
     pass_rate: float = Field(description="passed / (passed + failed)")
     not_run: int = Field(default=0, description="selected rows with no result")
@@ -264,7 +275,17 @@ class ReportSummary(_Open):
     completed_samples: int | None = Field(default=None, description="attempts not skipped")
     graded: int | None = Field(default=None, description="attempts with a reward")
     passed: int | None = Field(default=None, description="attempts that reached the threshold")
-    failed: int | None = Field(default=None, description="attempts whose rollout errored")
+    failed: int | None = Field(
+        default=None,
+        description="attempts whose rollout errored (the official key, read by the Osmosis "
+        "tooling): the terminal's attempts line calls them 'errored'; its 'failed' is "
+        "failed + below_threshold. Row counts are under rows.",
+    )
+    below_threshold: int | None = Field(
+        default=None,
+        description="attempts that ran and scored below the pass threshold (or had no reward): "
+        "total_samples - passed - skipped - failed",
+    )
     skipped: int | None = Field(default=None, description="attempts the grader removed")
     pass_rate: float | None = Field(default=None, description="passed / completed attempts")
     pass_threshold: float | None = Field(default=None, description="the pass threshold")

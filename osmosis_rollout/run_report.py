@@ -97,10 +97,15 @@ def summarize(
         "failed": verdicts["failed"],
         # The failed rows whose rollouts errored (no reward), not merely scored low.
         "errored": errored,
+        "below_threshold": verdicts["failed"] - errored,
         "skipped": verdicts["skipped"],
         "pass_rate": (verdicts["passed"] / scored_rows) if scored_rows else 0,
         "not_run": len(not_run),
     }
+    # The official "failed" counts the attempts that errored; these are the other misses.
+    summary["below_threshold"] = max(
+        0, summary["total_samples"] - summary["passed"] - summary["skipped"] - summary["failed"]
+    )
     summary["errors_by_type"] = dict(errors.most_common())
     summary["tokens_estimated"] = tokens_estimated
     # None when nothing was priced (a scripted policy and no --osmosis-price-in/-out).

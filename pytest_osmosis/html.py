@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_rollout.gating import RegressionTest, percent
-from pytest_osmosis.reporting import format_cost, interval_text, row_errored
+from pytest_osmosis.reporting import failed_parts, format_cost, interval_text, row_errored
 
 MAX_MESSAGE_CHARS = 4000
 """A conversation message longer than this is cut in the report (the trajectory has it all)."""
 
 OUTCOMES = ("passed", "failed", "errored", "skipped")
+OUTCOME_WORDS = {"failed": "below threshold"}
+"""What a row's outcome is called on the page: a ``failed`` row that did not error scored
+below the threshold; "failed" is the card that counts both, as the terminal summary does."""
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
@@ -301,7 +304,7 @@ def _row_group(
         f'<td data-v="{_e(verdict["row_key"])}">{_e(verdict["row_key"])}'
         + "".join(f'<span class="tag {c}">{c}</span>' for c in changes)
         + "</td>",
-        f'<td class="{outcome}" data-v="{OUTCOMES.index(outcome) if outcome in OUTCOMES else 9}">{outcome}</td>',
+        f'<td class="{outcome}" data-v="{OUTCOMES.index(outcome) if outcome in OUTCOMES else 9}">{OUTCOME_WORDS.get(outcome, outcome)}</td>',
         f'<td class="num" data-v="{"" if mean_reward is None else mean_reward}">{_e(reward_cell)}</td>',
     ]
     if columns["pass_at_k"]:
@@ -352,11 +355,15 @@ def _cards(document: dict[str, Any], outcomes: Counter[str]) -> str:
     rows = summary.get("rows", {})
     stats = summary.get("reward_stats") or {}
     tokens = summary.get("tokens_used")
+    failed_rows = outcomes["failed"] + outcomes["errored"]
+    # The words and the sets of the terminal's rows line: failed = errored + below threshold.
+    failed = (
+        f"{failed_rows} ({failed_parts(failed_rows, outcomes['errored'])})" if failed_rows else "0"
+    )
     cards: list[tuple[str, Any, str]] = [
         ("rows", rows.get("total"), ""),
         ("passed", outcomes["passed"], "passed"),
-        ("failed", outcomes["failed"], "failed"),
-        ("errored", outcomes["errored"], "errored"),
+        ("failed", failed, "failed" if failed_rows else ""),
         ("skipped", outcomes["skipped"], "skipped"),
         (
             "pass rate",
@@ -524,7 +531,8 @@ def render_parts(head: dict[str, Any], groups: RowGroups) -> Iterator[str]:
     )
     kinds = ["all", *OUTCOMES] + (["regressed", "improved"] if baseline else [])
     buttons = "".join(
-        f'<button type="button" data-kind="{k}" class="{"on" if k == "all" else ""}">{k}</button>'
+        f'<button type="button" data-kind="{k}" class="{"on" if k == "all" else ""}">'
+        f"{OUTCOME_WORDS.get(k, k)}</button>"
         for k in kinds
     )
     options = '<option value="">every error type</option>' + "".join(

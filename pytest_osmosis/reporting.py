@@ -521,19 +521,32 @@ def _counts(
     rate: float,
     interval: Any = None,
 ) -> list[Segment]:
-    """``N  passed: P  failed: F (E errored)  skipped: S  pass rate: R [L, H] (C)``, coloured
-    as pytest does (the interval when the summary has one)."""
+    """``N  passed: P  failed: F (E errored, B below threshold)  skipped: S  pass rate: R
+    [L, H] (C)``, coloured as pytest does (the interval when the summary has one)."""
     segments: list[Segment] = [
         (f"{total}  ", {}),
         (f"passed: {passed}", {"green": True} if passed else {}),
         ("  ", {}),
         (f"failed: {failed}", {"red": True} if failed else {}),
     ]
-    if errored:
-        segments.append((f" ({errored} errored)", {"red": True}))
+    if failed:
+        segments.append((f" ({failed_parts(failed, errored)})", {"red": True}))
     segments.append((f"  skipped: {skipped}", {"yellow": True} if skipped else {}))
     segments.append((f"  pass rate: {rate:.1%}{interval_text(interval)}", {}))
     return segments
+
+
+def failed_parts(failed: int, errored: int) -> str:
+    """What ``failed`` is made of, in the words the summary, the HTML cards and the schema
+    share: ``2 errored, 8 below threshold`` (a part that is 0 is left out).
+
+    ``errored``: a rollout failed (no reward); ``below threshold``: every rollout ran, and the
+    rewards missed the pass threshold (or the row-pass rule).
+    """
+    parts = [f"{errored} errored"] if errored else []
+    if failed - errored:
+        parts.append(f"{failed - errored} below threshold")
+    return ", ".join(parts)
 
 
 def interval_text(interval: Any, fmt: str = "{:.1%}") -> str:
@@ -550,7 +563,8 @@ def summary_segments(
     """The human summary printed at the end of the session, as lines of marked-up pieces.
 
     Counts add up: ``passed + failed + skipped`` is the total, for rows and for attempts;
-    ``errored`` is the part of ``failed`` whose rollouts errored rather than scored low.
+    ``failed`` splits into ``errored`` (a rollout errored) and ``below threshold`` (scored low),
+    the words the HTML cards and ``report.json``'s schema use.
     """
     rows = summary["rows"]
     segments: list[list[Segment]] = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,13 +52,40 @@ def test_the_attempts_line_adds_up_and_says_errored(
     result = pytester.runpytest(*ARGS, "--osmosis-n=2")
     section = _osmosis_section(result.stdout.lines)
     assert section[0].startswith(
-        "rows: 4  passed: 2  failed: 2 (1 errored)  skipped: 0  pass rate: 50.0%"
+        "rows: 4  passed: 2  failed: 2 (1 errored, 1 below threshold)  skipped: 0  pass rate: 50.0%"
     )
     # 8 attempts: 5 reached the threshold, 3 did not (2 scored 0, 1 errored), 0 skipped.
     assert section[1] == (
-        "attempts: 8  passed: 5  failed: 3 (1 errored)  skipped: 0  "
+        "attempts: 8  passed: 5  failed: 3 (1 errored, 2 below threshold)  skipped: 0  "
         "pass rate: 62.5% [30.6%, 86.3%] (95%)"
     )
+
+
+def test_failed_means_the_same_rows_in_the_terminal_the_html_and_report_json(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    rows = multiply_rows(5, wrong={3, 4})
+    rows[1]["user_prompt"] += " boom"
+    workspace(rows, policy=EXPLODING_POLICY)
+    result = pytester.runpytest(
+        *ARGS, "--osmosis-n=2", "--osmosis-output=out", "--osmosis-html=r.html"
+    )
+    section = _osmosis_section(result.stdout.lines)
+    assert section[0].startswith(
+        "rows: 5  passed: 2  failed: 3 (1 errored, 2 below threshold)  skipped: 0"
+    ), section
+    document = json.loads((pytester.path / "out" / "report.json").read_text())
+    summary = document["summary"]
+    assert (summary["rows"]["failed"], summary["rows"]["errored"]) == (3, 1)
+    assert summary["rows"]["below_threshold"] == 2
+    # The official attempt-level key counts the attempts that errored; the rest missed.
+    assert (summary["failed"], summary["below_threshold"]) == (1, 4)
+    assert section[1].startswith(
+        "attempts: 10  passed: 5  failed: 5 (1 errored, 4 below threshold)"
+    )
+    page = (pytester.path / "r.html").read_text()
+    assert '<small>failed</small><b class="failed">3 (1 errored, 2 below threshold)</b>' in page
+    assert "<small>errored</small>" not in page
 
 
 def test_the_summary_uses_pytests_colours(
