@@ -157,6 +157,10 @@ class ReportAttempt(_Open):
     workflow_log: str | None = Field(
         default=None, description="what the workflow logged, kept when the attempt errored"
     )
+    ungraded: str | None = Field(
+        default=None,
+        description="why a rollout that ran has no reward: no_grader, no_label or not_graded",
+    )
 
 
 class RowStats(_Open):
@@ -235,6 +239,11 @@ class RowCounts(_Open):
         "threshold or the row-pass rule (failed - errored)",
     )
     skipped: int = Field(description="rows whose samples the grader removed")
+    ungraded: int | None = Field(
+        default=None,
+        description="rows whose rollouts all ran with no reward (no Grader, or no "
+        "ground_truth/metadata): passed when no pass threshold was set, else failed",
+    )
     pass_rate: float = Field(description="passed / (passed + failed)")
     not_run: int = Field(default=0, description="selected rows with no result")
     pass_rate_interval: ReportInterval | None = Field(
@@ -306,6 +315,12 @@ class ReportSummary(_Open):
         description="Wilson interval of the attempts' pass_rate (rows.pass_rate_interval: the rows')",
     )
     rows: RowCounts | None = Field(default=None, description="row-level counts")
+    ungraded_why: list[str] | None = Field(
+        default=None,
+        description="why the ungraded rows' rollouts had no reward, most frequent first: "
+        "no_grader (the rollout defines no Grader), no_label (no ground_truth or metadata), "
+        "not_graded (the grader set none, or a rollout server's grader did not run)",
+    )
     errors_by_type: dict[str, int] | None = Field(
         default=None, description="errored attempts by error category, most frequent first"
     )

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_rollout.gating import RegressionTest, percent
-from pytest_osmosis.reporting import failed_parts, format_cost, interval_text, row_errored
+from pytest_osmosis.reporting import (
+    failed_parts,
+    format_cost,
+    interval_text,
+    row_errored,
+    ungraded_line,
+)
 
 MAX_MESSAGE_CHARS = 4000
 """A conversation message longer than this is cut in the report (the trajectory has it all)."""
@@ -418,6 +424,9 @@ def _banners(document: dict[str, Any]) -> str:
             f'<div class="banner bad">Incomplete run ({_e(reason)}): '
             f"{_e(count if count is not None else 'some')} row(s) not run</div>"
         )
+    ungraded = ungraded_line(summary, (document.get("config") or {}).get("entrypoint"))
+    if ungraded:
+        parts.append(f'<div class="banner bad">{_e(ungraded)}</div>')
     gate = document.get("gate")
     if isinstance(gate, dict) and isinstance(gate.get("interval"), dict):
         # Decided at a stated confidence (--osmosis-gate-confidence): its interval and outcome.

@@ -549,6 +549,33 @@ def failed_parts(failed: int, errored: int) -> str:
     return ", ".join(parts)
 
 
+UNGRADED_WHY = {
+    "no_grader": "{entrypoint} defines no Grader",
+    "no_label": "rows with no ground_truth or metadata: the grader did not run",
+    "not_graded": "the grader set no reward",
+}
+
+
+def ungraded_line(summary: dict[str, Any], entrypoint: str | None) -> str | None:
+    """``ungraded: 8 rows (rollouts/x/main.py defines no Grader)``, or None when every row
+    that ran was graded."""
+    count = (summary.get("rows") or {}).get("ungraded") or 0
+    if not count:
+        return None
+    shown = _relative(entrypoint) if entrypoint else "the rollout"
+    whys = summary.get("ungraded_why") or ["not_graded"]
+    why = "; ".join(UNGRADED_WHY.get(w, w).format(entrypoint=shown) for w in whys)
+    return f"ungraded: {count} row{'' if count == 1 else 's'} ({why})"
+
+
+def _relative(path: str) -> str:
+    """``path`` relative to the working directory when it is under it."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd()).as_posix()
+    except (ValueError, OSError):
+        return path
+
+
 def interval_text(interval: Any, fmt: str = "{:.1%}") -> str:
     """`` [74.1%, 88.6%] (95%)`` for a report's ``{low, high, confidence}``, else nothing."""
     if not isinstance(interval, dict):
@@ -558,7 +585,7 @@ def interval_text(interval: Any, fmt: str = "{:.1%}") -> str:
 
 
 def summary_segments(
-    report: RunReport, summary: dict[str, Any], *, slowest: int = 5
+    report: RunReport, summary: dict[str, Any], *, slowest: int = 5, entrypoint: str | None = None
 ) -> list[list[Segment]]:
     """The human summary printed at the end of the session, as lines of marked-up pieces.
 
@@ -600,6 +627,9 @@ def summary_segments(
                 ),
             ]
         )
+    ungraded = ungraded_line(summary, entrypoint)
+    if ungraded:
+        segments.append([(ungraded, {"yellow": True})])
     segments.extend(
         [(line, {"red": True} if line.startswith("errors: ") else {})]
         for line in _detail_lines(report, summary, slowest)

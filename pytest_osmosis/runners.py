@@ -187,6 +187,15 @@ def _grader_said(notes: RolloutNotes | None, metrics: Any) -> dict[str, Any] | N
     return {"reason": reason or None, "metrics": metrics if isinstance(metrics, dict) else {}}
 
 
+def _why_ungraded(backend: ExecutionBackend, row: DatasetRow) -> str:
+    """Why an in-process rollout that ran has no reward (see ``AttemptResult.ungraded``)."""
+    if getattr(backend, "grader_cls", "unknown") is None:
+        return "no_grader"
+    if row.label is None and row.metadata is None:
+        return "no_label"
+    return "not_graded"
+
+
 def _existing(path: Path) -> str | None:
     return str(path) if path.is_file() else None
 
@@ -245,7 +254,7 @@ class InProcessRunner(_AttemptBuilder):
             executed = await execute_in_process(
                 self.backend, request, context, trajectory_root=self._trajectory_root
             )
-        return self.finish(
+        result = self.finish(
             row,
             attempt,
             rollout_id,
@@ -256,6 +265,9 @@ class InProcessRunner(_AttemptBuilder):
             phase=executed.phase,
             notes=executed.notes,
         )
+        if result.status == "success" and result.reward is None:
+            result.ungraded = _why_ungraded(self.backend, row)
+        return result
 
 
 class ServerRunner(_AttemptBuilder):
@@ -305,9 +317,12 @@ class ServerRunner(_AttemptBuilder):
             candidate = self.server_artifact_root / rollout_id / "trajectory.json"
             trajectory = candidate if candidate.exists() else None
         diagnostics = _existing(self.paths.rollouts / rollout_id / "diagnostics.json")
-        return self.finish(
+        result = self.finish(
             row, attempt, rollout_id, wire, started, trajectory, diagnostics=diagnostics
         )
+        if result.status == "success" and result.reward is None:
+            result.ungraded = "not_graded"  # the server's grader is not ours to see
+        return result
 
     async def _admit_and_poll(
         self, client: RolloutClient, row: DatasetRow, attempt: int, rollout_id: str, key: str

@@ -56,6 +56,9 @@ class AttemptResult:
     explanation, see :mod:`osmosis_rollout.rollout_notes`) and the sample's ``metrics``."""
     workflow_log: str | None = None
     """What the workflow logged, kept when the attempt errored."""
+    ungraded: str | None = None
+    """Why a rollout that ran has no reward: ``no_grader`` (the rollout defines none),
+    ``no_label`` (the row has neither ground_truth nor metadata) or ``not_graded``."""
 
     def index_row(self, nodeid: str, dataset: str) -> dict[str, Any]:
         """The report row: the official ``index.jsonl`` keys plus ours (``nodeid``, ...)."""

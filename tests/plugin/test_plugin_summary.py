@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from workspaces import POLICY_PY, multiply_rows
+from workspaces import MAIN_PY, POLICY_PY, multiply_rows
 
 ARGS = ("--osmosis-dataset=data/test.jsonl", "--osmosis-policy=policy.py:policy")
 
@@ -176,3 +176,45 @@ def test_prices_come_from_the_eval_toml_and_must_come_in_pairs(
     alone = pytester.runpytest(*ARGS, "--osmosis-price-out=1")
     assert alone.ret == pytest.ExitCode.USAGE_ERROR
     assert "--osmosis-price-in and --osmosis-price-out go together" in alone.stderr.str()
+
+
+UNGRADED_MAIN = MAIN_PY.split("class ContainsGrader")[0]
+
+
+def test_a_rollout_with_no_grader_says_its_rows_ran_ungraded(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(multiply_rows(3), main=UNGRADED_MAIN)
+    result = pytester.runpytest(*ARGS, "--osmosis-output=out", "--osmosis-html=r.html")
+    assert result.ret == pytest.ExitCode.OK
+    line = "ungraded: 3 rows (rollouts/demo/main.py defines no Grader)"
+    assert line in _osmosis_section(result.stdout.lines)
+    document = json.loads((pytester.path / "out" / "report.json").read_text())
+    assert document["summary"]["rows"]["ungraded"] == 3
+    assert document["summary"]["ungraded_why"] == ["no_grader"]
+    assert f'<div class="banner bad">{line}</div>' in (pytester.path / "r.html").read_text()
+
+
+@pytest.mark.parametrize("how", ["flag", "ini"])
+def test_require_grader_fails_a_run_whose_rows_ran_ungraded(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, how: str
+) -> None:
+    workspace(multiply_rows(2), main=UNGRADED_MAIN)
+    if how == "ini":
+        pytester.makeini("[pytest]\nosmosis_require_grader = true\n")
+        result = pytester.runpytest(*ARGS)
+    else:
+        result = pytester.runpytest(*ARGS, "--osmosis-require-grader")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert _osmosis_section(result.stdout.lines)[-1] == (
+        "require-grader: 2 rows (rollouts/demo/main.py defines no Grader): failed"
+    )
+
+
+def test_require_grader_passes_a_graded_run(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(multiply_rows(2))
+    result = pytester.runpytest(*ARGS, "--osmosis-require-grader")
+    assert result.ret == pytest.ExitCode.OK
+    assert not any("ungraded" in line for line in _osmosis_section(result.stdout.lines))
