@@ -161,6 +161,11 @@ class ReportAttempt(_Open):
         default=None,
         description="why a rollout that ran has no reward: no_grader, no_label or not_graded",
     )
+    printed: str | None = Field(
+        default=None,
+        description="what the rollout printed to stdout/stderr (in-process), its first 2000 "
+        "characters; rollouts.log has all of it",
+    )
 
 
 class RowStats(_Open):

@@ -139,6 +139,7 @@ class RowItem(pytest.Item):
                 "the grader removed the sample (remove_sample=True)", _use_item_location=True
             )
         if verdict.outcome == "failed":
+            self._show_printed(verdict)
             pytest.fail(
                 failure_message(
                     row_desc=self.describe(),
@@ -152,6 +153,20 @@ class RowItem(pytest.Item):
                 ),
                 pytrace=False,
             )
+
+    def _show_printed(self, verdict: RowVerdict) -> None:
+        """What this row's rollouts printed, as the failure's "Captured rollout output"
+        section (with ``-s`` it went to the terminal as it was printed)."""
+        if self.config.getoption("capture", None) == "no":
+            return
+        printed = [a for a in verdict.attempts if a.printed]
+        if not printed:
+            return
+        many = len(verdict.attempts) > 1
+        text = "\n".join(
+            (f"attempt {a.run_index}:\n" if many else "") + str(a.printed) for a in printed
+        )
+        self.add_report_section("call", "rollout output", text + "\n")
 
     def teardown(self) -> None:
         """Let go of the row's content: its rollouts have run and its report is written.

@@ -250,7 +250,7 @@ class InProcessRunner(_AttemptBuilder):
             # streaming (samples are identical); server mode keeps the production path.
             streaming=False,
         )
-        with rollout_output(rollout_id):
+        with rollout_output(rollout_id) as printed:
             executed = await execute_in_process(
                 self.backend, request, context, trajectory_root=self._trajectory_root
             )
@@ -267,6 +267,7 @@ class InProcessRunner(_AttemptBuilder):
         )
         if result.status == "success" and result.reward is None:
             result.ungraded = _why_ungraded(self.backend, row)
+        result.printed = printed.text() or None
         return result
 
 

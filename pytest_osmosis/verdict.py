@@ -56,6 +56,9 @@ class AttemptResult:
     explanation, see :mod:`osmosis_rollout.rollout_notes`) and the sample's ``metrics``."""
     workflow_log: str | None = None
     """What the workflow logged, kept when the attempt errored."""
+    printed: str | None = None
+    """What the rollout printed (in-process), its first lines: the failure's "Captured
+    rollout output" section (:mod:`pytest_osmosis.rollout_output`)."""
     ungraded: str | None = None
     """Why a rollout that ran has no reward: ``no_grader`` (the rollout defines none),
     ``no_label`` (the row has neither ground_truth nor metadata) or ``not_graded``."""
