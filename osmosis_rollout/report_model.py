@@ -161,6 +161,11 @@ class ReportAttempt(_Open):
         default=None,
         description="why a rollout that ran has no reward: no_grader, no_label or not_graded",
     )
+    prompt: str | None = Field(
+        default=None,
+        description="the row's first user message (clipped to 1000 characters), kept on an "
+        "errored attempt",
+    )
     printed: str | None = Field(
         default=None,
         description="what the rollout printed to stdout/stderr (in-process), its first 2000 "
@@ -279,6 +284,11 @@ class ReportBaseline(_Open):
     path: str | None = Field(default=None, description="the baseline report given")
     test: ReportRegressionTest | None = Field(
         default=None, description="the paired regression test (absent in older reports)"
+    )
+    regressed_answers: dict[str, str] | None = Field(
+        default=None,
+        description="the baseline's last answer of each regressed row, by node id (the HTML "
+        "report shows it beside this run's)",
     )
 
 

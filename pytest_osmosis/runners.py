@@ -176,6 +176,7 @@ class _AttemptBuilder:
             error_phase=phase if status == "failed" else None,
             grader=_grader_said(notes, sample.get("metrics")),
             workflow_log=(notes.workflow_log() or None) if notes and status == "failed" else None,
+            prompt=_clip(_prompt_text(row), MAX_ANSWER_CHARS) if status == "failed" else None,
         )
 
 
@@ -194,6 +195,14 @@ def _why_ungraded(backend: ExecutionBackend, row: DatasetRow) -> str:
     if row.label is None and row.metadata is None:
         return "no_label"
     return "not_graded"
+
+
+def _prompt_text(row: DatasetRow) -> str | None:
+    """The row's first user message's text, or None."""
+    try:
+        return sample_text.first_user_text(row.initial_messages) or None
+    except Exception:
+        return None
 
 
 def _existing(path: Path) -> str | None:

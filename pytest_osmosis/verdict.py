@@ -56,6 +56,9 @@ class AttemptResult:
     explanation, see :mod:`osmosis_rollout.rollout_notes`) and the sample's ``metrics``."""
     workflow_log: str | None = None
     """What the workflow logged, kept when the attempt errored."""
+    prompt: str | None = None
+    """The row's task (its first user message, clipped), kept on an errored attempt: such a
+    rollout may have left no trajectory to read it from."""
     printed: str | None = None
     """What the rollout printed (in-process), its first lines: the failure's "Captured
     rollout output" section (:mod:`pytest_osmosis.rollout_output`)."""
