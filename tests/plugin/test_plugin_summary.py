@@ -193,6 +193,8 @@ def test_a_rollout_with_no_grader_says_its_rows_ran_ungraded(
     assert document["summary"]["rows"]["ungraded"] == 3
     assert document["summary"]["ungraded_why"] == ["no_grader"]
     assert f'<div class="banner bad">{line}</div>' in (pytester.path / "r.html").read_text()
+    # Said before the rows run too, by the entrypoint's preflight check.
+    result.stdout.fnmatch_lines(["*main.py defines no Grader: its rows run ungraded (no reward)*"])
 
 
 @pytest.mark.parametrize("how", ["flag", "ini"])
