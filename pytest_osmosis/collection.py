@@ -10,13 +10,16 @@ Preflight checks run first, as their own items, from :class:`PreflightFile`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import os
+import shlex
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_osmosis.keys import RECORD_KEY, ROW_KEY, RowRef
+from pytest_osmosis.options import OPTIONS
 from pytest_osmosis.policy_choice import CassetteKeys
 from pytest_osmosis.reporting import row_record
 from pytest_osmosis.session import OsmosisSession, ensure_session
@@ -26,6 +29,47 @@ if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
     from osmosis_rollout.dataset import DatasetRow
+
+
+def rerun_command(config: pytest.Config, path: Path, name: str) -> str:
+    """The command that runs just this row, from where pytest was invoked.
+
+    The ``--osmosis-*`` options given on the command line come along (the dataset and the
+    policy are often among them); the node id is relative to the invocation directory, so the
+    line runs as copied.
+    """
+    where = os.path.relpath(path, config.invocation_params.dir)
+    nodeid = f"{Path(where).as_posix()}::{name}"
+    return shlex.join(["pytest", *_osmosis_args(config.invocation_params.args)]) + (
+        " '" + nodeid.replace("'", "'\\''") + "'"
+    )
+
+
+_FLAGS = frozenset(spec.flag for spec in OPTIONS if spec.kind == "flag")
+
+
+def _osmosis_args(args: tuple[str, ...] | Sequence[str]) -> list[str]:
+    """The ``--osmosis-*`` options among ``args`` with their values."""
+    kept: list[str] = []
+    taking_value = False
+    for arg in args:
+        if taking_value:
+            kept.append(arg)
+            taking_value = False
+        elif arg.startswith("--osmosis-"):
+            kept.append(arg)
+            taking_value = "=" not in arg and arg not in _FLAGS
+    return kept
+
+
+def _prompt_text(row: DatasetRow) -> str | None:
+    """The row's task as a person reads it: the first user message's text."""
+    from osmosis_rollout import sample_text
+
+    try:
+        return sample_text.first_user_text(row.initial_messages) or None
+    except Exception:
+        return None
 
 
 class OsmosisUsageFailure(Exception):
@@ -95,6 +139,7 @@ class RowItem(pytest.Item):
                 "the grader removed the sample (remove_sample=True)", _use_item_location=True
             )
         if verdict.outcome == "failed":
+            self._show_printed(verdict)
             pytest.fail(
                 failure_message(
                     row_desc=self.describe(),
@@ -103,9 +148,25 @@ class RowItem(pytest.Item):
                     rule=session.settings.row_pass,
                     label=self.row.label,
                     log_path=str(session.output / "rollouts.log"),
+                    rerun=rerun_command(self.config, self.path, self.name),
+                    prompt=_prompt_text(self.row),
                 ),
                 pytrace=False,
             )
+
+    def _show_printed(self, verdict: RowVerdict) -> None:
+        """What this row's rollouts printed, as the failure's "Captured rollout output"
+        section (with ``-s`` it went to the terminal as it was printed)."""
+        if self.config.getoption("capture", None) == "no":
+            return
+        printed = [a for a in verdict.attempts if a.printed]
+        if not printed:
+            return
+        many = len(verdict.attempts) > 1
+        text = "\n".join(
+            (f"attempt {a.run_index}:\n" if many else "") + str(a.printed) for a in printed
+        )
+        self.add_report_section("call", "rollout output", text + "\n")
 
     def teardown(self) -> None:
         """Let go of the row's content: its rollouts have run and its report is written.

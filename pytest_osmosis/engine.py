@@ -306,6 +306,11 @@ def start_engine(
     # First in, so it is undone last, after the scheduler and the servers stopped.
     restore, log = _route_rollout_logs(output / "rollouts.log", redactor)
     closers.insert(0, restore)
+    if config.getoption("capture", None) == "no":
+        # -s: the user asked to see what runs print; rollouts' prints join the terminal.
+        from pytest_osmosis.rollout_output import echo_to_terminal
+
+        closers.insert(0, echo_to_terminal(redactor))
     # What each rollout logs is kept on its own row too (the grader's reason).
     notes = contextlib.ExitStack()
     notes.enter_context(taking_notes())

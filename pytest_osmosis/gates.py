@@ -61,6 +61,16 @@ def load_baseline(path: Path, *, allow_partial: bool = False) -> dict[str, Any]:
     return document
 
 
+def _answers(report: dict[str, Any], nodeids: list[str]) -> dict[str, str]:
+    """The last answer each of ``nodeids`` gave in ``report`` (its first attempt with one)."""
+    wanted, answers = set(nodeids), {}
+    for attempt in report.get("rows", []):
+        nodeid = attempt.get("nodeid")
+        if nodeid in wanted and nodeid not in answers and attempt.get("last_assistant"):
+            answers[nodeid] = str(attempt["last_assistant"])
+    return answers
+
+
 def _incompleteness(summary: dict[str, Any]) -> str:
     """``stopped by -x, 3 rows not run`` for a report's summary."""
     parts = []
@@ -223,7 +233,12 @@ def apply_gates(
         before = load_baseline(baseline, allow_partial=settings.allow_partial_baseline)
         diff = compare(before, _as_document(current))
         test = _regression(before, current, settings.gate_confidence or settings.confidence)
-        extra["baseline"] = {"path": settings.baseline, **diff, "test": test.as_dict()}
+        extra["baseline"] = {
+            "path": settings.baseline,
+            **diff,
+            "regressed_answers": _answers(before, diff["regressed"]),
+            "test": test.as_dict(),
+        }
         partial = before.get("summary", {}).get("complete") is False
         lines.append(
             f"baseline: {len(diff['regressed'])} regressed, {len(diff['improved'])} improved, "

@@ -20,12 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_rollout.runs.gating import RegressionTest, percent
-from pytest_osmosis.reporting import format_cost, interval_text, row_errored
+from pytest_osmosis.reporting import (
+    failed_parts,
+    format_cost,
+    interval_text,
+    row_errored,
+    ungraded_line,
+)
 
 MAX_MESSAGE_CHARS = 4000
 """A conversation message longer than this is cut in the report (the trajectory has it all)."""
 
 OUTCOMES = ("passed", "failed", "errored", "skipped")
+OUTCOME_WORDS = {"failed": "below threshold"}
+"""What a row's outcome is called on the page: a ``failed`` row that did not error scored
+below the threshold; "failed" is the card that counts both, as the terminal summary does."""
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
@@ -61,6 +70,8 @@ tr.row{cursor:pointer}tr.row:hover{background:var(--soft)}tr.detail{display:none
 .result{font-family:ui-monospace,monospace;font-size:12px;margin:4px 0 0 16px;padding:6px 8px;background:#eef6ff;border-radius:4px}
 .meta{color:var(--muted);font-size:12px}
 pre{margin:2px 0 0;white-space:pre-wrap}
+.reason{margin:6px 0;padding:8px 10px;border-radius:6px;background:#fff8f0;border:1px solid #f0d9b5}
+.beside{display:flex;gap:10px;margin:8px 0}.beside>div{flex:1;padding:8px 10px;border-radius:6px;background:#fff;border:1px solid #eaeef2;white-space:pre-wrap;overflow-wrap:anywhere}
 """
 
 _JS = """
@@ -197,8 +208,12 @@ def _call_text(name: str, arguments: Any) -> str:
     return f"{name}(\n{json.dumps(arguments, ensure_ascii=False, indent=2)}\n)"
 
 
-def _conversation(path: str | None) -> str:
-    """A trajectory's steps: who spoke, what they said, the tools they called and the answers."""
+def _conversation(path: str | None, words: list[str] | None = None) -> str:
+    """A trajectory's steps: who spoke, what they said, the tools they called and the answers.
+
+    ``words`` gets what the row's search covers: each message and each tool call.
+    """
+    words = [] if words is None else words
     document = _read_trajectory(path)
     if document is None:
         return "<p class=meta>No trajectory was written for this attempt.</p>"
@@ -210,6 +225,7 @@ def _conversation(path: str | None) -> str:
         body = [f'<div class="who">{_e(who)}</div>']
         message = _text(step.get("message"))
         if message:
+            words.append(message)
             body.append(f"<div>{_e(_clip(message))}</div>")
         results = {
             r.get("source_call_id"): r
@@ -220,6 +236,7 @@ def _conversation(path: str | None) -> str:
             if not isinstance(call, dict):
                 continue
             name = call.get("function_name") or call.get("name") or "tool"
+            words.append(_call_text(str(name), call.get("arguments")))
             body.append(
                 f'<div class="call">&rarr; {_e(_clip(_call_text(str(name), call.get("arguments"))))}</div>'
             )
@@ -245,7 +262,7 @@ def _conversation(path: str | None) -> str:
     return "".join(parts) or "<p class=meta>The trajectory has no steps.</p>"
 
 
-def _attempt_block(attempt: dict[str, Any], repeated: bool) -> str:
+def _attempt_block(attempt: dict[str, Any], repeated: bool, words: list[str] | None = None) -> str:
     reward = _num(attempt.get("reward"))
     status = attempt.get("status")
     head = [f"attempt {attempt.get('run_index', 0)}" if repeated else "conversation"]
@@ -258,14 +275,36 @@ def _attempt_block(attempt: dict[str, Any], repeated: bool) -> str:
     error = ""
     if attempt.get("err_message"):
         error = f'<div class="err">{_e(_clip(str(attempt["err_message"])))}</div>'
+    if status == "failed":
+        # An errored rollout may have no trajectory: its prompt and diagnostics say what ran.
+        if attempt.get("prompt"):
+            error += (
+                f'<div class="step user"><div class="who">prompt</div>'
+                f"{_e(_clip(str(attempt['prompt'])))}</div>"
+            )
+        if attempt.get("diagnostics_path"):
+            error += f'<div class="meta">diagnostics: {_e(attempt["diagnostics_path"])}</div>'
+    said = attempt.get("grader") or {}
+    if said.get("reason") or said.get("metrics"):
+        metrics = (
+            f'<div class="meta">metrics: {_e(_clip(json.dumps(said["metrics"], default=str)))}</div>'
+            if said.get("metrics")
+            else ""
+        )
+        reason = f"<pre>{_e(_clip(str(said['reason'])))}</pre>" if said.get("reason") else ""
+        error += f'<div class="reason"><b>grader said</b>{reason}{metrics}</div>'
     where = attempt.get("trajectory_filename")
     meta = f'<div class="meta">rollout {_e(attempt.get("rollout_id"))}' + (
         f" &middot; {_e(where)}</div>" if where else "</div>"
     )
     return (
         f'<div class="attempt"><h4>{" &middot; ".join(head)}</h4>{error}'
-        f"{_conversation(where)}{meta}</div>"
+        f"{_conversation(where, words)}{meta}</div>"
     )
+
+
+MAX_SEARCH_CHARS = 20_000
+"""What a row's search covers of its prompts, messages and tool calls: the page stays small."""
 
 
 def _row_group(
@@ -301,7 +340,7 @@ def _row_group(
         f'<td data-v="{_e(verdict["row_key"])}">{_e(verdict["row_key"])}'
         + "".join(f'<span class="tag {c}">{c}</span>' for c in changes)
         + "</td>",
-        f'<td class="{outcome}" data-v="{OUTCOMES.index(outcome) if outcome in OUTCOMES else 9}">{outcome}</td>',
+        f'<td class="{outcome}" data-v="{OUTCOMES.index(outcome) if outcome in OUTCOMES else 9}">{OUTCOME_WORDS.get(outcome, outcome)}</td>',
         f'<td class="num" data-v="{"" if mean_reward is None else mean_reward}">{_e(reward_cell)}</td>',
     ]
     if columns["pass_at_k"]:
@@ -314,6 +353,10 @@ def _row_group(
         )
     if columns["baseline"]:
         delta_html = "" if delta is None else f"{delta:+.3g}"
+        was = {"regressed": "passed before", "improved": "failed before"}
+        moved = [was[c] for c in changes if c in was]
+        if moved:
+            delta_html = " ".join([delta_html, *moved]).strip()
         cells.append(
             f'<td class="num {"passed" if (delta or 0) > 0 else "failed"}" data-v="{"" if delta is None else delta}">'
             f"{_e(delta_html)}</td>"
@@ -328,9 +371,18 @@ def _row_group(
             f'<td class="num" data-v="{"" if cost is None else cost}">{_cost_text(cost)}</td>'
         )
     repeated = len(attempts) > 1
-    detail = "".join(_attempt_block(a, repeated) for a in attempts) or (
+    words: list[str] = []
+    detail = "".join(_attempt_block(a, repeated, words) for a in attempts) or (
         "<p class=meta>No attempt was recorded for this row.</p>"
     )
+    before = (baseline.get("regressed_answers") or {}).get(nodeid)
+    if "regressed" in changes and before is not None:
+        now = next((str(a["last_assistant"]) for a in attempts if a.get("last_assistant")), "")
+        detail = (
+            '<div class="beside">'
+            f'<div><div class="who">baseline answer</div>{_e(_clip(str(before)))}</div>'
+            f'<div><div class="who">this run\'s answer</div>{_e(_clip(now))}</div></div>'
+        ) + detail
     search_text = " ".join(
         [
             str(verdict["row_key"]),
@@ -338,8 +390,11 @@ def _row_group(
             outcome,
             error_text,
             *(str(a.get("last_assistant") or "") for a in attempts),
+            *(str(a.get("prompt") or "") for a in attempts),
+            *(" ".join(a.get("tool_calls") or []) for a in attempts),
+            *words,
         ]
-    ).lower()
+    ).lower()[:MAX_SEARCH_CHARS]
     return (
         f'<tbody class="group" data-text="{_e(search_text)}"><tr class="row" data-outcome="{outcome}" '
         f'data-errors="{_e(" ".join(errors))}" data-change="{" ".join(changes)}">{"".join(cells)}</tr>'
@@ -352,11 +407,15 @@ def _cards(document: dict[str, Any], outcomes: Counter[str]) -> str:
     rows = summary.get("rows", {})
     stats = summary.get("reward_stats") or {}
     tokens = summary.get("tokens_used")
+    failed_rows = outcomes["failed"] + outcomes["errored"]
+    # The words and the sets of the terminal's rows line: failed = errored + below threshold.
+    failed = (
+        f"{failed_rows} ({failed_parts(failed_rows, outcomes['errored'])})" if failed_rows else "0"
+    )
     cards: list[tuple[str, Any, str]] = [
         ("rows", rows.get("total"), ""),
         ("passed", outcomes["passed"], "passed"),
-        ("failed", outcomes["failed"], "failed"),
-        ("errored", outcomes["errored"], "errored"),
+        ("failed", failed, "failed" if failed_rows else ""),
         ("skipped", outcomes["skipped"], "skipped"),
         (
             "pass rate",
@@ -411,6 +470,9 @@ def _banners(document: dict[str, Any]) -> str:
             f'<div class="banner bad">Incomplete run ({_e(reason)}): '
             f"{_e(count if count is not None else 'some')} row(s) not run</div>"
         )
+    ungraded = ungraded_line(summary, (document.get("config") or {}).get("entrypoint"))
+    if ungraded:
+        parts.append(f'<div class="banner bad">{_e(ungraded)}</div>')
     gate = document.get("gate")
     if isinstance(gate, dict) and isinstance(gate.get("interval"), dict):
         # Decided at a stated confidence (--osmosis-gate-confidence): its interval and outcome.
@@ -524,7 +586,8 @@ def render_parts(head: dict[str, Any], groups: RowGroups) -> Iterator[str]:
     )
     kinds = ["all", *OUTCOMES] + (["regressed", "improved"] if baseline else [])
     buttons = "".join(
-        f'<button type="button" data-kind="{k}" class="{"on" if k == "all" else ""}">{k}</button>'
+        f'<button type="button" data-kind="{k}" class="{"on" if k == "all" else ""}">'
+        f"{OUTCOME_WORDS.get(k, k)}</button>"
         for k in kinds
     )
     options = '<option value="">every error type</option>' + "".join(
@@ -564,7 +627,7 @@ def render_parts(head: dict[str, Any], groups: RowGroups) -> Iterator[str]:
         f'<div class="cards">{_cards(head, outcomes)}</div>'
         f"<h2>Distributions</h2>{charts}{_baseline_section(baseline)}{errors_html}"
         '<h2>Rows</h2><div class="controls">'
-        '<input id="search" type="search" placeholder="search rows, errors, answers" aria-label="search rows">'
+        '<input id="search" type="search" placeholder="search rows, prompts, messages, tool calls, errors" aria-label="search rows">'
         f'<span class="filters">{buttons}</span>'
         f'<select id="errtype" aria-label="error type">{options}</select>'
         '<span id="count" class="count"></span></div>'

@@ -118,6 +118,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "fail_on_regression", "fail the run when a row regressed against the baseline", kind="flag"
     ),
     OptionSpec(
+        "require_grader",
+        "fail the run when a row ran ungraded (no Grader, or no ground_truth/metadata)",
+        kind="flag",
+    ),
+    OptionSpec(
         "server",
         "drive this rollout server URL instead of running in-process; repeatable",
         "URL",
@@ -350,6 +355,7 @@ class OsmosisSettings:
     resume: str | None = None
     resume_keep_errors: bool = False
     fail_on_regression: bool = False
+    require_grader: bool = False
     servers: tuple[str, ...] = ()
     serve: bool = False
     ray: str | None = None
@@ -462,6 +468,7 @@ def resolve_settings(
         resume=raw_value(config, "resume"),
         resume_keep_errors=_flag(config, "resume_keep_errors"),
         fail_on_regression=_flag(config, "fail_on_regression"),
+        require_grader=_flag(config, "require_grader"),
         servers=tuple(str(u) for u in (raw_value(config, "server") or [])),
         serve=_flag(config, "serve"),
         ray=str(ray) if ray else None,

@@ -221,7 +221,12 @@ def progress_fields(state: ProgressState) -> list[Field]:
         fields.append(Field(f"running {state.running}", {}, _KEEP_RUNNING))
     fields += [
         Field(f"passed {state.passed}", {"green": True} if state.passed else {}, _KEEP_PASSED),
-        Field(f"failed {state.failed}", {"red": True} if state.failed else {}, _KEEP_FAILED),
+        # "failed" counts the errored rows too, as the summary, the HTML and report.json do.
+        Field(
+            f"failed {state.failed + state.errored}",
+            {"red": True} if state.failed or state.errored else {},
+            _KEEP_FAILED,
+        ),
         Field(
             f"errored {state.errored}",
             {"red": True} if state.errored else {},

@@ -521,19 +521,59 @@ def _counts(
     rate: float,
     interval: Any = None,
 ) -> list[Segment]:
-    """``N  passed: P  failed: F (E errored)  skipped: S  pass rate: R [L, H] (C)``, coloured
-    as pytest does (the interval when the summary has one)."""
+    """``N  passed: P  failed: F (E errored, B below threshold)  skipped: S  pass rate: R
+    [L, H] (C)``, coloured as pytest does (the interval when the summary has one)."""
     segments: list[Segment] = [
         (f"{total}  ", {}),
         (f"passed: {passed}", {"green": True} if passed else {}),
         ("  ", {}),
         (f"failed: {failed}", {"red": True} if failed else {}),
     ]
-    if errored:
-        segments.append((f" ({errored} errored)", {"red": True}))
+    if failed:
+        segments.append((f" ({failed_parts(failed, errored)})", {"red": True}))
     segments.append((f"  skipped: {skipped}", {"yellow": True} if skipped else {}))
     segments.append((f"  pass rate: {rate:.1%}{interval_text(interval)}", {}))
     return segments
+
+
+def failed_parts(failed: int, errored: int) -> str:
+    """What ``failed`` is made of, in the words the summary, the HTML cards and the schema
+    share: ``2 errored, 8 below threshold`` (a part that is 0 is left out).
+
+    ``errored``: a rollout failed (no reward); ``below threshold``: every rollout ran, and the
+    rewards missed the pass threshold (or the row-pass rule).
+    """
+    parts = [f"{errored} errored"] if errored else []
+    if failed - errored:
+        parts.append(f"{failed - errored} below threshold")
+    return ", ".join(parts)
+
+
+UNGRADED_WHY = {
+    "no_grader": "{entrypoint} defines no Grader",
+    "no_label": "rows with no ground_truth or metadata: the grader did not run",
+    "not_graded": "the grader set no reward",
+}
+
+
+def ungraded_line(summary: dict[str, Any], entrypoint: str | None) -> str | None:
+    """``ungraded: 8 rows (rollouts/x/main.py defines no Grader)``, or None when every row
+    that ran was graded."""
+    count = (summary.get("rows") or {}).get("ungraded") or 0
+    if not count:
+        return None
+    shown = _relative(entrypoint) if entrypoint else "the rollout"
+    whys = summary.get("ungraded_why") or ["not_graded"]
+    why = "; ".join(UNGRADED_WHY.get(w, w).format(entrypoint=shown) for w in whys)
+    return f"ungraded: {count} row{'' if count == 1 else 's'} ({why})"
+
+
+def _relative(path: str) -> str:
+    """``path`` relative to the working directory when it is under it."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd()).as_posix()
+    except (ValueError, OSError):
+        return path
 
 
 def interval_text(interval: Any, fmt: str = "{:.1%}") -> str:
@@ -545,12 +585,13 @@ def interval_text(interval: Any, fmt: str = "{:.1%}") -> str:
 
 
 def summary_segments(
-    report: RunReport, summary: dict[str, Any], *, slowest: int = 5
+    report: RunReport, summary: dict[str, Any], *, slowest: int = 5, entrypoint: str | None = None
 ) -> list[list[Segment]]:
     """The human summary printed at the end of the session, as lines of marked-up pieces.
 
     Counts add up: ``passed + failed + skipped`` is the total, for rows and for attempts;
-    ``errored`` is the part of ``failed`` whose rollouts errored rather than scored low.
+    ``failed`` splits into ``errored`` (a rollout errored) and ``below threshold`` (scored low),
+    the words the HTML cards and ``report.json``'s schema use.
     """
     rows = summary["rows"]
     segments: list[list[Segment]] = [
@@ -586,6 +627,9 @@ def summary_segments(
                 ),
             ]
         )
+    ungraded = ungraded_line(summary, entrypoint)
+    if ungraded:
+        segments.append([(ungraded, {"yellow": True})])
     segments.extend(
         [(line, {"red": True} if line.startswith("errors: ") else {})]
         for line in _detail_lines(report, summary, slowest)

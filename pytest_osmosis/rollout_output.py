@@ -32,16 +32,25 @@ from typing import Any, TextIO
 
 logger = logging.getLogger("osmosis_rollout.output")
 
-_CURRENT: contextvars.ContextVar[_RolloutOutput | None] = contextvars.ContextVar(
+_CURRENT: contextvars.ContextVar[RolloutOutput | None] = contextvars.ContextVar(
     "osmosis_rollout_output", default=None
 )
 
 
-class _RolloutOutput:
-    """One rollout's printed text, logged a whole line at a time."""
+KEPT_CHARS = 2000
+"""What a rollout's printed text keeps for its row (its failure's "Captured rollout output"
+section, the report's ``printed``); ``rollouts.log`` has all of it."""
+
+
+class RolloutOutput:
+    """One rollout's printed text, logged a whole line at a time (and the first
+    :data:`KEPT_CHARS` of it kept for its row)."""
 
     def __init__(self, rollout_id: str) -> None:
         self.rollout_id = rollout_id
+        self._kept: list[str] = []
+        self._kept_chars = 0
+        self._left_out = 0
         self._partial = {"stdout": "", "stderr": ""}
         self.logging = False
         """True while a line is being logged: a handler that writes to ``sys.stderr`` then
@@ -56,7 +65,22 @@ class _RolloutOutput:
             self._partial[stream] = ""
             self._log(stream, [rest] if rest else [])
 
+    def text(self) -> str:
+        """The lines kept, ``stderr:`` marking the standard error's, and how many were not."""
+        tail = [f"... {self._left_out} more lines in rollouts.log"] if self._left_out else []
+        return "\n".join([*self._kept, *tail])
+
+    def _keep(self, stream: str, lines: list[str]) -> None:
+        for line in lines:
+            shown = line if stream == "stdout" else f"stderr: {line}"
+            if self._kept_chars + len(shown) > KEPT_CHARS:
+                self._left_out += 1
+                continue
+            self._kept_chars += len(shown) + 1
+            self._kept.append(shown)
+
     def _log(self, stream: str, lines: list[str]) -> None:
+        self._keep(stream, lines)
         self.logging = True
         try:
             for line in lines:
@@ -146,15 +170,42 @@ def install_router() -> Callable[[], None]:
 
 
 @contextlib.contextmanager
-def rollout_output(rollout_id: str) -> Iterator[None]:
+def rollout_output(rollout_id: str) -> Iterator[RolloutOutput]:
     """Within this block (and the tasks it starts), printed text is the rollout's."""
-    output = _RolloutOutput(rollout_id)
+    output = RolloutOutput(rollout_id)
     token = _CURRENT.set(output)
     try:
-        yield
+        yield output
     finally:
         _CURRENT.reset(token)
         output.flush()
+
+
+def echo_to_terminal(redactor: Any) -> Callable[[], None]:
+    """With capturing off (``-s``), rollouts' printed lines reach the terminal too, redacted,
+    each prefixed by its rollout id (``row-3.0.1a2b3c4d stdout: ...``); return the undo.
+
+    They are written to the stream the router wraps (the terminal's), from the rollout's
+    thread, a whole line at a time.
+    """
+    from osmosis_rollout.redaction import redact_handler
+
+    handler = logging.StreamHandler(_terminal(sys.stdout))
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    redact_handler(handler, redactor)
+    logger.addHandler(handler)
+
+    def undo() -> None:
+        logger.removeHandler(handler)
+
+    return undo
+
+
+def _terminal(stream: Any) -> Any:
+    """The stream under any routers in front of it."""
+    while isinstance(stream, _Router):
+        stream = stream._inner
+    return stream
 
 
 def route_pytest_capture(capman: Any) -> Callable[[], None]:

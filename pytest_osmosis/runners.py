@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import json
 import os
 import re
 import time
@@ -36,6 +37,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 MAX_ANSWER_CHARS = 1000
 MAX_ERROR_CHARS = 4000
+MAX_TOOL_CALLS = 20
+MAX_TOOL_ARGUMENT_CHARS = 200
 """Per-row records travel on every test report and stay in memory for the session, so the
 answer and error text they carry are clipped; the trajectory file has everything."""
 
@@ -79,6 +82,25 @@ def last_assistant_text(messages: Any) -> str | None:
     except Exception:
         return None
     return text or None
+
+
+def tool_call_lines(messages: Any) -> list[str] | None:
+    """The sample's tool calls, one ``name({arguments})`` line each (arguments clipped, at
+    most :data:`MAX_TOOL_CALLS` lines), or None when it made none."""
+    try:
+        calls = sample_text.tool_calls(messages or [])
+    except Exception:
+        return None
+    if not calls:
+        return None
+    lines = [
+        f"{call['name']}("
+        f"{_clip(json.dumps(call['arguments'], ensure_ascii=False, default=str), MAX_TOOL_ARGUMENT_CHARS)})"
+        for call in calls[:MAX_TOOL_CALLS]
+    ]
+    if len(calls) > MAX_TOOL_CALLS:
+        lines.append(f"... {len(calls) - MAX_TOOL_CALLS} more calls")
+    return lines
 
 
 class _AttemptBuilder:
@@ -149,10 +171,12 @@ class _AttemptBuilder:
             trajectory_path=str(trajectory) if trajectory else None,
             diagnostics_path=diagnostics,
             last_assistant=_clip(last_assistant_text(sample.get("messages")), MAX_ANSWER_CHARS),
+            tool_calls=tool_call_lines(sample.get("messages")),
             policy_calls=len(getattr(log, "calls", []) or []),
             error_phase=phase if status == "failed" else None,
             grader=_grader_said(notes, sample.get("metrics")),
             workflow_log=(notes.workflow_log() or None) if notes and status == "failed" else None,
+            prompt=_clip(_prompt_text(row), MAX_ANSWER_CHARS) if status == "failed" else None,
         )
 
 
@@ -162,6 +186,23 @@ def _grader_said(notes: RolloutNotes | None, metrics: Any) -> dict[str, Any] | N
     if not reason and not metrics:
         return None
     return {"reason": reason or None, "metrics": metrics if isinstance(metrics, dict) else {}}
+
+
+def _why_ungraded(backend: ExecutionBackend, row: DatasetRow) -> str:
+    """Why an in-process rollout that ran has no reward (see ``AttemptResult.ungraded``)."""
+    if getattr(backend, "grader_cls", "unknown") is None:
+        return "no_grader"
+    if row.label is None and row.metadata is None:
+        return "no_label"
+    return "not_graded"
+
+
+def _prompt_text(row: DatasetRow) -> str | None:
+    """The row's first user message's text, or None."""
+    try:
+        return sample_text.first_user_text(row.initial_messages) or None
+    except Exception:
+        return None
 
 
 def _existing(path: Path) -> str | None:
@@ -218,11 +259,11 @@ class InProcessRunner(_AttemptBuilder):
             # streaming (samples are identical); server mode keeps the production path.
             streaming=False,
         )
-        with rollout_output(rollout_id):
+        with rollout_output(rollout_id) as printed:
             executed = await execute_in_process(
                 self.backend, request, context, trajectory_root=self._trajectory_root
             )
-        return self.finish(
+        result = self.finish(
             row,
             attempt,
             rollout_id,
@@ -233,6 +274,10 @@ class InProcessRunner(_AttemptBuilder):
             phase=executed.phase,
             notes=executed.notes,
         )
+        if result.status == "success" and result.reward is None:
+            result.ungraded = _why_ungraded(self.backend, row)
+        result.printed = printed.text() or None
+        return result
 
 
 class ServerRunner(_AttemptBuilder):
@@ -282,9 +327,12 @@ class ServerRunner(_AttemptBuilder):
             candidate = self.server_artifact_root / rollout_id / "trajectory.json"
             trajectory = candidate if candidate.exists() else None
         diagnostics = _existing(self.paths.rollouts / rollout_id / "diagnostics.json")
-        return self.finish(
+        result = self.finish(
             row, attempt, rollout_id, wire, started, trajectory, diagnostics=diagnostics
         )
+        if result.status == "success" and result.reward is None:
+            result.ungraded = "not_graded"  # the server's grader is not ours to see
+        return result
 
     async def _admit_and_poll(
         self, client: RolloutClient, row: DatasetRow, attempt: int, rollout_id: str, key: str

@@ -22,7 +22,7 @@ from pytest_osmosis.completion import EXIT_WRITE_FAILED, how_it_ended, incomplet
 from pytest_osmosis.keys import REPORT_ATTR, WORD_ATTR
 from pytest_osmosis.options import resolve_path
 from pytest_osmosis.outputs import OutputWrite, write_outputs
-from pytest_osmosis.reporting import RowRecord, summary_segments
+from pytest_osmosis.reporting import RowRecord, summary_segments, ungraded_line
 
 if TYPE_CHECKING:
     from pytest_osmosis.completion import SignalWatch
@@ -176,10 +176,12 @@ class RunSummary:
         self.result = {
             "summary": head["summary"],
             # Read from the journal now: a run-finished hook may move the run directory.
-            "segments": summary_segments(report, head["summary"]),
+            "segments": summary_segments(
+                report, head["summary"], entrypoint=(head.get("config") or {}).get("entrypoint")
+            ),
             "not_run": head["not_run"],
             "gate_lines": gates.lines,
-            "verdicts": gates.verdicts,
+            "verdicts": [*gates.verdicts, *self._grader_required(head)],
             "paths": [
                 str(resolve_path(osmosis.config, w)) for w in written if not w.endswith("run.json")
             ],
@@ -187,6 +189,8 @@ class RunSummary:
         }
         if gates.exit_override is not None:
             session.exitstatus = gates.exit_override
+        if self._grader_required(head) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if stop is not None or failures:
             # A run file that could not be written: the run's outcome is not on disk.
             session.exitstatus = EXIT_WRITE_FAILED
@@ -194,6 +198,15 @@ class RunSummary:
         osmosis.config.hook.pytest_osmosis_run_finished(
             summary=head["summary"], report_path=report_json if report_json in written else None
         )
+
+    def _grader_required(self, head: dict[str, Any]) -> list[tuple[str, bool]]:
+        """The ``--osmosis-require-grader`` verdict when rows ran ungraded (it fails the run)."""
+        if not self.session.settings.require_grader:
+            return []
+        line = ungraded_line(head["summary"], (head.get("config") or {}).get("entrypoint"))
+        if line is None:
+            return []
+        return [(f"require-grader: {line.removeprefix('ungraded: ')}: failed", False)]
 
     def _write_files(
         self, gates: GateResult, finished: dict[str, Any]

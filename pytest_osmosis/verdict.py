@@ -42,6 +42,9 @@ class AttemptResult:
     trajectory_path: str | None = None
     diagnostics_path: str | None = None
     last_assistant: str | None = None
+    tool_calls: list[str] | None = None
+    """The tool calls of the sample, one ``name({arguments})`` line each, clipped and bounded
+    (:func:`pytest_osmosis.runners.tool_call_lines`); None when it made none."""
     policy_calls: int = 0
     error_phase: str | None = None
     """``workflow`` or ``grader`` when user code in that phase failed an in-process rollout."""
@@ -53,6 +56,15 @@ class AttemptResult:
     explanation, see :mod:`osmosis_rollout.rollout_notes`) and the sample's ``metrics``."""
     workflow_log: str | None = None
     """What the workflow logged, kept when the attempt errored."""
+    prompt: str | None = None
+    """The row's task (its first user message, clipped), kept on an errored attempt: such a
+    rollout may have left no trajectory to read it from."""
+    printed: str | None = None
+    """What the rollout printed (in-process), its first lines: the failure's "Captured
+    rollout output" section (:mod:`pytest_osmosis.rollout_output`)."""
+    ungraded: str | None = None
+    """Why a rollout that ran has no reward: ``no_grader`` (the rollout defines none),
+    ``no_label`` (the row has neither ground_truth nor metadata) or ``not_graded``."""
 
     def index_row(self, nodeid: str, dataset: str) -> dict[str, Any]:
         """The report row: the official ``index.jsonl`` keys plus ours (``nodeid``, ...)."""
@@ -164,10 +176,14 @@ def failure_message(
     rule: RowPassRule,
     label: str | None,
     log_path: str | None = None,
+    rerun: str | None = None,
+    prompt: str | None = None,
 ) -> str:
     """The text of a failed row: what was expected, what happened, where to look, how to fix.
 
-    ``log_path`` is where tracebacks of in-process user code go (``rollouts.log``).
+    ``log_path`` is where tracebacks of in-process user code go (``rollouts.log``);
+    ``rerun`` the command that runs just this row; ``prompt`` the row's task (its first
+    lines are shown).
     """
     lines: list[str] = []
     attempts = verdict.attempts
@@ -191,12 +207,21 @@ def failure_message(
             else:
                 detail = f"reward {a.reward if a.reward is None else format(a.reward, 'g')}"
             lines.append(f"  attempt {a.run_index}: {detail}")
+    if rerun:
+        lines.append(f"  rerun: {rerun}")
+    if prompt and prompt.strip():
+        lines.extend(_indented("prompt", _first_lines(prompt)))
     # Show the first attempt that missed (not merely the last one, which may have passed).
     shown = next((a for a in attempts if not a.passed), attempts[-1] if attempts else None)
+    which = f" (attempt {shown.run_index})" if shown is not None and len(attempts) > 1 else ""
+    if shown is not None and shown.tool_calls:
+        lines.append(f"  tool calls{which}:")
+        lines.extend(f"    {call}" for call in shown.tool_calls)
+    if shown is not None:
+        lines.append(f"  last assistant message{which}: {_clip(shown.last_assistant)}")
     lines.append(f"  label: {_clip(label)}")
     if shown is not None:
-        which = f" (attempt {shown.run_index})" if len(attempts) > 1 else ""
-        lines.append(f"  last assistant message{which}: {_clip(shown.last_assistant)}")
+        lines.extend(_said(shown))
         lines.append(f"  rollout id: {shown.rollout_id}")
         if shown.trajectory_path:
             lines.append(f"  trajectory: {shown.trajectory_path}")
@@ -206,9 +231,29 @@ def failure_message(
             lines.append(f"  {shown.error_phase} traceback: {log_path}")
         if shown.blocked_loop:
             lines.append(f"  blocked loop: {shown.blocked_loop}")
-        lines.extend(_said(shown))
-    lines.append(_hint(verdict))
+    lines.append(_hint(verdict, rerun=bool(rerun)))
     return "\n".join(lines)
+
+
+PROMPT_LINES = 5
+"""Lines of the row's prompt a failure shows (each clipped); the dataset has all of it."""
+
+
+def _first_lines(text: str, limit: int = PROMPT_LINES) -> list[str]:
+    """The first ``limit`` non-blank lines of ``text``, each clipped, and how many were left."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    shown = [_clip(line, 200) for line in lines[:limit]]
+    if len(lines) > limit:
+        shown.append(f"... ({len(lines) - limit} more lines)")
+    return shown
+
+
+def _indented(title: str, lines: list[str]) -> list[str]:
+    """``  title: first`` then the rest aligned under it."""
+    if not lines:
+        return []
+    pad = " " * (len(title) + 4)
+    return [f"  {title}: {lines[0]}", *(pad + line for line in lines[1:])]
 
 
 SAID_LIMIT = 2048
@@ -238,7 +283,7 @@ def _what_failed(attempt: AttemptResult, *, short: bool = False) -> str:
     return f"{'' if short else 'rollout '}failed [{attempt.error_type}]"
 
 
-def _hint(verdict: RowVerdict) -> str:
+def _hint(verdict: RowVerdict, *, rerun: bool = False) -> str:
     errors = {a.error_type for a in verdict.attempts if a.status == STATUS_FAILED}
     if any(a.blocked_loop for a in verdict.attempts):
         return (
@@ -258,6 +303,7 @@ def _hint(verdict: RowVerdict) -> str:
             "  fix: the request changed since it was recorded; re-record this row with "
             "--osmosis-record-mode new_episodes (or all) and a model"
         )
+    again = "with the rerun command above" if rerun else "with -k"
     if errors:
-        return "  fix: see the error above (and the diagnostics/trajectory file); rerun just this row with -k"
-    return "  fix: compare the last assistant message with the label; rerun just this row with -k"
+        return f"  fix: see the error above (and the diagnostics/trajectory file); rerun just this row {again}"
+    return f"  fix: compare the last assistant message with the label; rerun just this row {again}"

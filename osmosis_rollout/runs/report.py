@@ -52,6 +52,15 @@ def row_errored(verdict: str, attempts: Sequence[Mapping[str, Any]]) -> bool:
     return verdict == "failed" and any(a.get("status") == "failed" for a in attempts)
 
 
+def row_ungraded(verdict: str, attempts: Sequence[Mapping[str, Any]]) -> bool:
+    """A row whose rollouts all ran and none was graded (no reward, not removed)."""
+    return (
+        verdict != "skipped"
+        and bool(attempts)
+        and all(a.get("status") == "success" and a.get("reward") is None for a in attempts)
+    )
+
+
 def summarize(
     rows: Iterable[JournalRow],
     pass_threshold: float,
@@ -65,6 +74,8 @@ def summarize(
     """
     verdicts: Counter[str] = Counter()
     errored = 0
+    ungraded = 0
+    ungraded_why: Counter[str] = Counter()
     errors: Counter[Any] = Counter()
     tokens_estimated = cost_estimated = False
     costs: list[float] = []
@@ -72,10 +83,13 @@ def summarize(
     last: float | None = None
 
     def attempts() -> Iterator[Mapping[str, Any]]:
-        nonlocal errored, tokens_estimated, cost_estimated, first, last
+        nonlocal errored, ungraded, tokens_estimated, cost_estimated, first, last
         for row in rows:
             verdicts[row.verdict] += 1
             errored += row_errored(row.verdict, row.attempts)
+            if row_ungraded(row.verdict, row.attempts):
+                ungraded += 1
+                ungraded_why.update(str(a.get("ungraded") or "not_graded") for a in row.attempts)
             for a in row.attempts:
                 if a.get("status") == "failed":
                     errors[a.get("error_type")] += 1
@@ -97,10 +111,17 @@ def summarize(
         "failed": verdicts["failed"],
         # The failed rows whose rollouts errored (no reward), not merely scored low.
         "errored": errored,
+        "below_threshold": verdicts["failed"] - errored,
+        "ungraded": ungraded,
         "skipped": verdicts["skipped"],
         "pass_rate": (verdicts["passed"] / scored_rows) if scored_rows else 0,
         "not_run": len(not_run),
     }
+    # The official "failed" counts the attempts that errored; these are the other misses.
+    summary["below_threshold"] = max(
+        0, summary["total_samples"] - summary["passed"] - summary["skipped"] - summary["failed"]
+    )
+    summary["ungraded_why"] = [why for why, _ in ungraded_why.most_common()]
     summary["errors_by_type"] = dict(errors.most_common())
     summary["tokens_estimated"] = tokens_estimated
     # None when nothing was priced (a scripted policy and no --osmosis-price-in/-out).

@@ -145,12 +145,31 @@ class ReportAttempt(_Open):
     last_assistant: str | None = Field(
         default=None, description="the last assistant message of the trajectory"
     )
+    tool_calls: list[str] | None = Field(
+        default=None,
+        description="the sample's tool calls, one 'name({arguments})' line each, arguments "
+        "clipped to 200 characters, at most 20 lines; null when it made none",
+    )
     policy_calls: int | None = Field(default=None, description="model calls the rollout made")
     grader: GraderSaid | None = Field(
         default=None, description="what the grader said of this attempt, when it said anything"
     )
     workflow_log: str | None = Field(
         default=None, description="what the workflow logged, kept when the attempt errored"
+    )
+    ungraded: str | None = Field(
+        default=None,
+        description="why a rollout that ran has no reward: no_grader, no_label or not_graded",
+    )
+    prompt: str | None = Field(
+        default=None,
+        description="the row's first user message (clipped to 1000 characters), kept on an "
+        "errored attempt",
+    )
+    printed: str | None = Field(
+        default=None,
+        description="what the rollout printed to stdout/stderr (in-process), its first 2000 "
+        "characters; rollouts.log has all of it",
     )
 
 
@@ -216,9 +235,25 @@ class RowCounts(_Open):
 
     total: int = Field(description="rows with a result")
     passed: int = Field(description="rows that passed")
-    failed: int = Field(description="rows that failed, errored ones included")
-    errored: int = Field(default=0, description="failed rows whose rollouts errored")
+    failed: int = Field(
+        description="rows that failed: errored + below_threshold (the 'failed' of the terminal's "
+        "rows line and of the HTML card)"
+    )
+    errored: int = Field(
+        default=0,
+        description="failed rows with at least one attempt whose rollout errored (no reward)",
+    )
+    below_threshold: int | None = Field(
+        default=None,
+        description="failed rows whose rollouts all ran and whose rewards missed the pass "
+        "threshold or the row-pass rule (failed - errored)",
+    )
     skipped: int = Field(description="rows whose samples the grader removed")
+    ungraded: int | None = Field(
+        default=None,
+        description="rows whose rollouts all ran with no reward (no Grader, or no "
+        "ground_truth/metadata): passed when no pass threshold was set, else failed",
+    )
     pass_rate: float = Field(description="passed / (passed + failed)")
     not_run: int = Field(default=0, description="selected rows with no result")
     pass_rate_interval: ReportInterval | None = Field(
@@ -250,6 +285,11 @@ class ReportBaseline(_Open):
     test: ReportRegressionTest | None = Field(
         default=None, description="the paired regression test (absent in older reports)"
     )
+    regressed_answers: dict[str, str] | None = Field(
+        default=None,
+        description="the baseline's last answer of each regressed row, by node id (the HTML "
+        "report shows it beside this run's)",
+    )
 
 
 class ReportSummary(_Open):
@@ -259,7 +299,17 @@ class ReportSummary(_Open):
     completed_samples: int | None = Field(default=None, description="attempts not skipped")
     graded: int | None = Field(default=None, description="attempts with a reward")
     passed: int | None = Field(default=None, description="attempts that reached the threshold")
-    failed: int | None = Field(default=None, description="attempts whose rollout errored")
+    failed: int | None = Field(
+        default=None,
+        description="attempts whose rollout errored (the official key, read by the Osmosis "
+        "tooling): the terminal's attempts line calls them 'errored'; its 'failed' is "
+        "failed + below_threshold. Row counts are under rows.",
+    )
+    below_threshold: int | None = Field(
+        default=None,
+        description="attempts that ran and scored below the pass threshold (or had no reward): "
+        "total_samples - passed - skipped - failed",
+    )
     skipped: int | None = Field(default=None, description="attempts the grader removed")
     pass_rate: float | None = Field(default=None, description="passed / completed attempts")
     pass_threshold: float | None = Field(default=None, description="the pass threshold")
@@ -280,6 +330,12 @@ class ReportSummary(_Open):
         description="Wilson interval of the attempts' pass_rate (rows.pass_rate_interval: the rows')",
     )
     rows: RowCounts | None = Field(default=None, description="row-level counts")
+    ungraded_why: list[str] | None = Field(
+        default=None,
+        description="why the ungraded rows' rollouts had no reward, most frequent first: "
+        "no_grader (the rollout defines no Grader), no_label (no ground_truth or metadata), "
+        "not_graded (the grader set none, or a rollout server's grader did not run)",
+    )
     errors_by_type: dict[str, int] | None = Field(
         default=None, description="errored attempts by error category, most frequent first"
     )

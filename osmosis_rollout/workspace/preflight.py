@@ -287,7 +287,19 @@ def check_entrypoint(
         )
     if loaded.backend is None:
         return CheckResult(name, False, "exposes no workflow, backend or app")
-    return CheckResult(name, True, _describe_loaded(loaded))
+    return CheckResult(name, True, _describe_loaded(loaded), _ungraded_warning(loaded, entrypoint))
+
+
+def _ungraded_warning(loaded: LoadedRollout, entrypoint: Any) -> tuple[str, ...]:
+    """Said before any row runs: a workflow with no Grader passes every row with no reward."""
+    workflow = loaded.workflow or getattr(loaded.backend, "workflow_cls", None)
+    grader = loaded.grader or getattr(loaded.backend, "grader_cls", None)
+    if workflow is None or grader is not None:
+        return ()
+    return (
+        f"{entrypoint} defines no Grader: its rows run ungraded (no reward); with no pass "
+        "threshold set they pass (--osmosis-require-grader fails such a run)",
+    )
 
 
 def _describe_loaded(loaded: LoadedRollout) -> str:

@@ -191,6 +191,8 @@ def test_a_killed_run_rebuilds_to_an_incomplete_report_naming_the_rows_not_run(
         "passed": 3,
         "failed": 1,
         "errored": 0,
+        "below_threshold": 1,
+        "ungraded": 0,
         "skipped": 0,
         "pass_rate": 0.75,
         "not_run": 6,

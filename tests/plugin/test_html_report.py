@@ -121,7 +121,8 @@ def test_the_baseline_names_regressions_and_improvements() -> None:
     assert '<span class="tag regressed">regressed</span>' in page
     assert '<span class="tag improved">improved</span>' in page
     assert 'data-kind="regressed"' in page and 'data-kind="improved"' in page
-    assert ">vs baseline</th>" in page and ">-1<" in page and ">+0.5<" in page
+    assert ">vs baseline</th>" in page and ">-1 passed before<" in page
+    assert ">+0.5 failed before<" in page
 
 
 def test_no_baseline_no_baseline_column() -> None:
@@ -222,3 +223,92 @@ def test_long_tool_arguments_are_laid_out_over_lines(tmp_path: Path) -> None:
     )
     page = render(_document([_attempt("a", trajectory_filename=str(trajectory))]))
     assert "&rarr; search(\n{\n  &quot;query&quot;: &quot;xxx" in page
+
+
+def _search_text(page: str, key: str) -> str:
+    start = page.index(f'<tbody class="group" data-text="{key} ')
+    return page[start : page.index('"><tr', start)]
+
+
+def test_search_covers_the_prompt_messages_and_tool_calls(tmp_path: Path) -> None:
+    trajectory = tmp_path / "trajectory.json"
+    trajectory.write_text(
+        json.dumps(
+            {
+                "steps": [
+                    {"source": "user", "message": "Multiply Six by Seven"},
+                    {
+                        "source": "agent",
+                        "message": "",
+                        "tool_calls": [
+                            {"tool_call_id": "c1", "function_name": "lookup_table", "arguments": {}}
+                        ],
+                    },
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
+    page = render(_document([_attempt("a", trajectory_filename=str(trajectory))]))
+    text = _search_text(page, "a")
+    assert "multiply six by seven" in text and "lookup_table({})" in text
+
+
+def test_the_graders_reason_shows_above_the_conversation() -> None:
+    page = render(
+        _document(
+            [
+                _attempt(
+                    "a",
+                    reward=0.0,
+                    grader={"reason": "WARNING g: expected 4, got 3", "metrics": {"chars": 1}},
+                )
+            ]
+        )
+    )
+    reason = page.index('<div class="reason"><b>grader said</b><pre>WARNING g: expected 4, got 3')
+    assert reason < page.index("No trajectory was written for this attempt.")
+    assert "metrics: {&quot;chars&quot;: 1}" in page
+
+
+def test_an_errored_row_shows_its_prompt_and_diagnostics_path() -> None:
+    page = render(
+        _document(
+            [
+                _attempt(
+                    "a",
+                    status="failed",
+                    reward=None,
+                    error_type="agent_error",
+                    err_message="boom",
+                    prompt="What is 6 times 7?",
+                    diagnostics_path="/run/rollouts/a.0.abcd/diagnostics.json",
+                )
+            ]
+        )
+    )
+    assert '<div class="who">prompt</div>What is 6 times 7?</div>' in page
+    assert "diagnostics: /run/rollouts/a.0.abcd/diagnostics.json" in page
+    assert "what is 6 times 7?" in _search_text(page, "a")
+
+
+def test_a_regressed_row_fills_vs_baseline_and_shows_both_answers() -> None:
+    page = render(
+        _document(
+            [_attempt("a", reward=0.0, last_assistant="It is 41.")],
+            baseline={
+                "path": "old.json",
+                "regressed": ["data/t.jsonl::a"],
+                "improved": [],
+                "new": [],
+                "gone": [],
+                "reward_deltas": {},
+                "regressed_answers": {"data/t.jsonl::a": "It is 42."},
+            },
+        )
+    )
+    assert ">passed before</td>" in page
+    assert (
+        '<div class="beside"><div><div class="who">baseline answer</div>It is 42.</div>'
+        '<div><div class="who">this run\'s answer</div>It is 41.</div></div>'
+    ) in page

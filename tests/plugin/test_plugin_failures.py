@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -229,3 +230,88 @@ def test_a_failed_row_points_at_its_diagnostics_and_a_passing_row_has_none(
     )
     assert json.loads(diagnostics.read_text())["exception_type"] == "RuntimeError"
     assert f"  diagnostics: {diagnostics}\n" in _out(result)
+
+
+TOOL_WORKFLOW = """
+from osmosis_rollout import AgentWorkflow, Grader
+
+
+class Tools(AgentWorkflow):
+    async def run(self, ctx):
+        call = {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "multiply", "arguments": '{"a": 6, "b": ' + "9" * 400 + "}"},
+        }
+        return [
+            *ctx.prompt,
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "54"},
+            {"role": "assistant", "content": "It is 54."},
+        ]
+
+
+class G(Grader):
+    async def grade(self, ctx):
+        ctx.set_reward(1.0 if ctx.label in ctx.sample.messages[-1]["content"] else 0.0)
+"""
+
+
+def test_a_failed_row_shows_how_to_rerun_it_its_prompt_tool_calls_answer_and_label(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    prompt = "\n".join(f"line {i} of the task" for i in range(8))
+    workspace(
+        [
+            {"user_prompt": "row 0", "ground_truth": "54"},
+            {"user_prompt": prompt, "ground_truth": "42"},
+        ],
+        main=TOOL_WORKFLOW,
+    )
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
+    result.assert_outcomes(passed=1 + PREFLIGHT, failed=1)
+    out = _out(result)
+    block = out[out.index("row-1 (test.jsonl line 2): reward 0 < threshold 1") :].splitlines()
+    rerun = "pytest --osmosis-dataset=data/test.jsonl --osmosis-policy=policy.py:policy 'data/test.jsonl::row-1'"
+    assert block[1:9] == [
+        f"  rerun: {rerun}",
+        "  prompt: line 0 of the task",
+        "          line 1 of the task",
+        "          line 2 of the task",
+        "          line 3 of the task",
+        "          line 4 of the task",
+        "          ... (3 more lines)",
+        "  tool calls:",
+    ], out
+    call = block[9]
+    assert call.startswith('    multiply({"a": 6, "b": 999') and call.endswith(" more chars])"), out
+    assert len(call) < 230, call
+    assert block[10] == "  last assistant message: It is 54.", out
+    assert block[11] == "  label: 42", out
+    assert any(line.startswith("  trajectory: ") for line in block), out
+    assert "rerun just this row with the rerun command above" in out
+    # The line runs as copied: just that row.
+    again = pytester.runpytest(*shlex.split(rerun)[1:])
+    again.assert_outcomes(failed=1)
+    assert "row-1 (test.jsonl line 2)" in _out(again)
+
+
+def test_the_rerun_command_names_the_row_from_where_pytest_ran(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = workspace([{"user_prompt": "row 0", "ground_truth": "41"}], main=TOOL_WORKFLOW)
+    (root / "sub").mkdir()
+    monkeypatch.chdir(root / "sub")
+    result = pytester.runpytest(
+        "--rootdir",
+        str(root),
+        "--osmosis-dataset",
+        "../data/test.jsonl",
+        "--osmosis-policy",
+        "../policy.py:policy",
+    )
+    result.assert_outcomes(passed=PREFLIGHT, failed=1)
+    assert (
+        "  rerun: pytest --osmosis-dataset ../data/test.jsonl --osmosis-policy "
+        "../policy.py:policy '../data/test.jsonl::row-0'"
+    ) in _out(result)

@@ -124,6 +124,38 @@ def test_columns_sort_and_a_row_opens_to_its_conversations(report: Path, browser
     assert browser.external_requests == []
 
 
+def test_searching_a_prompts_text_finds_its_row(report: Path, browser: Browser) -> None:
+    browser.open(report.as_uri())
+    browser.eval(
+        "{ const q = document.getElementById('search'); q.value = 'what is 9 times 10';"
+        "q.dispatchEvent(new Event('input')) }"
+    )
+    assert browser.eval(VISIBLE_KEYS) == ["case-7"]
+    assert browser.console_errors == []
+
+
+def test_a_regressed_row_shows_the_baselines_answer_beside_the_new_one(
+    report: Path, browser: Browser
+) -> None:
+    browser.open(report.as_uri())
+    browser.eval("document.querySelector('button[data-kind=regressed]').click()")
+    assert browser.eval(VISIBLE_KEYS) == ["case-4"]
+    cells = "Array.from(document.querySelectorAll('tbody.group:not([hidden]) tr.row td')).map(td => td.innerText)"
+    assert "passed before" in browser.eval(cells)
+    browser.eval("document.querySelector('tbody.group:not([hidden]) tr.row').click()")
+    beside = browser.eval(
+        "Array.from(document.querySelectorAll('tbody.group.open .beside > div'))"
+        ".map(d => d.innerText)"
+    )
+    assert [text.split("\n")[0].lower() for text in beside] == [
+        "baseline answer",
+        "this run's answer",
+    ]
+    assert all("I do not know" in text for text in beside), beside
+    assert browser.console_errors == []
+    assert browser.external_requests == []
+
+
 def test_the_browser_check_sees_an_external_request_when_there_is_one(
     tmp_path: Path, browser: Browser
 ) -> None:

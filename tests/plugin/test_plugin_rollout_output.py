@@ -8,6 +8,7 @@ went straight to the terminal, secrets and all. With ``-s`` (no capturing) every
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,7 +53,7 @@ ARGS = (
 )
 
 
-@pytest.mark.parametrize("capture", ["-s", "--capture=fd", "--capture=sys"])
+@pytest.mark.parametrize("capture", ["--capture=fd", "--capture=sys"])
 def test_printed_lines_go_to_the_rollouts_log_redacted_and_never_to_the_terminal(
     workspace: Callable[..., Path],
     pytester: pytest.Pytester,
@@ -80,6 +81,54 @@ def test_printed_lines_go_to_the_rollouts_log_redacted_and_never_to_the_terminal
     # A line left open by the workflow is finished by the grader's print, as on a terminal.
     for label in (6, 12, 20):
         assert f"stdout: no newline at the endgrading '{label}'" in log
+
+
+def test_with_capture_off_printed_lines_reach_the_terminal_redacted_and_the_log_too(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    root = workspace(multiply_rows(3), main=PRINTING_MAIN)
+    result = pytester.runpytest_subprocess(*ARGS, "-s")
+    assert result.ret == 0, result.stdout.str()
+    console = result.stdout.str() + result.stderr.str()
+    assert SECRET not in console
+    for row in range(3):
+        prompt = f"What is {row + 2} times {row + 3}?"
+        shown = f"stdout: printed by {prompt!r} key=[REDACTED:OPENAI_API_KEY]"
+        assert re.search(rf"row-{row}\.0\.[0-9a-f]{{8}} {re.escape(shown)}$", console, re.M), (
+            console
+        )
+        assert f"stderr: to stderr from {prompt!r}" in console
+    log = (root / "out" / "rollouts.log").read_text(encoding="utf-8")
+    assert "stdout: printed by" in log and SECRET not in log
+
+
+FAILING_PRINTER = """
+from osmosis_rollout import AgentWorkflow, Grader
+
+
+class Printing(AgentWorkflow):
+    async def run(self, ctx):
+        print(f"working on {ctx.prompt[-1]['content']!r}")
+        return [*ctx.prompt, {"role": "assistant", "content": "done"}]
+
+
+class Strict(Grader):
+    async def grade(self, ctx):
+        ctx.set_reward(1.0 if ctx.label == "6" else 0.0)
+"""
+
+
+def test_a_failing_row_shows_what_its_own_rollout_printed(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(multiply_rows(3), main=FAILING_PRINTER)
+    result = pytester.runpytest(*ARGS)
+    result.assert_outcomes(passed=1 + PREFLIGHT, failed=2)
+    out = result.stdout.str()
+    sections = re.findall(r"-+ Captured rollout output call -+\n(.*?)\n", out)
+    assert sections == ["working on 'What is 3 times 4?'", "working on 'What is 4 times 5?'"], out
+    assert "working on 'What is 2 times 3?'" not in out
 
 
 def test_a_run_without_rows_leaves_sys_stdout_alone(pytester: pytest.Pytester) -> None:

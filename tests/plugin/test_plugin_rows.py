@@ -41,8 +41,8 @@ def test_a_wrong_answer_fails_with_reward_threshold_label_answer_and_trajectory(
     result.stdout.fnmatch_lines(
         [
             "*row-1 (test.jsonl line 2): reward 0 < threshold 1*",
-            "*label: 12*",
             "*last assistant message: I do not know*",
+            "*label: 12*",
             "*trajectory: *trajectory.json*",
         ]
     )

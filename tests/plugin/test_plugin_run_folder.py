@@ -59,6 +59,8 @@ def test_a_second_run_on_a_folder_in_use_refuses_and_the_first_is_intact(
         "passed": 3,
         "failed": 1,
         "errored": 0,
+        "below_threshold": 1,
+        "ungraded": 0,
         "skipped": 0,
         "pass_rate": 0.75,
         "not_run": 0,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from workspaces import POLICY_PY, multiply_rows
+from workspaces import MAIN_PY, POLICY_PY, multiply_rows
 
 ARGS = ("--osmosis-dataset=data/test.jsonl", "--osmosis-policy=policy.py:policy")
 
@@ -51,13 +52,40 @@ def test_the_attempts_line_adds_up_and_says_errored(
     result = pytester.runpytest(*ARGS, "--osmosis-n=2")
     section = _osmosis_section(result.stdout.lines)
     assert section[0].startswith(
-        "rows: 4  passed: 2  failed: 2 (1 errored)  skipped: 0  pass rate: 50.0%"
+        "rows: 4  passed: 2  failed: 2 (1 errored, 1 below threshold)  skipped: 0  pass rate: 50.0%"
     )
     # 8 attempts: 5 reached the threshold, 3 did not (2 scored 0, 1 errored), 0 skipped.
     assert section[1] == (
-        "attempts: 8  passed: 5  failed: 3 (1 errored)  skipped: 0  "
+        "attempts: 8  passed: 5  failed: 3 (1 errored, 2 below threshold)  skipped: 0  "
         "pass rate: 62.5% [30.6%, 86.3%] (95%)"
     )
+
+
+def test_failed_means_the_same_rows_in_the_terminal_the_html_and_report_json(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    rows = multiply_rows(5, wrong={3, 4})
+    rows[1]["user_prompt"] += " boom"
+    workspace(rows, policy=EXPLODING_POLICY)
+    result = pytester.runpytest(
+        *ARGS, "--osmosis-n=2", "--osmosis-output=out", "--osmosis-html=r.html"
+    )
+    section = _osmosis_section(result.stdout.lines)
+    assert section[0].startswith(
+        "rows: 5  passed: 2  failed: 3 (1 errored, 2 below threshold)  skipped: 0"
+    ), section
+    document = json.loads((pytester.path / "out" / "report.json").read_text())
+    summary = document["summary"]
+    assert (summary["rows"]["failed"], summary["rows"]["errored"]) == (3, 1)
+    assert summary["rows"]["below_threshold"] == 2
+    # The official attempt-level key counts the attempts that errored; the rest missed.
+    assert (summary["failed"], summary["below_threshold"]) == (1, 4)
+    assert section[1].startswith(
+        "attempts: 10  passed: 5  failed: 5 (1 errored, 4 below threshold)"
+    )
+    page = (pytester.path / "r.html").read_text()
+    assert '<small>failed</small><b class="failed">3 (1 errored, 2 below threshold)</b>' in page
+    assert "<small>errored</small>" not in page
 
 
 def test_the_summary_uses_pytests_colours(
@@ -148,3 +176,47 @@ def test_prices_come_from_the_eval_toml_and_must_come_in_pairs(
     alone = pytester.runpytest(*ARGS, "--osmosis-price-out=1")
     assert alone.ret == pytest.ExitCode.USAGE_ERROR
     assert "--osmosis-price-in and --osmosis-price-out go together" in alone.stderr.str()
+
+
+UNGRADED_MAIN = MAIN_PY.split("class ContainsGrader")[0]
+
+
+def test_a_rollout_with_no_grader_says_its_rows_ran_ungraded(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(multiply_rows(3), main=UNGRADED_MAIN)
+    result = pytester.runpytest(*ARGS, "--osmosis-output=out", "--osmosis-html=r.html")
+    assert result.ret == pytest.ExitCode.OK
+    line = "ungraded: 3 rows (rollouts/demo/main.py defines no Grader)"
+    assert line in _osmosis_section(result.stdout.lines)
+    document = json.loads((pytester.path / "out" / "report.json").read_text())
+    assert document["summary"]["rows"]["ungraded"] == 3
+    assert document["summary"]["ungraded_why"] == ["no_grader"]
+    assert f'<div class="banner bad">{line}</div>' in (pytester.path / "r.html").read_text()
+    # Said before the rows run too, by the entrypoint's preflight check.
+    result.stdout.fnmatch_lines(["*main.py defines no Grader: its rows run ungraded (no reward)*"])
+
+
+@pytest.mark.parametrize("how", ["flag", "ini"])
+def test_require_grader_fails_a_run_whose_rows_ran_ungraded(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, how: str
+) -> None:
+    workspace(multiply_rows(2), main=UNGRADED_MAIN)
+    if how == "ini":
+        pytester.makeini("[pytest]\nosmosis_require_grader = true\n")
+        result = pytester.runpytest(*ARGS)
+    else:
+        result = pytester.runpytest(*ARGS, "--osmosis-require-grader")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert _osmosis_section(result.stdout.lines)[-1] == (
+        "require-grader: 2 rows (rollouts/demo/main.py defines no Grader): failed"
+    )
+
+
+def test_require_grader_passes_a_graded_run(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(multiply_rows(2))
+    result = pytester.runpytest(*ARGS, "--osmosis-require-grader")
+    assert result.ret == pytest.ExitCode.OK
+    assert not any("ungraded" in line for line in _osmosis_section(result.stdout.lines))

@@ -160,8 +160,8 @@ def test_a_reward_miss_shows_reward_threshold_label_answer_and_trajectory() -> N
     )
     assert text.splitlines() == [
         "row-0 (test.jsonl line 1): reward 0 < threshold 1",
-        "  label: 42",
         "  last assistant message: I do not know",
+        "  label: 42",
         "  rollout id: row-0.0.abcd1234",
         "  trajectory: /t/trajectory.json",
         "  fix: compare the last assistant message with the label; rerun just this row with -k",

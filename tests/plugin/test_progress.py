@@ -153,9 +153,9 @@ def test_the_line_fits_any_width_with_whole_fields(width: int) -> None:
 def test_a_narrow_line_keeps_counts_then_eta_and_drops_tokens_and_cost_first() -> None:
     state = _busy_state()
     assert progress_line(state, 79) == (
-        "osmosis 38/400 rows  running 8  passed 34  failed 3  errored 1  ETA 15m53s"
+        "osmosis 38/400 rows  running 8  passed 34  failed 4  errored 1  ETA 15m53s"
     )
-    assert progress_line(state, 60) == "osmosis 38/400 rows  passed 34  failed 3  errored 1"
+    assert progress_line(state, 60) == "osmosis 38/400 rows  passed 34  failed 4  errored 1"
     wide = progress_line(state, 200)
     assert "0.38 rows/s" in wide and "tokens 45,658" in wide and "cost $0.074" in wide
 
