@@ -9,8 +9,10 @@ All use the same workflow and the same scripted policy served by ``PolicyServer`
 ``--workflow ask-once`` (the default): one non-streaming chat call on the workflow's own
 httpx client, so every call goes over loopback to the policy server's thread.
 ``--workflow multiply``: the two-call multiply rollout on ``RolloutChatClient`` (a tool
-call, the tool's result, the final answer; non-streaming, as the plugin hints), on its
-pooled client.
+call, the tool's result, the final answer; non-streaming, as the plugin hints). Its pooled
+client takes the in-process route to the plugin's policy endpoint; the bare loop runs
+twice, with the endpoint in-process (``PolicyServer(in_process=True)``, as the plugin
+does) and on loopback only, so the route's gain shows beside the plugin's overhead.
 ``--workflow agents``: the same two calls from an official-style OpenAI Agents rollout
 (``OsmosisAgent`` + ``OsmosisMemorySession`` + ``Runner.run``), so the integration's
 request path (LiteLLM or its lean stand-in) is measured too.
@@ -172,6 +174,9 @@ async def policy(request):
 """
 
 
+LOOPBACK_BARE = "bare c=32, policy loopback"
+
+
 WORKFLOWS = {"ask-once": WORKFLOW, "multiply": MULTIPLY_WORKFLOW, "agents": AGENTS_WORKFLOW}
 
 
@@ -236,7 +241,9 @@ def run_plugin(
     return elapsed, float(report["summary"]["rollouts_wall_s"])
 
 
-def run_bare(root: Path, rows: int, concurrency: int) -> tuple[float, float]:
+def run_bare(
+    root: Path, rows: int, concurrency: int, in_process: bool = False
+) -> tuple[float, float]:
     """Everything the plugin does for a row, minus pytest: backend.execute under a context."""
     code = textwrap.dedent(f"""
         import asyncio, json, sys, time
@@ -255,7 +262,7 @@ def run_bare(root: Path, rows: int, concurrency: int) -> tuple[float, float]:
             backend = LocalBackend(workflow=main.AskOnce, grader=main.Exact)
             from osmosis_rollout._internal.limiter import ConcurrencyLimiter
             backend.limiter = ConcurrencyLimiter(max_concurrent={concurrency})
-            with PolicyServer(pol.policy) as server:
+            with PolicyServer(pol.policy, in_process={in_process}) as server:
                 global phase
                 async def one(i, row):
                     rid = f"bare-{{i}}"
@@ -310,6 +317,8 @@ def main() -> None:
     os.environ["BENCH_LATENCY_MS"] = str(args.latency_ms)
     bare = "bare LocalBackend c=32"
     names: tuple[str, ...] = ("plugin c=32", bare)
+    if args.workflow != "ask-once":
+        names = (*names, LOOPBACK_BARE)
     bases: dict[str, Path] = {}
     for spec in args.base:
         label, _, folder = spec.rpartition("=")
@@ -329,7 +338,8 @@ def main() -> None:
         for _ in range(args.repeats):
             for name in names:
                 if name.startswith("bare"):
-                    total, rows_wall = run_bare(root, args.rows, 32)
+                    in_process = args.workflow != "ask-once" and name != LOOPBACK_BARE
+                    total, rows_wall = run_bare(root, args.rows, 32, in_process)
                 elif name in bases:
                     total, rows_wall = run_plugin(root, 32, bases[name])
                 elif name == off:

@@ -43,6 +43,7 @@ import httpx
 from osmosis_rollout.context import RolloutContext, SampleSource, get_rollout_context
 from osmosis_rollout.errors import PolicyError
 from osmosis_rollout.integrations.streaming import resolve_streaming
+from osmosis_rollout.transport.in_process import RoutingTransport
 from osmosis_rollout.transport.sharded import ShardedTransport
 from osmosis_rollout.transport.telemetry import model_call
 from osmosis_rollout.types import RolloutSample
@@ -88,20 +89,24 @@ def warm_up() -> None:
 
 
 def _shared_client() -> httpx.AsyncClient:
-    """One pooled client per event loop, reused by every rollout on that loop."""
+    """One pooled client per event loop, reused by every rollout on that loop.
+
+    Its transport answers in-process routes (an ``in_process`` policy endpoint of this
+    process) on the loop itself, and sends everything else over the network.
+    """
     loop = asyncio.get_running_loop()
     client = _shared_clients.get(loop)
     if client is None or client.is_closed:
         limits = httpx.Limits(max_keepalive_connections=64, keepalive_expiry=_KEEPALIVE_EXPIRY_SEC)
         # Bounded pools: one pool's scans of every connection grow with the calls in flight.
-        transport = ShardedTransport(
+        network = ShardedTransport(
             lambda: httpx.AsyncHTTPTransport(verify=tls_context(), limits=limits)
         )
         client = httpx.AsyncClient(
             timeout=DEFAULT_TIMEOUT,
             limits=limits,
             verify=tls_context(),
-            transport=transport,
+            transport=RoutingTransport(network),
         )
         _shared_clients[loop] = client
     return client

@@ -6,10 +6,14 @@ policy benchmark (``bench/bench_plugin_throughput.py --workflow agents``; figure
 :func:`shortcuts_enabled` where it picks its path, so the standard path stays one variable
 away and stays tested (``scripts/test.sh`` runs the integration tests once with it set).
 
-The shortcut behind it: the lean LiteLLM stand-in
-(:mod:`osmosis_rollout.integrations._endpoint`): the integrations' calls to the rollout's
-endpoint go over one pooled httpx client instead of ``litellm.acompletion`` (LiteLLM's
-router costs several milliseconds of CPU per call). A new shortcut asks the same function.
+The shortcuts behind it (a new one asks the same function):
+
+- the lean LiteLLM stand-in (:mod:`osmosis_rollout.integrations._endpoint`): the
+  integrations' calls to the rollout's endpoint go over one pooled httpx client instead of
+  ``litellm.acompletion`` (LiteLLM's router costs milliseconds of CPU per call);
+- the in-process route (:mod:`osmosis_rollout.transport.in_process`): that pooled client reaches a
+  policy endpoint of this process started with ``in_process=True`` without a socket,
+  instead of over loopback.
 
 The variable is read at each choice (it costs a dictionary lookup), so a test or a process
 may set it at any time. Unset, empty or ``0``: shortcuts on; any other value: off.

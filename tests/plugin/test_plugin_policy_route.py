@@ -1,8 +1,9 @@
-"""Where the plugin's policy endpoint answers: always its loopback server.
+"""Which route the plugin's policy endpoint answers on: in-process rows vs everything else.
 
 The policy answers with the name of the thread it runs on. Rows run in-process through the
-pooled rollout client, a rollout that opens its own client, and a served rollout
-(``--osmosis-serve``, another process) are all answered by the loopback server's thread.
+pooled rollout client are answered on the rollouts' own thread (no loopback hop); a rollout
+that opens its own client, and a served rollout (``--osmosis-serve``, another process),
+are answered by the loopback server's thread, as before.
 """
 
 from __future__ import annotations
@@ -54,9 +55,18 @@ def rows(label: str) -> list[dict[str, str]]:
     return [{"user_prompt": f"question {i}", "ground_truth": label} for i in range(3)]
 
 
-def test_rows_in_process_on_the_pooled_client_are_answered_on_loopback(
+def test_rows_in_process_are_answered_on_the_rollouts_thread(
     workspace: Callable[..., Path], pytester: pytest.Pytester
 ) -> None:
+    workspace(rows("served on the rollouts' loop"), main=CHAT_CLIENT_MAIN, policy=THREAD_POLICY)
+    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
+    result.assert_outcomes(passed=3 + PREFLIGHT)
+
+
+def test_with_shortcuts_off_rows_in_process_are_answered_on_loopback(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OSMOSIS_NO_SHORTCUTS", "1")
     workspace(rows("served on osmosis-policy-server:"), main=CHAT_CLIENT_MAIN, policy=THREAD_POLICY)
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
     result.assert_outcomes(passed=3 + PREFLIGHT)
