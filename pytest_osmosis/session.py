@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import os
+import secrets
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,7 +97,11 @@ class OsmosisSession:
         self.is_worker = is_worker(config)
         # Under xdist, workers write into the controller's run directory.
         shared = getattr(config, "workerinput", {}).get("osmosis_run_name")
-        self.run_name = shared or dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+        # Two runs in one second of one process (pytester, a plugin re-running pytest) still
+        # get their own id and default folder.
+        self.run_name = shared or (
+            dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{secrets.token_hex(2)}"
+        )
         self.output = self._output_dir()
         self.folder = RunFolder(
             self.output,

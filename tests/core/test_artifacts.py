@@ -16,8 +16,8 @@ from osmosis_rollout import (
     GraderContext,
     LocalBackend,
     RolloutStatus,
-    artifacts,
 )
+from osmosis_rollout.runs import artifacts
 from osmosis_rollout.runs.artifacts import (
     ARTIFACT_ROOT_ENV,
     HEALTH_MARKER,
