@@ -53,6 +53,36 @@ _REFUSED_PREFIXES = ("_", "litellm_", "aws_", "vertex_", "azure_")
 
 
 @cache
+class _KeysOutOfLiteLLMLogs(logging.Filter):
+    """LiteLLM logs each call's arguments at DEBUG, ``api_key`` among them (some releases do):
+    every key a policy was given is starred in LiteLLM's own records before a handler sees
+    them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.keys:
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # a record that does not format is logging's to report
+            return True
+        clean = message
+        for key in self.keys:
+            clean = clean.replace(key, "[REDACTED:api_key]")
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+_LITELLM_KEYS = _KeysOutOfLiteLLMLogs()
+_LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+for _name in _LITELLM_LOGGERS:
+    logging.getLogger(_name).addFilter(_LITELLM_KEYS)
+
+
 def _litellm() -> tuple[ModuleType, bool]:
     # Never fetch the remote model cost map on import (tests and CI run offline).
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -152,6 +182,9 @@ class LiteLLMPolicy:
         self.model = model
         self.default_params = default_params
         self.force_litellm = force_litellm
+        key = default_params.get("api_key")
+        if isinstance(key, str) and len(key) >= 8:
+            _LITELLM_KEYS.keys.add(key)
         route = openai_route(model, default_params, force_litellm=force_litellm)
         self._openai = (
             None

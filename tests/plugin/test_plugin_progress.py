@@ -203,7 +203,10 @@ def test_under_xdist_every_report_is_drawn_at_a_sane_rate(slow: Path) -> None:
     raw, screen_lines = _pytest_in_pty(slow, "-n", "2", columns=120, lines=30)
     counts = [line for line in _status_lines(raw) if STATUS.match(line)]
     shown = [int(STATUS.match(line).group(1)) for line in counts]  # type: ignore[union-attr]
-    assert sorted(set(shown)) == list(range(1, 9)), counts  # each report, drawn as it came
+    # Drawn as reports come: from the first half of the run on, up to the last row (two
+    # reports landing in one redraw tick share a line).
+    assert shown == sorted(shown) and shown[0] <= 4 and shown[-1] == 8, counts
+    assert len(set(shown)) >= 5, counts
     assert all(len(line) < 120 for line in counts)
     # 8 rows of 0.5 s, 2 at a time on each of 2 workers: at most 8 rows a second, never
     # thousands (the rate counts from the workers' start, not from the first report).
