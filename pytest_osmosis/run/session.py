@@ -180,7 +180,7 @@ class OsmosisSession:
         }
 
     def fingerprint(self, row: DatasetRow) -> dict[str, Any]:
-        """What ``row``'s result depends on, as its journal lines carry it (see :mod:`resume`)."""
+        """What ``row``'s result depends on, as its journal lines carry it (see :mod:`~pytest_osmosis.results.resume`)."""
         if self._run_fingerprint is None:
             s = self.settings
             self._run_fingerprint = run_fingerprint(
