@@ -14,7 +14,7 @@
     │   ├── RunFolderError          a run folder in use by another run, or holding foreign files
     │   └── PlatformOnlyError       a feature only the official SDK runs (also ImportError)
     └── RuntimeFailure              something failed while running
-        ├── RolloutProtocolError    a rollout server answered outside the protocol
+        ├── RolloutProtocolError    a rollout server answered outside the protocol (also RuntimeError)
         ├── RolloutAdmissionTimeoutError  admission did not finish in time (also TimeoutError)
         ├── RolloutAdmissionUnknownError  a failed POST may or may not have admitted the rollout
         ├── PolicyError             the policy behind the chat endpoint failed
@@ -139,8 +139,11 @@ class RuntimeFailure(OsmosisError):
     """Something failed while running (not a user mistake)."""
 
 
-class RolloutProtocolError(RuntimeFailure):
-    """A rollout server answered outside the protocol (an unexpected status or body)."""
+class RolloutProtocolError(RuntimeFailure, RuntimeError):
+    """A rollout server answered outside the protocol (an unexpected status or body).
+
+    Also a ``RuntimeError``, as the official client's is, so ``except RuntimeError`` matches.
+    """
 
     def __init__(self, message: str, status_code: int | None = None) -> None:
         super().__init__(message)

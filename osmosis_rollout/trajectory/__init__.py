@@ -3,8 +3,8 @@
 ``messages_to_steps`` converts chat messages into ATIF steps, ``build_atif`` builds a whole
 document, ``convert_sample_to_trajectory`` does the same with the official SDK's call shape and
 optional per-call metrics (a ``TrajectoryReport``), ``format_atif`` serialises a document and
-``save_trajectory`` writes ``<root>/<rollout_id>/trajectory.json`` (plus ``diagnostics.json``)
-without ever raising. Pure: no web framework, no network.
+``write_trajectory`` writes ``<root>/<rollout_id>/trajectory.json`` (plus ``diagnostics.json``)
+without ever raising, and ``save_trajectory`` is its official, awaited form. Pure: no web framework, no network.
 """
 
 from osmosis_rollout.trajectory.atif import (
@@ -25,6 +25,7 @@ from osmosis_rollout.trajectory.save import (
     DIAGNOSTICS_FILENAME,
     TRAJECTORY_FILENAME,
     save_trajectory,
+    write_trajectory,
 )
 from osmosis_rollout.trajectory.steps import messages_to_steps
 
@@ -43,4 +44,5 @@ __all__ = [
     "report_from_response",
     "save_trajectory",
     "validate_atif",
+    "write_trajectory",
 ]

@@ -147,7 +147,7 @@ def _safe_map(value: Mapping[str, Any] | None, name: str) -> dict[str, Any] | No
 def format_atif(doc: Mapping[str, Any]) -> str:
     """Serialise a document as indented JSON (2 spaces), numeric arrays kept on one line.
 
-    Non-ASCII text is kept as is (readable UTF-8; ``save_trajectory`` escapes lone
+    Non-ASCII text is kept as is (readable UTF-8; ``write_trajectory`` escapes lone
     surrogates when it encodes). Raises ``ValueError`` naming the first offending path
     for a non-finite float, and ``TypeError`` for a value JSON cannot encode.
     """

@@ -357,7 +357,8 @@ async def test_the_backend_hooks_keep_their_protocol_defaults() -> None:
     backend = LocalBackend(workflow=Echo)
     assert backend.has_capacity() is True
     assert backend.rollout_status("r-1") is None
-    assert await backend.cancel_rollouts(ids=["r-1"]) == {}
+    assert backend.cancel_rollouts(["r-1"]) == {}
+    assert backend.cancel_rollouts(ids=["r-1"], prefix=None, all=False) == {}
     await backend.shutdown()
 
 
@@ -380,3 +381,37 @@ def test_resolve_reference_passes_objects_through_and_follows_dotted_attributes(
     assert resolve_reference(None) is None
     assert resolve_reference("osmosis_rollout:RolloutStatus.SUCCESS") is RolloutStatus.SUCCESS
     assert resolve_reference("osmosis_rollout.backend.local:LocalBackend") is LocalBackend
+
+
+async def test_run_workflow_and_run_grader_are_callable_with_the_official_signatures() -> None:
+    backend = LocalBackend(workflow=Echo, grader=OneReward)
+    result = await backend.run_workflow(_request(), queued_sec=0.0)
+    assert result.status is RolloutStatus.SUCCESS and result.sample is not None
+    graded = await backend.run_grader(_request(), result)
+    assert graded.status is RolloutStatus.SUCCESS
+    assert graded.sample is not None and graded.sample.reward == 1.0
+
+
+async def test_run_grader_without_a_grader_returns_the_result_unchanged() -> None:
+    backend = LocalBackend(workflow=Echo)
+    result = await backend.run_workflow(_request())
+    assert await backend.run_grader(_request(), result) is result
+
+
+async def test_a_subclass_overriding_run_grader_and_run_workflow_is_what_execute_runs() -> None:
+    calls: list[str] = []
+
+    class Custom(LocalBackend):
+        async def run_workflow(self, request: ExecutionRequest, *, queued_sec: float = 0.0) -> Any:
+            calls.append("workflow")
+            return await super().run_workflow(request, queued_sec=queued_sec)
+
+        async def run_grader(self, request: ExecutionRequest, result: Any) -> Any:
+            calls.append("grader")
+            graded = await super().run_grader(request, result)
+            graded.sample.reward = 0.25
+            return graded
+
+    outcome = await Custom(workflow=Echo, grader=OneReward).execute(_request())
+    assert calls == ["workflow", "grader"]
+    assert outcome.result.sample is not None and outcome.result.sample.reward == 0.25

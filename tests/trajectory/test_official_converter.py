@@ -187,9 +187,14 @@ async def test_the_official_call_keeps_several_sample_reports_unattributed(tmp_p
     assert all("llm_call_count" not in step for step in doc["steps"])
 
 
-def test_the_positional_call_still_returns_the_path_at_once(tmp_path: Path) -> None:
-    from osmosis_rollout.trajectory import save_trajectory
+def test_save_trajectory_is_a_coroutine_function_and_write_trajectory_returns_the_path(
+    tmp_path: Path,
+) -> None:
+    import inspect
 
+    from osmosis_rollout.trajectory import save_trajectory, write_trajectory
+
+    assert inspect.iscoroutinefunction(save_trajectory)
     assert (
-        save_trajectory(tmp_path, "r3", _result(_sample())) == tmp_path / "r3" / "trajectory.json"
+        write_trajectory(tmp_path, "r3", _result(_sample())) == tmp_path / "r3" / "trajectory.json"
     )
