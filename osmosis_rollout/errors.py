@@ -32,6 +32,8 @@ Workflow and grader exceptions are not wrapped: they become error categories on 
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 
@@ -142,12 +144,21 @@ class RuntimeFailure(OsmosisError):
 class RolloutProtocolError(RuntimeFailure, RuntimeError):
     """A rollout server answered outside the protocol (an unexpected status or body).
 
-    Also a ``RuntimeError``, as the official client's is, so ``except RuntimeError`` matches.
+    The official client's signature, ``RolloutProtocolError(message, *, status_code)``, and
+    also a ``RuntimeError`` as its is, so ``except RuntimeError`` matches.
     """
 
-    def __init__(self, message: str, status_code: int | None = None) -> None:
+    def __init__(self, message: str, *, status_code: int) -> None:
         super().__init__(message)
         self.status_code = status_code
+
+    def __reduce__(self) -> Any:
+        # Pickled by its keyword (Ray ships errors between processes).
+        return (_protocol_error, (str(self), self.status_code))
+
+
+def _protocol_error(message: str, status_code: int) -> RolloutProtocolError:
+    return RolloutProtocolError(message, status_code=status_code)
 
 
 class RolloutAdmissionTimeoutError(RuntimeFailure, TimeoutError):

@@ -206,7 +206,9 @@ class LocalBackend(ExecutionBackend):
         self.grader_config: GraderConfig | None = (
             resolve_reference(grader_config) if grader_config else None
         )
-        if not (
+        # None passes, as in the official backend (each rollout then fails); any other
+        # non-workflow is refused now, which the official would only find per rollout.
+        if self.workflow_cls is not None and not (
             isinstance(self.workflow_cls, type) and issubclass(self.workflow_cls, AgentWorkflow)
         ):
             raise TypeError(

@@ -325,16 +325,27 @@ async def test_string_references_resolve_workflow_grader_and_configs(
 
 
 @pytest.mark.parametrize(
-    ("reference", "message"),
+    ("reference", "error", "message"),
     [
-        ("no_colon_here", "expected 'module:Attr'"),
-        ("osmosis_rollout:NoSuchThing", "has no attribute"),
-        ("osmosis_rollout_no_such_module:Flow", "cannot import module"),
+        ("no_colon_here", ValueError, "expected 'module:Attr'"),
+        ("osmosis_rollout:NoSuchThing", ImportError, "has no attribute"),
+        ("osmosis_rollout_no_such_module:Flow", ImportError, "cannot import module"),
     ],
 )
-def test_a_bad_string_reference_names_what_is_wrong(reference: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_a_bad_string_reference_names_what_is_wrong_as_the_official_error(
+    reference: str, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
         LocalBackend(workflow=reference)
+
+
+async def test_a_backend_without_a_workflow_is_built_and_its_rollouts_fail_as_the_officials() -> (
+    None
+):
+    # The official backend accepts workflow=None and fails each rollout instead.
+    outcome = await LocalBackend(workflow=None).execute(_request())  # type: ignore[arg-type]
+    assert outcome.result.status is RolloutStatus.FAILURE
+    assert outcome.result.err_category is RolloutErrorCategory.VALIDATION_ERROR
 
 
 def test_a_workflow_that_is_not_an_agent_workflow_class_is_rejected() -> None:
