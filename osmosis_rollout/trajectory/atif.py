@@ -64,6 +64,7 @@ def build_atif(
     metadata: Mapping[str, Any] | None = None,
     extra_fields: Mapping[str, Any] | None = None,
     reward: float | None = None,
+    placeholder: bool = True,
 ) -> dict[str, Any]:
     """Build the ATIF v1.7 document for one rollout's sample.
 
@@ -71,7 +72,7 @@ def build_atif(
     when it is ``None``). ``label``, ``metadata`` and ``extra_fields`` are the request's;
     the sample's own label wins over ``label``, and ``reward`` (when given) over the
     sample's. A rollout with no messages (or no sample) gets one placeholder ``system``
-    step, since ATIF requires at least one. ``extra.osmosis`` telemetry maps are made
+    step, since ATIF requires at least one (none with ``placeholder=False``). ``extra.osmosis`` telemetry maps are made
     JSON-safe (non-finite and unencodable values dropped, with a warning).
 
     Raises ``ValueError`` for a non-finite ``reward``.
@@ -86,7 +87,7 @@ def build_atif(
             else sample.messages
         )
     steps = messages_to_steps(messages)
-    if not steps:
+    if not steps and placeholder:
         reason = "no sample" if sample is None else "no messages"
         steps = [
             {

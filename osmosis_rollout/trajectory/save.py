@@ -27,7 +27,7 @@ from osmosis_rollout._internal.ids import is_single_path_segment
 from osmosis_rollout.redaction import Redactor, environment_redactor
 from osmosis_rollout.runs.artifacts import default_artifact_root
 from osmosis_rollout.trajectory.atif import build_atif, format_atif
-from osmosis_rollout.trajectory.converter import convert_sample_to_trajectory
+from osmosis_rollout.trajectory.converter import trajectory_document
 from osmosis_rollout.trajectory.report import TrajectoryReport
 from osmosis_rollout.types import ExecutionResult, RolloutSample
 
@@ -225,7 +225,7 @@ def _reported_document(
             rollout_id,
             len(unmatched),
         )
-    return convert_sample_to_trajectory(
+    return trajectory_document(
         sample,
         rollout_id=rollout_id,
         request_label=label,
