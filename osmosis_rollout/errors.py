@@ -22,7 +22,7 @@
         │   └── CassetteFileError   a cassette file that cannot be read or breaks the format
         └── ProviderRequestError    a judge's provider call failed (also RuntimeError)
             ├── ModelNotFoundError  the provider does not know the judge model
-            └── JudgeError          an LLM judge gave no valid verdict within its retries
+            └── JudgeError          an LLM judge's reply held no usable verdict
 
 ``MissingAPIKeyError``, ``ProviderRequestError`` and ``ModelNotFoundError`` are the official
 SDK's rubric errors (``osmosis_ai``), with the same constructor and attributes.
@@ -211,26 +211,17 @@ class ModelNotFoundError(ProviderRequestError):
 
 
 class JudgeError(ProviderRequestError):
-    """An LLM judge answered without a usable verdict on every attempt.
+    """An LLM judge answered without a usable verdict.
 
-    ``raw`` is the judge's last reply, ``attempts`` how many calls were made. A
-    :class:`ProviderRequestError` (the official SDK raises that for an unusable reply), with
-    ``detail`` holding the whole message.
+    A :class:`ProviderRequestError` (the official SDK raises that for an unusable reply), read
+    the same: ``detail`` is the official's reason (``"Model response was not valid JSON..."``).
+    ``raw`` is the judge's last reply, ``attempts`` how many calls were made.
     """
 
     def __init__(
-        self,
-        message: str,
-        *,
-        raw: str | None = None,
-        attempts: int = 0,
-        provider: str = "",
-        model: str = "",
+        self, provider: str, model: str, detail: str, *, raw: str = "", attempts: int = 1
     ) -> None:
-        self.provider = provider
-        self.model = model
-        self.detail = message
-        RuntimeError.__init__(self, message)
+        super().__init__(provider, model, detail)
         self.raw = raw
         self.attempts = attempts
 
