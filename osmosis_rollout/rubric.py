@@ -249,7 +249,7 @@ async def evaluate_rubric(
         request_model = None
         described = f"judge {judge!r}"
         call_timeout = timeout
-    # The official request: response_format, then temperature 0 (LiteLLM sends them so).
+    # The official request's fields, then a judge policy's own request params.
     request_params: dict[str, Any] = {}
     if response_format is _OFFICIAL_FORMAT:
         response_format = verdict_format(target)
@@ -389,8 +389,8 @@ class RubricGrader(Grader):
     The judged text is :meth:`solution` (the last assistant text; override to pick another).
     The row's label is the ground truth, the first user message the task (``include_task``),
     and the row metadata is quoted when ``include_metadata``. The verdict is kept on the sample
-    as ``extra_fields["rubric"]`` (score, explanation, attempts, clamped_from). A ``policy`` given
-    as a list of replies starts from its first reply on every grading.
+    as ``extra_fields["rubric"]`` (score, explanation, attempts, clamped_from, prompt_source).
+    A ``policy`` given as a list of replies starts from its first reply on every grading.
     """
 
     rubric: ClassVar[str] = ""
@@ -435,6 +435,7 @@ class RubricGrader(Grader):
             "explanation": result.explanation,
             "attempts": result.attempts,
             "clamped_from": result.clamped_from,
+            "prompt_source": result.prompt_source,
         }
         ctx.set_reward(result.score)
 

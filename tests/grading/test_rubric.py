@@ -448,6 +448,7 @@ async def test_a_rubric_grader_subclass_grades_every_shape_through_local_backend
         "explanation": "looked for 42",
         "attempts": 1,
         "clamped_from": None,
+        "prompt_source": "ours",
     }
 
 
