@@ -24,6 +24,7 @@ import copy
 import functools
 import inspect
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -375,7 +376,14 @@ class LocalBackend(ExecutionBackend):
         """
         if self.grader_cls is None:
             return result
-        artifacts_dir = await create_rollout_artifacts_dir(self.artifact_root, request.id)
+        # Called from execute, the workflow has just made (and proved writable) the folder:
+        # finding it is one stat, making it again a mkdir and a write per rollout.
+        made = os.path.join(self.artifact_root, request.id, "artifacts")
+        artifacts_dir = (
+            Path(made)
+            if os.path.isdir(made)
+            else await create_rollout_artifacts_dir(self.artifact_root, request.id)
+        )
         ctx = GraderContext(
             label=request.label,
             sample=result.sample,

@@ -426,3 +426,27 @@ async def test_a_subclass_overriding_run_grader_and_run_workflow_is_what_execute
     outcome = await Custom(workflow=Echo, grader=OneReward).execute(_request())
     assert calls == ["workflow", "grader"]
     assert outcome.result.sample is not None and outcome.result.sample.reward == 0.25
+
+
+async def test_the_grader_gets_the_workflows_artifacts_folder_and_makes_one_when_called_alone(
+    tmp_path: Path,
+) -> None:
+    seen: dict[str, Path | None] = {}
+
+    class Writes(AgentWorkflow[Any]):
+        async def run(self, ctx: AgentWorkflowContext[Any]) -> list[dict[str, Any]]:
+            seen["workflow"] = ctx.artifacts_dir
+            return REPLY
+
+    class Looks(Grader):
+        async def grade(self, ctx: GraderContext) -> None:
+            seen["grader"] = ctx.artifacts_dir
+            ctx.set_reward(1.0)
+
+    backend = LocalBackend(workflow=Writes, grader=Looks, artifact_root=tmp_path)
+    await backend.execute(_request(id="r-1"))
+    assert seen["grader"] == seen["workflow"] == tmp_path / "r-1" / "artifacts"
+    done = await LocalBackend(workflow=Writes, artifact_root=tmp_path).run_workflow(_request())
+    await backend.run_grader(_request(id="graded-alone"), done)
+    assert seen["grader"] == tmp_path / "graded-alone" / "artifacts"
+    assert seen["grader"].is_dir()
