@@ -237,6 +237,14 @@ async def evaluate_rubric(
         params["timeout"] = (
             timeout if timeout is not None else params.get("timeout", target.timeout)
         )
+        if "/" not in target.litellm_model:
+            # The official passes such a name on and LiteLLM's refusal becomes this error.
+            raise ProviderRequestError(
+                target.name,
+                target.bare_model,
+                f"LiteLLM cannot tell the provider of model {model!r}: name it as "
+                "'provider/model', e.g. 'openai/gpt-4.1-mini'",
+            )
         # Always LiteLLM: the official rubric errors are told apart by LiteLLM's error classes.
         judge: Any = LiteLLMPolicy(target.litellm_model, **{**params, "force_litellm": True})
         request_model: str | None = target.litellm_model

@@ -278,3 +278,9 @@ async def test_an_unusable_verdict_is_one_request_and_the_officials_error(
     assert len(judge.requests) == 1
     assert (caught.value.provider, caught.value.model) == ("openai", "judge-model")
     assert str(caught.value).startswith("Provider 'openai' request for model 'judge-model' failed.")
+
+
+async def test_a_model_without_a_provider_is_a_provider_request_error_as_in_the_official() -> None:
+    with pytest.raises(ProviderRequestError, match="provider/model") as caught:
+        await evaluate_rubric(solution_str="42", rubric=RUBRIC, model="mystery-model")
+    assert (caught.value.provider, caught.value.model) == ("", "mystery-model")

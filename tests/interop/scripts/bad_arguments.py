@@ -213,6 +213,9 @@ CASES = {
     "evaluate_rubric(solution_str=5)": (
         "evaluate_rubric(solution_str=5, rubric='r', model='openai/gpt-4o-mini', api_key='k')"
     ),
+    "evaluate_rubric(model='mystery-model')": (
+        "evaluate_rubric(solution_str='x', rubric='r', model='mystery-model')"
+    ),
     "evaluate_rubric(score_min=1, score_max=0)": (
         "evaluate_rubric(solution_str='x', rubric='r', model='openai/gpt-4o-mini', "
         "api_key='k', score_min=1, score_max=0)"
