@@ -25,6 +25,16 @@ from typing import TYPE_CHECKING, Any
 
 import osmosis_rollout
 from osmosis_rollout._internal import json_safe as _json_safe
+from osmosis_rollout.trajectory.models import (  # the official module's home of the models
+    Agent,
+    FinalMetrics,
+    Metrics,
+    Observation,
+    ObservationResult,
+    Step,
+    ToolCall,
+    Trajectory,
+)
 from osmosis_rollout.trajectory.steps import messages_to_steps
 
 if TYPE_CHECKING:
@@ -33,6 +43,14 @@ if TYPE_CHECKING:
 __all__ = [
     "ATIF_PRODUCER_NAME",
     "ATIF_SCHEMA_VERSION",
+    "Agent",
+    "FinalMetrics",
+    "Metrics",
+    "Observation",
+    "ObservationResult",
+    "Step",
+    "ToolCall",
+    "Trajectory",
     "build_atif",
     "format_atif",
     "validate_atif",

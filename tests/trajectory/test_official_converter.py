@@ -96,6 +96,9 @@ def test_the_official_pydantic_trajectory_is_returned_with_the_documents_content
     }
     trajectory = convert_sample_to_trajectory(_sample(), **arguments)
     assert isinstance(trajectory, Trajectory)
+    from osmosis_rollout.trajectory import atif
+
+    assert atif.Trajectory is Trajectory  # where the official module keeps its models
     assert trajectory.to_json_dict() == trajectory_document(_sample(), **arguments)
     assert [step.source for step in trajectory.steps] == ["user", "agent", "agent"]
     [call] = trajectory.steps[1].tool_calls or []
