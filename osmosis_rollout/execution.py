@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from osmosis_rollout._internal.user_frames import user_error_fields
 from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.backend.local import categorize_exception
 from osmosis_rollout.context import RolloutContext, RolloutProgress
@@ -66,6 +67,23 @@ class ExecutedRollout:
             return None
         return phase
 
+    def wire_notes(self) -> dict[str, str] | None:
+        """What a served result carries beyond the official one, under its ``notes`` key
+        (an additive key the official controller's model ignores): the grader's reason, and
+        for a failure in user code its ``phase``, ``where`` (the user's frame) and
+        ``traceback`` (user frames only). None when there is nothing to say."""
+        notes: dict[str, str] = {}
+        reason = self.notes.grader_reason() if self.notes is not None else ""
+        if reason:
+            notes["grader_reason"] = reason
+        if self.result.status is not RolloutStatus.SUCCESS:
+            extra = self.result.extra_fields or {}
+            for key in ("phase", "where", "traceback"):
+                value = extra.get(key)
+                if isinstance(value, str):
+                    notes[key] = value
+        return notes or None
+
 
 def _phase_of(context: RolloutContext) -> str:
     progress = context.progress
@@ -84,7 +102,7 @@ def _escaped_failure(exc: BaseException, phase: str) -> ExecutionResult:
         if detail
         else f"{name} raised by the {phase}",
         err_category=RolloutErrorCategory.AGENT_ERROR,
-        extra_fields={"phase": phase, "exception_type": name},
+        extra_fields={"phase": phase, "exception_type": name, **user_error_fields(exc)},
     )
 
 
@@ -201,6 +219,7 @@ async def execute_in_process(
             status=RolloutStatus.FAILURE,
             err_message=str(exc) or "Internal server error",
             err_category=categorize_exception(exc),
+            extra_fields=user_error_fields(exc),
         )
     except BaseException as exc:
         phase = _phase_of(context)

@@ -33,6 +33,7 @@ from typing import Any
 
 from osmosis_rollout._internal.imports import resolve_reference
 from osmosis_rollout._internal.limiter import ConcurrencyLimiter
+from osmosis_rollout._internal.user_frames import user_error_fields
 from osmosis_rollout.agent_workflow import AgentWorkflow
 from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.context import (
@@ -173,12 +174,15 @@ def _failure(
     sample: RolloutSample | None = None,
 ) -> ExecutionResult:
     ours = deadline.fired()
+    extra: dict[str, Any] = {"phase": phase, "exception_type": type(exc).__name__}
+    if not ours:
+        extra.update(user_error_fields(exc))
     return ExecutionResult(
         status=RolloutStatus.FAILURE,
         sample=sample,
         err_message=message_if_ours if ours else (str(exc) or type(exc).__name__),
         err_category=RolloutErrorCategory.TIMEOUT if ours else categorize_exception(exc),
-        extra_fields={"phase": phase, "exception_type": type(exc).__name__},
+        extra_fields=extra,
     )
 
 

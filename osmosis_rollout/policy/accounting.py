@@ -70,6 +70,12 @@ class CallRecord:
     stream: bool = False
     status_code: int = 200
     usage: Usage | None = None
+    where: str | None = None
+    """The user's frame a failed call raised in (a scripted policy's ``policy.py:7 in
+    policy``), when it raised in user code."""
+    traceback: str | None = None
+    """The failed call's short traceback (user frames only; see
+    :mod:`osmosis_rollout._internal.user_frames`)."""
 
 
 @dataclass

@@ -40,6 +40,7 @@ from urllib.parse import quote
 
 from osmosis_rollout._internal.ids import is_single_path_segment
 from osmosis_rollout._internal.imports import require_extra
+from osmosis_rollout._internal.user_frames import user_traceback
 from osmosis_rollout.policy.accounting import CallRecord, RolloutCallLog
 from osmosis_rollout.policy.faults import Faults
 from osmosis_rollout.policy.scripted import as_policy
@@ -101,6 +102,34 @@ class _Binding:
 
 def _json(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def _failure_text(exc: BaseException) -> str:
+    """``Type: message`` of a failed model call, naming the URL it called when the message
+    does not (``APIConnectionError: Connection error.`` alone leaves a person guessing which
+    server is down)."""
+    text = f"{type(exc).__name__}: {exc}"
+    url = _called_url(exc)
+    if url and url not in text:
+        text += f" (calling {url})"
+    return text
+
+
+def _called_url(exc: BaseException) -> str | None:
+    """The URL of the HTTP request behind ``exc`` or an exception it was raised from."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        try:
+            request = getattr(current, "request", None)
+            url = getattr(request, "url", None)
+        except Exception:  # httpx raises RuntimeError for an error without a request
+            url = None
+        if url is not None:
+            return str(url)
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _error_payload(status: int, message: str, error_type: str, param: str | None = None) -> bytes:
@@ -431,10 +460,15 @@ class PolicyServer:
         return None
 
     def _redact(self, message: str) -> str:
-        message = self._own_keys.sub("[REDACTED]", message)
+        """``message`` on one line, bounded, with no key in it."""
+        return " ".join(self._redact_lines(message).split())[:2000]
+
+    def _redact_lines(self, text: str) -> str:
+        """``text`` (its lines kept) with no key in it."""
+        text = self._own_keys.sub("[REDACTED]", text)
         for secret in self._secrets:
-            message = message.replace(secret, "[REDACTED]")
-        return " ".join(message.split())[:2000]
+            text = text.replace(secret, "[REDACTED]")
+        return text
 
     def _chat_request(self, rollout_id: str, body: dict[str, Any]) -> ChatRequest:
         binding = self._bindings.get(rollout_id)
@@ -513,10 +547,11 @@ class PolicyServer:
         try:
             reply = await self._answer(chat_request)
         except Exception as exc:
-            message = self._redact(f"{type(exc).__name__}: {exc}")
+            message = self._redact(_failure_text(exc))
             logger.warning("policy failed for rollout %s: %s", rollout_id, message)
             status = getattr(exc, "status_code", None)
             status = status if isinstance(status, int) and 400 <= status < 500 else 502
+            seen = user_traceback(exc)
             self._record(
                 rollout_id,
                 CallRecord(
@@ -526,6 +561,8 @@ class PolicyServer:
                     message,
                     stream,
                     status_code=200 if stream else status,
+                    where=seen.where,
+                    traceback=self._redact_lines(seen.text),
                 ),
             )
             if stream:

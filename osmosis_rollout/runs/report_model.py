@@ -117,7 +117,15 @@ class ReportAttempt(_Open):
     )
     err_message: str | None = Field(default=None, description="the failed rollout's message")
     error_phase: str | None = Field(
-        default=None, description="workflow or grader: where user code failed, in-process"
+        default=None, description="workflow, grader or policy: where the attempt failed"
+    )
+    error_where: str | None = Field(
+        default=None,
+        description="the user's frame the error was raised in ('rollouts/demo/main.py:42 in run')",
+    )
+    error_traceback: str | None = Field(
+        default=None,
+        description="the error's short traceback: user frames only, at most 6, then the exception",
     )
     blocked_loop: str | None = Field(
         default=None, description="what blocked the rollouts' event loop during a failed attempt"

@@ -32,6 +32,7 @@ from osmosis_rollout.redaction import (
     redact_handler,
     redact_std_streams,
 )
+from osmosis_rollout.rollout_notes import taking_notes
 from osmosis_rollout.runs.artifacts import default_artifact_root
 from osmosis_rollout.server.auth import SERVER_API_KEY_ENV, BearerAuthMiddleware, ControllerAuth
 from osmosis_rollout.server.concurrency import (
@@ -193,7 +194,11 @@ async def execute_rollout(
         trajectory_extra_fields=request.extra_fields,
         secrets=secrets,
     )
-    return to_wire_result(rollout_id, executed.result)
+    wire = to_wire_result(rollout_id, executed.result)
+    notes = executed.wire_notes()
+    if notes is not None:
+        wire["notes"] = notes
+    return wire
 
 
 class _Server:
@@ -325,6 +330,12 @@ class _Server:
         if result.get("err_message"):
             # The controller shows it (dashboards, reports): no key a workflow raised with.
             result["err_message"] = self.redactor.redact(str(result["err_message"]))
+        notes = result.get("notes")
+        if isinstance(notes, dict):
+            # The grader's reason and a traceback quote what user code saw, keys included.
+            result["notes"] = {
+                key: self.redactor.redact(str(value)) for key, value in notes.items()
+            }
         await self.registry.complete(entry, result)
 
     def _overloaded(self, admission: AdmissionControl) -> Response:
@@ -554,6 +565,8 @@ def create_rollout_server(
                     await stack.enter_async_context(_redacted_output(server.redactor))
                 if lifespan is not None:
                     state = await stack.enter_async_context(lifespan(app))
+                # What a grader logs is its reason, sent with the result (``notes``).
+                stack.enter_context(taking_notes())
                 server.observability.start()
                 yield state
             finally:

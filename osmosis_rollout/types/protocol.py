@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Self
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from osmosis_rollout._internal.ids import ensure_rollout_id
 from osmosis_rollout.types.sample import (
@@ -74,7 +74,14 @@ class RolloutInitResponse(BaseModel):
 
 
 class RolloutResultResponse(BaseModel):
-    """Body of ``GET /rollout/{id}/result``: current status, or the terminal result."""
+    """Body of ``GET /rollout/{id}/result``: current status, or the terminal result.
+
+    Keys beyond these are kept (the official model ignores them): a server of ours adds
+    ``notes`` to a terminal result, the grader's reason (``grader_reason``) and, for a
+    failure in user code, its ``phase``, ``where`` (the user's frame) and ``traceback``.
+    """
+
+    model_config = ConfigDict(extra="allow")
 
     rollout_id: str
     status: RolloutStatus

@@ -147,7 +147,10 @@ class RowItem(pytest.Item):
                     threshold=session.settings.pass_threshold,
                     rule=session.settings.row_pass,
                     label=self.row.label,
-                    log_path=str(session.output / "rollouts.log"),
+                    # A rollout server logs its tracebacks itself, not in our rollouts.log.
+                    log_path=None
+                    if session.settings.servers or session.settings.serve
+                    else str(session.output / "rollouts.log"),
                     rerun=rerun_command(self.config, self.path, self.name),
                     prompt=_prompt_text(self.row),
                 ),

@@ -47,7 +47,11 @@ class AttemptResult:
     (:func:`pytest_osmosis.run.attempts.tool_call_lines`); None when it made none."""
     policy_calls: int = 0
     error_phase: str | None = None
-    """``workflow`` or ``grader`` when user code in that phase failed an in-process rollout."""
+    """``workflow``, ``grader`` or ``policy``: where the attempt failed, when that is known."""
+    error_where: str | None = None
+    """The user's frame the error was raised in: ``rollouts/demo/main.py:42 in run``."""
+    error_traceback: str | None = None
+    """The error's short traceback: user frames only, bounded, then the exception line."""
     blocked_loop: str | None = None
     """What blocked the rollout loop while this attempt was in flight, when it failed."""
     passed: bool = False
@@ -191,6 +195,8 @@ def failure_message(
         a = attempts[0]
         if a.status == STATUS_FAILED:
             lines.append(f"{row_desc}: {_what_failed(a)}: {_clip(a.err_message, 800)}")
+            if a.error_where:
+                lines.append(f"  raised at: {a.error_where}")
         else:
             reward = "none" if a.reward is None else f"{a.reward:g}"
             lines.append(f"{row_desc}: reward {reward} < threshold {threshold:g}")
@@ -202,6 +208,8 @@ def failure_message(
         for a in attempts:
             if a.status == STATUS_FAILED:
                 detail = f"{_what_failed(a, short=True)}: {_clip(a.err_message, 200)}"
+                if a.error_where:
+                    detail += f" (at {a.error_where})"
             elif a.status == STATUS_SKIPPED:
                 detail = "skipped (sample removed)"
             else:
@@ -227,8 +235,7 @@ def failure_message(
             lines.append(f"  trajectory: {shown.trajectory_path}")
         if shown.diagnostics_path:
             lines.append(f"  diagnostics: {shown.diagnostics_path}")
-        if log_path and shown.error_phase and shown.error_type != "timeout":
-            lines.append(f"  {shown.error_phase} traceback: {log_path}")
+        lines.extend(_traceback_lines(shown, log_path))
         if shown.blocked_loop:
             lines.append(f"  blocked loop: {shown.blocked_loop}")
     lines.append(_hint(verdict, rerun=bool(rerun)))
@@ -273,6 +280,33 @@ def _said(attempt: AttemptResult) -> list[str]:
     if attempt.workflow_log:
         lines.append("  workflow logged:")
         lines.extend(f"    {line}" for line in _clip(attempt.workflow_log, SAID_LIMIT).splitlines())
+    return lines
+
+
+TRACEBACK_LINES = 20
+"""Lines of an error's short traceback a failure shows (it holds at most six user frames)."""
+
+
+def _traceback_lines(attempt: AttemptResult, log_path: str | None) -> list[str]:
+    """The attempt's short traceback (user frames only), and where the full one is."""
+    if attempt.status != STATUS_FAILED or attempt.error_type == "timeout":
+        return []
+    phase = attempt.error_phase or "rollout"
+    # The policy's failures are logged without their traceback: the short one is all there is.
+    full = log_path if attempt.error_phase in ("workflow", "grader") else None
+    lines: list[str] = []
+    text = attempt.error_traceback or ""
+    if "\n" in text:  # more than the exception line, which the failure's first line says
+        body = text.splitlines()
+        if len(body) > TRACEBACK_LINES:
+            body = [
+                *body[: TRACEBACK_LINES - 1],
+                f"... {len(body) - TRACEBACK_LINES + 1} more lines",
+            ]
+        lines.append(f"  {phase} traceback, your code:")
+        lines.extend(f"    {line}" for line in body)
+    if full:
+        lines.append(f"  {phase} traceback: {full}")
     return lines
 
 

@@ -145,12 +145,17 @@ class _AttemptBuilder:
             wire.get("err_message"),
         )
         err_message = wire.get("err_message")
+        told = wire.get("notes") or {}
+        phase = phase or told.get("phase")
+        where, traceback = told.get("where"), told.get("traceback")
         miss = _policy_error(log)
         if status == "failed" and miss is not None:
             # The model call failed in the policy (a replay miss, a provider error): that is
             # the cause worth showing, not the framework's wrapper exception.
-            error_type, err_message = miss
-            phase = None
+            error_type, err_message = miss.error_type, miss.message
+            where, traceback = miss.where, miss.traceback
+            phase = "policy"
+        failed = status == "failed"
         cost = log.cost(self.prices)
         return AttemptResult(
             row_key=row.key,
@@ -173,16 +178,21 @@ class _AttemptBuilder:
             last_assistant=_clip(last_assistant_text(sample.get("messages")), MAX_ANSWER_CHARS),
             tool_calls=tool_call_lines(sample.get("messages")),
             policy_calls=len(getattr(log, "calls", []) or []),
-            error_phase=phase if status == "failed" else None,
-            grader=_grader_said(notes, sample.get("metrics")),
+            error_phase=phase if failed else None,
+            error_where=where if failed else None,
+            error_traceback=_clip(traceback, MAX_ERROR_CHARS) if failed else None,
+            grader=_grader_said(notes, sample.get("metrics"), told.get("grader_reason")),
             workflow_log=(notes.workflow_log() or None) if notes and status == "failed" else None,
             prompt=_clip(_prompt_text(row), MAX_ANSWER_CHARS) if status == "failed" else None,
         )
 
 
-def _grader_said(notes: RolloutNotes | None, metrics: Any) -> dict[str, Any] | None:
-    """The attempt's ``grader`` entry: the grader's reason and the sample's metrics, if any."""
-    reason = notes.grader_reason() if notes is not None else ""
+def _grader_said(
+    notes: RolloutNotes | None, metrics: Any, served_reason: str | None = None
+) -> dict[str, Any] | None:
+    """The attempt's ``grader`` entry: the grader's reason (from this process's ``notes``,
+    else as a rollout server sent it) and the sample's metrics, if any."""
+    reason = notes.grader_reason() if notes is not None else (served_reason or "")
     if not reason and not metrics:
         return None
     return {"reason": reason or None, "metrics": metrics if isinstance(metrics, dict) else {}}
@@ -209,13 +219,26 @@ def _existing(path: Path) -> str | None:
     return str(path) if path.is_file() else None
 
 
-def _policy_error(log: Any) -> tuple[str, str] | None:
-    """The last failed model call of a rollout, as ``(error_type, message)``."""
+@dataclass(frozen=True)
+class PolicyFailure:
+    """The last failed model call of a rollout."""
+
+    error_type: str
+    """``cassette_miss`` or ``policy_error``."""
+    message: str
+    where: str | None
+    traceback: str | None
+
+
+def _policy_error(log: Any) -> PolicyFailure | None:
+    """The last failed model call of a rollout, or None."""
     for call in reversed(getattr(log, "calls", []) or []):
         error = getattr(call, "error", None)
         if error:
             kind = "cassette_miss" if str(error).startswith("CassetteMissError") else "policy_error"
-            return kind, str(error)
+            return PolicyFailure(
+                kind, str(error), getattr(call, "where", None), getattr(call, "traceback", None)
+            )
     return None
 
 
@@ -263,11 +286,13 @@ class InProcessRunner(_AttemptBuilder):
             executed = await execute_in_process(
                 self.backend, request, context, trajectory_root=self._trajectory_root
             )
+        wire = to_wire_result(rollout_id, executed.result)
+        wire["notes"] = executed.wire_notes()  # as a server of ours would send them
         result = self.finish(
             row,
             attempt,
             rollout_id,
-            to_wire_result(rollout_id, executed.result),
+            wire,
             started,
             executed.trajectory,
             diagnostics=str(executed.diagnostics) if executed.diagnostics else None,

@@ -17,6 +17,7 @@ from osmosis_rollout import (
     RolloutInitRequest,
     RolloutInitResponse,
     RolloutResultResponse,
+    RolloutSample,
     RolloutStatus,
 )
 
@@ -187,6 +188,29 @@ def test_result_response_round_trips_a_terminal_result() -> None:
     parsed = RolloutResultResponse.model_validate(body)
     assert parsed.err_category is RolloutErrorCategory.AGENT_ERROR
     assert parsed.model_dump(mode="json") == body
+
+
+def test_a_results_notes_are_kept_by_our_model_and_ignored_by_the_officials() -> None:
+    class OfficialResult(BaseModel):
+        """The official SDK's ``RolloutResultResponse``: pydantic's default config."""
+
+        rollout_id: str
+        status: RolloutStatus
+        sample: RolloutSample | None = None
+        err_message: str | None = None
+        err_category: RolloutErrorCategory | None = None
+
+    body = {
+        "rollout_id": "r",
+        "status": "failure",
+        "sample": None,
+        "err_message": "boom",
+        "err_category": "agent_error",
+        "notes": {"phase": "grader", "where": "main.py:9 in grade", "grader_reason": "no"},
+    }
+    assert RolloutResultResponse.model_validate(body).model_dump(mode="json") == body
+    official = OfficialResult.model_validate(body)
+    assert official.err_message == "boom" and "notes" not in official.model_dump()
 
 
 def test_cancel_request_defaults_to_cancelling_nothing() -> None:

@@ -183,6 +183,7 @@ async def test_execute_raising_a_base_exception_fails_only_that_rollout(
         token = await admit(client, "r-1")
         result = await poll_until_terminal(client, "r-1", token)
         health = await client.get("/health")
+    notes = result.pop("notes")
     assert result == {
         "rollout_id": "r-1",
         "status": "failure",
@@ -190,6 +191,9 @@ async def test_execute_raising_a_base_exception_fails_only_that_rollout(
         "err_message": message,
         "err_category": "agent_error",
     }
+    # Beyond the official result: where in the (here: the test's) code it was raised.
+    assert notes["phase"] == "workflow"
+    assert notes["where"].endswith("in execute")
     assert health.status_code == 200
 
 

@@ -1,0 +1,147 @@
+"""An errored row says where in the user's code it failed: the frame (``main.py:9 in run``)
+and a short traceback of user frames, in the failure text and in report.json, for errors
+raised by the workflow, the grader and the policy, in-process and through a rollout server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from workspaces import MAIN_PY, multiply_rows
+
+POLICY = "--osmosis-policy=policy.py:policy"
+
+RAISING_WORKFLOW = """
+from osmosis_rollout import AgentWorkflow, Grader
+
+
+def parse(text):
+    return int(text)
+
+
+class Answer(AgentWorkflow):
+    async def run(self, ctx):
+        number = parse(ctx.prompt[-1]["content"])
+        return [*ctx.prompt, {"role": "assistant", "content": str(number)}]
+
+
+class G(Grader):
+    async def grade(self, ctx):
+        ctx.set_reward(1.0)
+"""
+
+RAISING_GRADER = """
+from osmosis_rollout import AgentWorkflow, Grader
+
+
+class Answer(AgentWorkflow):
+    async def run(self, ctx):
+        return [*ctx.prompt, {"role": "assistant", "content": "42"}]
+
+
+class G(Grader):
+    async def grade(self, ctx):
+        scores = {}
+        ctx.set_reward(scores[ctx.label])
+"""
+
+RAISING_POLICY = """
+def lookup(table, key):
+    return table[key]
+
+
+def policy(request):
+    return lookup({}, "answer")
+"""
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl",
+        POLICY,
+        "--osmosis-output=out",
+        "--osmosis-agent-timeout=30",
+        "--osmosis-grader-timeout=30",
+        "-p",
+        "no:cacheprovider",
+        *args,
+    )
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    return result, report
+
+
+def _rows(n: int) -> list[dict[str, str]]:
+    return [{"user_prompt": f"row {i}", "ground_truth": "42"} for i in range(n)]
+
+
+def test_a_raising_workflow_names_the_users_frame_and_shows_their_frames(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(_rows(1), main=RAISING_WORKFLOW)
+    result, report = _run(pytester)
+    out = result.stdout.str()
+    assert "  raised at: rollouts/demo/main.py:6 in parse" in result.outlines, out
+    assert "  workflow traceback, your code:" in result.outlines
+    shown = out.split("workflow traceback, your code:")[1]
+    assert 'File "rollouts/demo/main.py", line 11, in run' in shown
+    assert 'number = parse(ctx.prompt[-1]["content"])' in shown
+    assert "ValueError: invalid literal for int() with base 10: 'row 0'" in shown
+    # Only the user's frames: none of the backend's, asyncio's or pytest's.
+    assert "osmosis_rollout" not in shown.split("workflow traceback:")[0]
+    (row,) = report["rows"]
+    assert row["error_phase"] == "workflow"
+    assert row["error_where"] == "rollouts/demo/main.py:6 in parse"
+    assert row["error_traceback"].splitlines()[-1] == (
+        "ValueError: invalid literal for int() with base 10: 'row 0'"
+    )
+
+
+def test_a_raising_grader_names_the_users_frame(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(_rows(1), main=RAISING_GRADER)
+    result, report = _run(pytester)
+    assert "  raised at: rollouts/demo/main.py:13 in grade" in result.outlines, result.stdout.str()
+    (row,) = report["rows"]
+    assert row["error_phase"] == "grader"
+    assert row["error_where"] == "rollouts/demo/main.py:13 in grade"
+    assert "ctx.set_reward(scores[ctx.label])" in row["error_traceback"]
+
+
+def test_a_raising_policy_leaves_its_traceback_on_the_row(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(multiply_rows(1), main=MAIN_PY, policy=RAISING_POLICY)
+    result, report = _run(pytester)
+    out = result.stdout.str()
+    assert "  raised at: policy.py:3 in lookup" in result.outlines, out
+    assert "  policy traceback, your code:" in result.outlines
+    assert 'File "policy.py", line 7, in policy' in out
+    (row,) = report["rows"]
+    assert row["error_type"] == "policy_error"
+    assert row["error_phase"] == "policy"
+    assert row["error_where"] == "policy.py:3 in lookup"
+    assert "KeyError: 'answer'" in row["error_traceback"]
+
+
+def test_a_served_rollout_carries_the_users_frame_and_the_graders_reason(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    main = RAISING_GRADER.replace(
+        "class G(Grader):",
+        "import logging\n\nlog = logging.getLogger('graders.demo')\n\n\nclass G(Grader):",
+    ).replace(
+        "        scores = {}\n",
+        "        log.warning('no score for %s', ctx.label)\n        scores = {}\n",
+    )
+    workspace(_rows(1), main=main)
+    result, report = _run(pytester, "--osmosis-serve", "--osmosis-concurrency=1")
+    (row,) = report["rows"]
+    assert row["error_phase"] == "grader", result.stdout.str()[-3000:]
+    assert row["error_where"].endswith("main.py:19 in grade")
+    assert "ctx.set_reward(scores[ctx.label])" in row["error_traceback"]
+    assert "no score for 42" in row["grader"]["reason"]
+    assert "grader said:" in result.stdout.str()
