@@ -205,8 +205,10 @@ def student_t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t > 0 else tail
 
 
+@functools.lru_cache(maxsize=1024)
 def student_t_quantile(p: float, df: float) -> float:
-    """``t`` with ``P(T <= t) = p`` for Student's t with ``df`` degrees of freedom."""
+    """``t`` with ``P(T <= t) = p`` for Student's t with ``df`` degrees of freedom (cached:
+    a gate asks for the same few quantiles at every look)."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must be between 0 and 1 (exclusive), got {p!r}")
     if p < 0.5:
@@ -478,22 +480,22 @@ def stratified_exact_test(tables: Sequence[Table]) -> float:
     independent counts and ``s`` the observed one: never 0, at most 1. With one attempt a
     row on each side it is the one-sided exact McNemar test.
     """
-    lowest, observed = 0, 0
-    distribution = [1.0]
+    strata = []
     for table in tables:
         _check_table(table)
-        low, pmf = _hypergeometric(table)
-        lowest += low
-        observed += table[0]
+        strata.append(_hypergeometric(table))
+    # Only P(S <= s) is wanted: sums past s - lowest are never read, so never kept.
+    reach = sum(table[0] for table in tables) - sum(low for low, _ in strata)
+    distribution = [1.0]
+    for _, pmf in strata:
         if len(pmf) == 1:
             continue
-        merged = [0.0] * (len(distribution) + len(pmf) - 1)
+        merged = [0.0] * min(len(distribution) + len(pmf) - 1, reach + 1)
         for i, p in enumerate(distribution):
-            if p:
-                for j, q in enumerate(pmf):
-                    merged[i + j] += p * q
+            for j, q in enumerate(pmf[: len(merged) - i]):
+                merged[i + j] += p * q
         distribution = merged
-    return min(1.0, math.fsum(distribution[: observed - lowest + 1]))
+    return min(1.0, math.fsum(distribution))
 
 
 def cmh_test(tables: Sequence[Table]) -> float:

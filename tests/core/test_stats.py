@@ -48,7 +48,9 @@ def test_the_t_quantile_is_scipys(p: float, df: float) -> None:
     assert stats.student_t_quantile(p, df) == pytest.approx(sp.t.ppf(p, df), rel=1e-9, abs=1e-9)
 
 
-@given(st.floats(0.01, 0.99), st.floats(0.01, 0.99), st.floats(0.0, 1.0))
+# Within 1e-12 of 1, 1 - x has few bits left and scipy's betainc is off by more than its
+# own precision (at x = 1 - 2**-53, I(0.5, 0.5) is 1 - 6.7e-9; scipy says 1 - 9.5e-9).
+@given(st.floats(0.01, 0.99), st.floats(0.01, 0.99), st.floats(0.0, 1.0 - 1e-12))
 def test_the_regularized_beta_is_scipys(a_scale: float, b_scale: float, x: float) -> None:
     a, b = a_scale * 50, b_scale * 50
     assert stats.regularized_beta(a, b, x) == pytest.approx(
