@@ -406,16 +406,29 @@ def reward_interval(
     mean: float, population_std: float, count: int, extremes: tuple[float, float], confidence: float
 ) -> Interval | None:
     """An interval for the mean reward that stays inside the rewards' range, from a summary's
-    moments; None for no reward. The range is [0, 1], widened to the lowest and highest
-    reward seen. Rewards all at the ends of the range (pass/fail graders) get Wilson's
-    interval; others :func:`~osmosis_rollout.runs.stats.clustered_interval_from_moments` on
-    the rescaled rewards, so 30 equal rewards still leave doubt."""
+    moments; None for no reward.
+
+    The range is [0, 1], widened to the lowest and highest reward seen; the rewards, rescaled
+    to it, get :func:`~osmosis_rollout.runs.stats.clustered_interval_from_moments` with
+    Student's t quantile on ``count - 1`` degrees of freedom: for pass/fail rewards that is
+    Wilson's interval with the t quantile (at least 93.3% coverage at 95% for 10 to 100
+    rewards and any rate from 5% to 95%, where Wilson's own dips to 89.8%); for graded ones
+    Wilson's shape at an effective size read from their spread, so 30 equal rewards still
+    leave doubt.
+    """
     if count < 1:
         return None
     low, high = min(0.0, extremes[0]), max(1.0, extremes[1])
     width = high - low
+    alpha = 1.0 - confidence
+    quantile = (
+        student_t_quantile(1.0 - alpha / 2.0, count - 1)
+        if count > 1
+        else normal_quantile(1.0 - alpha / 2.0)
+    )
     scaled = clustered_interval_from_moments(
-        (mean - low) / width, (population_std / width) ** 2, count, confidence
+        (mean - low) / width, (population_std / width) ** 2, count, confidence, quantile=quantile
     ).interval
-    method = "wilson" if scaled.method == "wilson" else "wilson, effective size"
-    return Interval(low + scaled.low * width, low + scaled.high * width, confidence, method)
+    return Interval(
+        low + scaled.low * width, low + scaled.high * width, confidence, "wilson, t quantile"
+    )

@@ -363,7 +363,10 @@ def _wilson_bounds(estimate: float, size: float, z: float) -> tuple[float, float
     centre = (estimate + z * z / (2.0 * size)) / denominator
     half = z * math.sqrt(estimate * (1.0 - estimate) / size + z * z / (4.0 * size * size))
     half /= denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0 or 1 the bound is the estimate itself; rounding would leave it a hair inside.
+    low = 0.0 if estimate <= 0.0 else max(0.0, centre - half)
+    high = 1.0 if estimate >= 1.0 else min(1.0, centre + half)
+    return low, high
 
 
 @dataclass(frozen=True)

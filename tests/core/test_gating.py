@@ -192,7 +192,7 @@ def test_a_summary_gains_intervals_for_its_rates_and_mean_reward() -> None:
         < extra["rows"]["pass_rate_interval"]["high"]
     )
     mean = extra["reward_stats"]["mean_interval"]
-    assert mean["method"] == "wilson" and mean["low"] < 0.8 < mean["high"]
+    assert mean["method"] == "wilson, t quantile" and mean["low"] < 0.8 < mean["high"]
     assert extra["reward_stats"]["graded"] == 40
 
 

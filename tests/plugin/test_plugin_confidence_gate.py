@@ -55,7 +55,7 @@ def test_rates_are_shown_with_their_intervals_in_the_summary_report_and_html(
     assert interval["low"] == pytest.approx(low / 100, abs=0.001)
     assert set(summary["pass_rate_interval"]) == {"low", "high", "confidence", "method"}
     assert summary["pass_rate_interval"]["low"] <= summary["pass_rate"]
-    assert summary["reward_stats"]["mean_interval"]["method"] == "wilson"
+    assert summary["reward_stats"]["mean_interval"]["method"] == "wilson, t quantile"
     html = (root / "r.html").read_text()
     assert f"{rate:.1f}% [{low:.1f}%, {high:.1f}%] (95%)" in html
 
