@@ -22,7 +22,7 @@ estimates from finite runs too.
 5. Stability and cost (issue 29) on a fixed suite: the three-way gate against the point
    gate, and the attempts ``auto`` spends against a fixed ``--osmosis-n 8``.
 
-    .venv/bin/python bench/bench_gate_sim.py [--runs 1000] [--seed 36] [--sections 12345]
+    .venv/bin/python bench/bench_gate_sim.py [--runs 1000] [--seed 36] [--sections 1b2345]
 """
 
 from __future__ import annotations
@@ -75,13 +75,17 @@ def attempts(chances: Sequence[float], n: int, rng: random.Random) -> list[RowCo
 
 
 def auto_run(
-    chances: Sequence[float], threshold: float, rng: random.Random, max_n: int = MAX_N
+    chances: Sequence[float],
+    threshold: float,
+    rng: random.Random,
+    max_n: int = MAX_N,
+    confidence: float = CONFIDENCE,
 ) -> tuple[str, int]:
     """``--osmosis-n auto``: every row once, then rounds until decided or ``max_n``."""
     counts = attempts(chances, 1, rng)
     spent = len(counts)
     while True:
-        decision, more = auto_round(counts, threshold, CONFIDENCE, max_n)
+        decision, more = auto_round(counts, threshold, confidence, max_n)
         if not more:
             return decision.outcome, spent
         for index in more:
@@ -109,11 +113,16 @@ def draw(chances: np.ndarray, n: int, rng: np.random.Generator) -> list[RowCount
     return [(int(c), n) for c in rng.binomial(n, chances)]
 
 
-def calibration(runs: int, seed: int) -> list[list[object]]:
+def calibration(
+    runs: int,
+    seed: int,
+    confidence: float = CONFIDENCE,
+    row_counts: Sequence[int] = (20, 40, 100, 200),
+) -> list[list[object]]:
     lines = []
     threshold = 0.80
     for kind in ("same", "mixed"):
-        for rows in (20, 40, 100, 200):
+        for rows in row_counts:
             rng = np.random.default_rng(seed)
             line: list[object] = [f"{kind}, {rows} rows"]
             for n in ("1", "2", "4", "8", "auto"):
@@ -122,17 +131,20 @@ def calibration(runs: int, seed: int) -> list[list[object]]:
                     chances = task_chances(kind, threshold, rows, rng)
                     if n == "auto":
                         outcome, _ = auto_run(
-                            list(chances), threshold, random.Random(int(rng.integers(2**32)))
+                            list(chances),
+                            threshold,
+                            random.Random(int(rng.integers(2**32))),
+                            confidence=confidence,
                         )
                     elif n == "1":
                         counts = draw(chances, 1, rng)
                         outcome = rows_gate(
-                            sum(p for p, _ in counts), rows, threshold, CONFIDENCE
+                            sum(p for p, _ in counts), rows, threshold, confidence
                         ).outcome
                     else:
                         counts = draw(chances, int(n), rng)
                         outcome = attempts_gate(
-                            counts, threshold, CONFIDENCE, anytime=False
+                            counts, threshold, confidence, anytime=False
                         ).outcome
                     passed += outcome == "passed"
                 line.append(rate(passed, runs))
@@ -322,7 +334,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=36)
     parser.add_argument(
-        "--sections", default="12345", help="which sections to run, e.g. 14 (default all)"
+        "--sections",
+        default="1b2345",
+        help="which sections to run, e.g. 14 (default all: 1 1b 2 3 4 5)",
     )
     args = parser.parse_args()
     started = time.perf_counter()
@@ -337,6 +351,14 @@ def main() -> None:
             table(
                 ["task, rows", "n 1", "n 2", "n 4", "n 8", "n auto"],
                 calibration(args.runs, args.seed),
+            )
+        )
+    if "b" in args.sections:
+        print("\n1b. the same at confidence 99% (target <= 1.5%)")
+        print(
+            table(
+                ["task, rows", "n 1", "n 2", "n 4", "n 8", "n auto"],
+                calibration(args.runs, args.seed, 0.99, (20, 40)),
             )
         )
     if "2" in args.sections:
