@@ -236,9 +236,11 @@ def apply_gates(
                 decision.outcome == "undecided" and settings.gate_undecided == "pass"
             )
             line = decision.describe()
-            if decision.outcome == "undecided" and ok:
+            forgiven = decision.outcome == "undecided" and ok
+            if forgiven:
                 line += " (passed: --osmosis-gate-undecided pass)"
         else:
+            forgiven = False
             # The point gate: the same rate, read without its interval.
             rate, need = decision.estimate, settings.min_pass_rate
             ok = decision.rows > 0 and rate >= need
@@ -246,7 +248,7 @@ def apply_gates(
             line = f"gate: {decision.measure} {rate:.1%} {relation} {need:.1%}: " + (
                 "passed" if ok else "failed"
             )
-        if ok and failed_rows:
+        if ok and failed_rows and not forgiven:
             line += f" ({failed_rows} row(s) missed, see above)"
         extra["gate"] = {
             "min_pass_rate": settings.min_pass_rate,
