@@ -69,7 +69,13 @@ class RewardStats(_Open):
     min: float = Field(description="lowest reward")
     max: float = Field(description="highest reward")
     mean_interval: ReportInterval | None = Field(
-        default=None, description="interval of the mean reward (t), at the run's confidence"
+        default=None,
+        description="interval of the mean reward, inside the rewards' range (Wilson's with "
+        "the t quantile), at the run's confidence",
+    )
+    graded: int | None = Field(default=None, description="attempts the mean is over")
+    errored_left_out: int | None = Field(
+        default=None, description="attempts whose rollout errored: no reward, left out of the mean"
     )
 
 
