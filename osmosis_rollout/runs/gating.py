@@ -266,6 +266,8 @@ class RegressionTest:
     """The mean change of the rows' pass fractions (negative: worse)."""
     margin: float = 0.0
     """The drop tolerated (``--osmosis-regression-margin``): significant means worse by more."""
+    alternative: str = "worse"
+    """What a significant result means, in words (``worse by more than 0.02`` with a margin)."""
 
     @property
     def regressed(self) -> bool:
@@ -284,7 +286,7 @@ class RegressionTest:
             "method": self.method,
             "change": self.change,
             "margin": self.margin,
-            "alternative": "worse" if not self.margin else f"worse by more than {self.margin:g}",
+            "alternative": self.alternative,
         }
 
     def describe(self) -> str:
@@ -356,6 +358,7 @@ def regression_test(
         method=method,
         change=math.fsum(differences) / len(differences) if differences else 0.0,
         margin=margin,
+        alternative=f"worse by more than {margin:g}" if margin else "worse",
     )
 
 

@@ -19,7 +19,7 @@ from workspaces import POLICY_PY, SEEDED_FLAKY_POLICY, multiply_rows, write_rows
 
 POLICY = "--osmosis-policy=policy.py:policy"
 DATASET = "--osmosis-dataset=data/test.jsonl"
-GATE = ("--osmosis-gate-confidence=0.95", "--osmosis-report=r.json")
+GATE = ("--osmosis-gate-confidence=0.95", "--osmosis-report=r.json", "--osmosis-html=r.html")
 
 
 def _line(result: pytest.RunResult, start: str) -> str:
@@ -163,6 +163,7 @@ def test_a_regression_margin_tolerates_a_drop_smaller_than_it(
     assert isinstance(test, dict)
     assert test["test"]["margin"] == 0.15
     assert test["test"]["alternative"] == "worse by more than 0.15"
+    assert "not significant (p = 0.75, one-sided, margin 15%)" in (root / "r.html").read_text()
     bad = pytester.runpytest(DATASET, POLICY, "--osmosis-regression-margin=5")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "--osmosis-regression-margin: a drop in pass rate, between 0 and 1" in bad.stderr.str()
