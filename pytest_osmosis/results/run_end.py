@@ -20,6 +20,7 @@ import pytest
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME
 from pytest_osmosis.keys import REPORT_ATTR, WORD_ATTR
 from pytest_osmosis.options import resolve_path
+from pytest_osmosis.results.failure_groups import FailureGroups
 from pytest_osmosis.results.output_paths import OutputWrite, write_outputs
 from pytest_osmosis.results.report import RowRecord, summary_segments, ungraded_line
 from pytest_osmosis.results.stopped import EXIT_WRITE_FAILED, how_it_ended, incomplete_lines
@@ -66,6 +67,8 @@ class RunSummary:
         """What ``pytest_sessionfinish`` computed for the terminal summary."""
         self._pytest_session: pytest.Session | None = None
         self._summary_started = False
+        self.failure_groups = FailureGroups()
+        """The failed rows by what failed: a repeated failure is printed in full once."""
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._pytest_session = session
@@ -90,6 +93,7 @@ class RunSummary:
             attempts=value["attempts"],
             stats=value.get("stats", {}),
         )
+        self.failure_groups.add(report, value)
         # A row this process journaled as reported is read back from the journal at the end:
         # the report keeps nothing of it meanwhile.
         row = osmosis.book.get(record.nodeid)
@@ -140,6 +144,7 @@ class RunSummary:
             self._finish(session, int(exitstatus))
         finally:
             osmosis.folder.release()
+        self.failure_groups.shorten_repeats()  # before pytest prints the failures
 
     def _finish(self, session: pytest.Session, exitstatus: int) -> None:
         from pytest_osmosis.results.gates import apply_gates
@@ -265,6 +270,8 @@ class RunSummary:
             for text, markup in segments:
                 terminalreporter.write(text, **markup)
             terminalreporter.line("")
+        for line in self.failure_groups.lines():
+            terminalreporter.write_line(line, red=True)
         for line in incomplete_lines(result["summary"], result["not_run"]):
             terminalreporter.write_line(line, red=True, bold=True)
         for line in result["gate_lines"]:

@@ -145,3 +145,62 @@ def test_a_served_rollout_carries_the_users_frame_and_the_graders_reason(
     assert "ctx.set_reward(scores[ctx.label])" in row["error_traceback"]
     assert "no score for 42" in row["grader"]["reason"]
     assert "grader said:" in result.stdout.str()
+
+
+NO_GRADER = """
+from osmosis_rollout import AgentWorkflow
+
+
+class Answer(AgentWorkflow):
+    async def run(self, ctx):
+        return [*ctx.prompt, {"role": "assistant", "content": "42"}]
+"""
+
+
+def _failure_heads(result: pytest.RunResult) -> list[str]:
+    """The first line of each failure section in the terminal (after its ``___ row-N ___``)."""
+    lines = result.outlines
+    return [
+        lines[i + 1] for i, line in enumerate(lines) if line.startswith("___") and "row-" in line
+    ]
+
+
+def test_a_policy_failing_every_row_is_printed_in_full_once(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(multiply_rows(5), main=MAIN_PY, policy=RAISING_POLICY)
+    result, report = _run(pytester, "--junitxml=junit.xml")
+    out = result.stdout.str()
+    result.assert_outcomes(failed=5, passed=2)
+    heads = _failure_heads(result)
+    assert (
+        heads[0] == "row-0 (test.jsonl line 1): rollout failed [policy_error]: KeyError: 'answer'"
+    )
+    assert heads[1:] == [
+        f"row-{i}: failed the same way as row-0 (shown in full above): the policy failed "
+        "[policy_error]: KeyError: 'answer' (at policy.py:3 in lookup)"
+        for i in range(1, 5)
+    ], out
+    assert out.count("policy traceback, your code:") == 1
+    assert (
+        "5 rows failed the same way: the policy failed [policy_error]: KeyError: 'answer' "
+        "(at policy.py:3 in lookup); full text under row-0"
+    ) in result.outlines
+    # Every row keeps its own full text where it is read one row at a time.
+    junit = (pytester.path / "junit.xml").read_text()
+    assert junit.count("policy traceback, your code:") == 5
+    assert all(row["error_where"] == "policy.py:3 in lookup" for row in report["rows"])
+
+
+def test_rows_with_no_grader_are_grouped_and_different_failures_are_not(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(_rows(3), main=NO_GRADER)
+    result, _ = _run(pytester, "--osmosis-pass-threshold=1")
+    assert (
+        "3 rows failed the same way: no grader ran (no_grader): no reward; full text under row-0"
+    ) in result.outlines, result.stdout.str()
+    workspace(_rows(3), main=RAISING_WORKFLOW)  # each row's message names its own prompt
+    result, _ = _run(pytester)
+    assert "rows failed the same way" not in result.stdout.str()
+    assert len([h for h in _failure_heads(result) if "rollout failed [validation_error]" in h]) == 3
