@@ -31,9 +31,9 @@ def how_it_ended(
     """``{"stopped_by", "interrupted"}`` for ``run.json``'s ``finished`` record."""
     if received_signal is not None:
         return {"stopped_by": received_signal, "interrupted": True}
-    if exitstatus == pytest.ExitCode.INTERRUPTED:
+    if exitstatus == pytest.ExitCode.INTERRUPTED and not isinstance(session.shouldstop, str):
         # A KeyboardInterrupt no handler of ours saw: Ctrl-C before the rows started, or
-        # raised by code under test.
+        # raised by code under test. (A plugin's reason to stop exits INTERRUPTED too.)
         return {"stopped_by": "KeyboardInterrupt", "interrupted": True}
     if session.shouldfail:
         maxfail = int(getattr(session.config.option, "maxfail", 0) or 0)

@@ -383,7 +383,11 @@ class ServerRunner(_AttemptBuilder):
         except RolloutProtocolError as exc:
             wire = _failed_wire(rollout_id, "rollout_protocol_error", str(exc))
         except Exception as exc:
-            wire = _failed_wire(rollout_id, type(exc).__name__, str(exc) or type(exc).__name__)
+            message = str(exc) or type(exc).__name__
+            if client.url not in message:
+                # httpx's "All connection attempts failed" says nothing of which server.
+                message += f" (rollout server {client.url})"
+            wire = _failed_wire(rollout_id, type(exc).__name__, message)
         return wire
 
 

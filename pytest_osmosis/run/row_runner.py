@@ -24,6 +24,7 @@ from pytest_osmosis.keys import RECORD_KEY, REPORT_ATTR, WORD_ATTR, row_ref
 from pytest_osmosis.results.report import reward_word, row_record
 from pytest_osmosis.results.rows import Row, RowBook, RowState
 from pytest_osmosis.results.verdict import AttemptResult, RowVerdict, row_verdict
+from pytest_osmosis.run.infra_breaker import InfraBreaker, NotStarted
 from pytest_osmosis.run.scheduler import RolloutLoopStopped, RolloutScheduler
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ class RowRunner:
         self.watcher: RowWatcher | None = None
         """Told when a row's rollouts finish and while an item waits (the live progress)."""
         self._ahead: collections.deque[Callable[[], None]] = collections.deque()
+        self.breaker = InfraBreaker()
+        """Trips when the model or rollout server is plainly down: no new rollout starts."""
 
     @property
     def scheduler(self) -> RolloutScheduler:
@@ -104,7 +107,7 @@ class RowRunner:
         submitted meanwhile, so every slot stays busy. No new row starts once a run file
         could not be written.
         """
-        if self.session.folder.write_failure is not None:
+        if self.session.folder.write_failure is not None or self.breaker.tripped is not None:
             self._ahead.clear()
         if not self._ahead:
             return
@@ -144,8 +147,12 @@ class RowRunner:
         runner = self.session.ensure_engine().runner
         cassette = cassette_key or row.key
 
+        breaker = self.breaker
+
         def attempt_factory(attempt: int) -> Callable[[], Awaitable[AttemptResult]]:
             def start() -> Awaitable[AttemptResult]:
+                if breaker.tripped is not None:
+                    return _not_started(breaker.tripped)
                 state.started()
                 return runner.run_attempt(row, attempt, cassette_key=cassette)
 
@@ -201,7 +208,13 @@ class RowRunner:
                 settled.set_result(verdict)
 
         for future in futures:
+            future.add_done_callback(self._note_attempt)
             future.add_done_callback(done)
+
+    def _note_attempt(self, future: concurrent.futures.Future[AttemptResult]) -> None:
+        """Tell the breaker how an attempt ended (on the rollouts' thread)."""
+        if not future.cancelled() and future.exception() is None:
+            self.breaker.record(future.result())
 
     def verdict(self, attempts: list[AttemptResult]) -> RowVerdict:
         """The row's verdict over ``attempts`` under the run's threshold and row rule."""
@@ -259,6 +272,9 @@ class RowRunner:
             except concurrent.futures.CancelledError:
                 decided = False
                 attempts.append(_synthetic(row, attempt, "cancelled", "the rollout was cancelled"))
+            except NotStarted as exc:
+                decided = False
+                attempts.append(_synthetic(row, attempt, "not_started", str(exc)))
             except RolloutLoopStopped as exc:
                 decided = False
                 attempts.append(_synthetic(row, attempt, "rollout_loop_stopped", str(exc)))
@@ -333,6 +349,13 @@ class RowRunner:
         """Move a finished row's record from the item onto its call report, journaling the
         reported version where the row ran."""
         report = yield
+        if (
+            report.when == "call"
+            and self.breaker.tripped is not None
+            and not item.session.shouldstop
+        ):
+            # The model or rollout server is down: stop after this item (see infra_breaker).
+            item.session.shouldstop = self.breaker.tripped
         if report.when == "call" and RECORD_KEY in item.stash:
             record = item.stash[RECORD_KEY]
             del item.stash[RECORD_KEY]
@@ -383,6 +406,12 @@ def _name_blocked_loop(
             attempt.blocked_loop = max(blocks, key=lambda b: b.seconds).describe()
             told = True
     return told
+
+
+async def _not_started(why: str) -> AttemptResult:
+    """An attempt the breaker kept from starting: no result, so its row is not journaled
+    (a resume runs it); its item, if pytest reaches it before stopping, fails saying why."""
+    raise NotStarted(f"not started: {why}")
 
 
 def _synthetic(row: DatasetRow, attempt: int, error_type: str, message: str) -> AttemptResult:

@@ -204,3 +204,95 @@ def test_rows_with_no_grader_are_grouped_and_different_failures_are_not(
     result, _ = _run(pytester)
     assert "rows failed the same way" not in result.stdout.str()
     assert len([h for h in _failure_heads(result) if "rollout failed [validation_error]" in h]) == 3
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_dead_model_server_is_named_and_stops_new_rows_after_a_few(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from osmosis_rollout.integrations._litellm import import_litellm
+
+    import_litellm()  # before pytester snapshots sys.modules (see test_model_policy_choice)
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dead-server-0123456789")
+    workspace(multiply_rows(12), main=MAIN_PY)
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl",
+        "--osmosis-model=openai/qwen3",
+        "--osmosis-output=out",
+        "--osmosis-concurrency=1",
+        "-p",
+        "no:cacheprovider",
+    )
+    out = result.stdout.str()
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    assert f"APIConnectionError: Connection error. (calling {url}/chat/completions)" in out, out
+    # Three rollouts in a row failed the same way with none passing: no further row started.
+    assert 1 <= len(report["rows"]) <= 3, out
+    assert report["summary"]["complete"] is False
+    stopped = [line for line in result.outlines if line.startswith("INCOMPLETE: stopped by")]
+    assert stopped, out
+    assert stopped[0].startswith(
+        "INCOMPLETE: stopped by 3 rollouts in a row failing on the same unreachable server, "
+        "none succeeding (no new row started): policy_error: APIConnectionError: "
+        f"Connection error. (calling {url}/chat/completions): "
+    )
+    not_run = 12 - len(report["rows"])
+    assert f"{not_run} of 12 rows not run: row-{len(report['rows'])}, " in stopped[0]
+    assert result.ret != 0
+
+
+def _attempt(
+    status: str, error_type: str | None = None, message: str | None = None, phase: str | None = None
+) -> Any:
+    from pytest_osmosis.results.verdict import AttemptResult
+
+    return AttemptResult(
+        row_key="r",
+        row_index=0,
+        source_row_index=0,
+        run_index=0,
+        rollout_id="r.0",
+        status=status,
+        reward=1.0 if status == "success" else None,
+        error_type=error_type,
+        err_message=message,
+        error_phase=phase,
+    )
+
+
+def test_the_breaker_trips_only_on_consecutive_identical_infrastructure_failures() -> None:
+    from pytest_osmosis.run.infra_breaker import InfraBreaker
+
+    refused = _attempt(
+        "failed", "policy_error", "APIConnectionError: Connection error. (calling u)", "policy"
+    )
+    other = _attempt("failed", "ConnectError", "All connection attempts failed (rollout server v)")
+    user_code = _attempt("failed", "agent_error", "ConnectError: tool server down", "workflow")
+    breaker = InfraBreaker(trip_after=3)
+    for attempt in (
+        refused,
+        refused,
+        _attempt("success"),
+        refused,
+        refused,
+        other,
+        user_code,
+        refused,
+        refused,
+    ):
+        breaker.record(attempt)
+    assert breaker.tripped is None  # a success, another cause or the user's own error resets it
+    breaker.record(refused)
+    assert breaker.tripped is not None and breaker.tripped.endswith(
+        "policy_error: APIConnectionError: Connection error. (calling u)"
+    )

@@ -1,0 +1,84 @@
+"""Stop starting rows once the infrastructure is plainly down.
+
+A model server that refuses connections, or a rollout server that is gone, fails every row the
+same way; running the other 500 rows only repeats the first failure 500 times (each after its
+retries). :class:`InfraBreaker` watches the attempts as they finish: after
+:data:`TRIP_AFTER` consecutive attempts that failed with the same infrastructure error and no
+success in between, it trips. From then the row runner starts no new rollout and pytest stops
+after the item it is on: the rows not started are "not run" and the run is incomplete, with
+the reason in its summary.
+
+Only failures of what the rows run *on* count (a connection refused or reset, a server that
+exited): a workflow or grader that raises is the rollout's own failure, reported row by row.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+from pytest_osmosis.results.verdict import STATUS_FAILED, AttemptResult
+
+__all__ = ["TRIP_AFTER", "InfraBreaker", "NotStarted", "infrastructure_cause"]
+
+TRIP_AFTER = 3
+"""Consecutive identical infrastructure failures, with no success between, that stop the run."""
+
+_UNREACHABLE = re.compile(
+    r"APIConnectionError|ConnectError|ConnectTimeout|ConnectionRefused|Connection refused|"
+    r"Connection error|RemoteProtocolError|ServerDisconnected|Name or service not known|"
+    r"nodename nor servname"
+)
+_INFRA_TYPES = frozenset({"server_exited"})
+
+
+class NotStarted(Exception):
+    """An attempt the tripped breaker kept from starting: its row has no result (not run)."""
+
+
+def infrastructure_cause(attempt: AttemptResult) -> str | None:
+    """What made ``attempt`` fail when it was the infrastructure (its message), else None."""
+    if attempt.status != STATUS_FAILED:
+        return None
+    message = attempt.err_message or ""
+    if attempt.error_type in _INFRA_TYPES:
+        return message or str(attempt.error_type)
+    # The model (a policy call) or the rollout server (admission, polling) was unreachable.
+    if attempt.error_phase in ("workflow", "grader"):
+        return None  # user code's own exception, even one about a connection
+    if _UNREACHABLE.search(message) or _UNREACHABLE.search(attempt.error_type or ""):
+        return f"{attempt.error_type}: {message}" if attempt.error_type else message
+    return None
+
+
+class InfraBreaker:
+    """Counts consecutive identical infrastructure failures; trips at :data:`TRIP_AFTER`.
+
+    Attempts finish on the rollouts' thread while items read :attr:`tripped` on pytest's.
+    """
+
+    def __init__(self, trip_after: int = TRIP_AFTER) -> None:
+        self.trip_after = trip_after
+        self.tripped: str | None = None
+        """Why new rows are no longer started; None while they are."""
+        self._lock = threading.Lock()
+        self._cause: str | None = None
+        self._count = 0
+
+    def record(self, attempt: AttemptResult) -> None:
+        """Note a finished attempt: a success resets the count, another failure too."""
+        cause = infrastructure_cause(attempt)
+        with self._lock:
+            if self.tripped is not None:
+                return
+            if cause is None or cause != self._cause:
+                self._cause, self._count = cause, 0
+            if cause is None:
+                return
+            self._count += 1
+            if self._count >= self.trip_after:
+                first_line = cause.strip().splitlines()[0] if cause.strip() else cause
+                self.tripped = (
+                    f"{self._count} rollouts in a row failing on the same unreachable "
+                    f"server, none succeeding (no new row started): {first_line}"
+                )
