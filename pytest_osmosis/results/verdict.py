@@ -59,7 +59,8 @@ class AttemptResult:
     """What the grader said of this attempt: ``reason`` (its log lines and each judge's
     explanation, see :mod:`osmosis_rollout.rollout_notes`) and the sample's ``metrics``."""
     workflow_log: str | None = None
-    """What the workflow logged, kept when the attempt errored."""
+    """What the workflow logged, kept when the attempt did not pass (its failure shows it:
+    a row's records are shown on that row, never under another item)."""
     prompt: str | None = None
     """The row's task (its first user message, clipped), kept on an errored attempt: such a
     rollout may have left no trajectory to read it from."""
@@ -157,6 +158,8 @@ def row_verdict(
     """
     for attempt in attempts:
         attempt.passed = attempt_passes(attempt, threshold, ungraded_passes=ungraded_passes)
+        if attempt.passed:
+            attempt.workflow_log = None  # nothing to explain; the report stays small
     scored = [a for a in attempts if a.status != STATUS_SKIPPED]
     passed = sum(1 for a in scored if a.passed)
     if not scored:

@@ -182,7 +182,8 @@ class _AttemptBuilder:
             error_where=where if failed else None,
             error_traceback=_clip(traceback, MAX_ERROR_CHARS) if failed else None,
             grader=_grader_said(notes, sample.get("metrics"), told.get("grader_reason")),
-            workflow_log=(notes.workflow_log() or None) if notes and status == "failed" else None,
+            # Kept until the verdict: a row that passes lets it go (row_verdict).
+            workflow_log=(notes.workflow_log() or None) if notes else None,
             prompt=_clip(_prompt_text(row), MAX_ANSWER_CHARS) if status == "failed" else None,
         )
 

@@ -301,7 +301,12 @@ class OsmosisSession:
 
     def _start_rows(self, session: pytest.Session) -> None:
         """Start the selected rows' rollouts ahead of pytest's in-order reporting."""
-        if self.config.option.collectonly or self.is_worker:
+        if self.config.option.collectonly:
+            return
+        if self.is_worker:
+            # A worker runs rows too (RowRunner starts its queue): its log handlers must
+            # redact and leave other rows' records out of each item's captured log as well.
+            self.redaction.redact_pytest_logs()
             return
         items = [item for item in session.items if row_ref(item) is not None]
         plan = self.resume.plan

@@ -296,3 +296,65 @@ def test_the_breaker_trips_only_on_consecutive_identical_infrastructure_failures
     assert breaker.tripped is not None and breaker.tripped.endswith(
         "policy_error: APIConnectionError: Connection error. (calling u)"
     )
+
+
+CHATTY = """
+import asyncio
+import logging
+
+from osmosis_rollout import AgentWorkflow, Grader
+
+log = logging.getLogger("demo.workflow")
+
+
+class Answer(AgentWorkflow):
+    async def run(self, ctx):
+        prompt = ctx.prompt[-1]["content"]
+        log.warning("working on %s", prompt)
+        await asyncio.sleep(0.2)
+        log.warning("done with %s", prompt)
+        return [*ctx.prompt, {"role": "assistant", "content": "no"}]
+
+
+class G(Grader):
+    async def grade(self, ctx):
+        ctx.set_reward(0.0)
+"""
+
+
+def test_under_xdist_a_rows_captured_log_holds_no_other_rows_records(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(_rows(8), main=CHATTY)
+    result = pytester.runpytest_subprocess(
+        "--osmosis-dataset=data/test.jsonl",
+        POLICY,
+        "--osmosis-output=out",
+        "-n",
+        "2",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(failed=8, passed=2)
+    sections: dict[str, list[str]] = {}
+    row: str | None = None
+    for line in result.outlines:
+        if line.startswith("___") and "row-" in line:
+            row = line.strip("_ ").rsplit("::", 1)[-1]
+        elif row is not None and line.startswith("---") and "Captured log" in line:
+            sections.setdefault(row, [])
+        elif line.startswith("---"):
+            row = None  # another section (captured output, ...)
+        elif row is not None and row in sections and ("working on" in line or "done with" in line):
+            sections[row].append(line)
+    leaked = {
+        row: [line for line in lines if not line.endswith(f"row {row.removeprefix('row-')}")]
+        for row, lines in sections.items()
+    }
+    assert not any(leaked.values()), leaked
+    # A row's own records are on that row: in its failure text, in its own words.
+    texts = result.stdout.str().split("workflow logged:")[1:]
+    assert len(texts) == 8
+    for text in texts:
+        own = text.split("WARNING demo.workflow: working on ")[1].split()[0:2]
+        assert f"WARNING demo.workflow: done with {' '.join(own)}" in text, text
