@@ -276,6 +276,8 @@ def run_mode(
         if mode == "plugin-litellm":
             argv.append("--osmosis-force-litellm")
         env = {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": KEY}
+        if mode == "plugin-no-shortcuts":
+            env["OSMOSIS_NO_SHORTCUTS"] = "1"
         report = run_child(argv, cwd=ours, env=env, timeout=timeout)
     if report["failed"]:
         raise SystemExit(f"{mode}: {report['failed']} of {rows} rollouts did not earn reward 1.0")

@@ -500,7 +500,11 @@ class PolicyServer:
                     rollout_id,
                     CallRecord(body, None, 0.0, message, stream, status_code=faults.fail_status),
                 )
-                headers = {"retry-after-ms": str(faults.retry_after_ms)}
+                headers = (
+                    {"retry-after-ms": str(faults.retry_after_ms)}
+                    if faults.retry_after_s is None
+                    else {"retry-after": str(faults.retry_after_s)}
+                )
                 error_type = "rate_limit_error" if faults.fail_status == 429 else "server_error"
                 return _error_response(faults.fail_status, message, error_type, headers=headers)
             if faults.latency_s > 0:
