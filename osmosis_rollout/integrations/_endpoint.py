@@ -43,7 +43,7 @@ from types import ModuleType
 from typing import Any
 
 from osmosis_rollout._internal.shortcuts import shortcuts_enabled
-from osmosis_rollout.policy.connection_pools import pool_sizes, pooled_transport
+from osmosis_rollout.transport.connection_pools import pool_sizes, pooled_transport
 from osmosis_rollout.transport.telemetry import model_call
 
 _PROVIDER = "litellm_proxy"
