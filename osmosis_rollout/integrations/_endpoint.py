@@ -21,7 +21,8 @@ the SDK's, not a copy:
 Only the arguments the rollout models pass in practice take the lean path (``temperature``,
 ``max_tokens``, ``tools``, ``stream`` and LiteLLM's own no-op flags); a call with any other
 argument set (``top_p``, ``tool_choice``, ``max_retries``, ``timeout``, extra body fields, ...)
-is handed to the real ``litellm.acompletion`` unchanged. Streamed replies come back as an
+is handed to the real ``litellm.acompletion`` unchanged, and so is every call of a process
+that set LiteLLM's global ``num_retries`` or a callback (a user's logger sees every call). Streamed replies come back as an
 async iterator of OpenAI ``ChatCompletionChunk`` objects (what the frameworks' stream handlers
 read); plain replies as a LiteLLM ``ModelResponse`` (what their non-streaming paths read).
 ``tests/integrations/test_lean_endpoint.py`` runs both paths side by side (request bytes,
@@ -79,8 +80,9 @@ def _drop_nulls(message: Any) -> Any:
 def _loop_client(litellm: ModuleType) -> Any:
     """One ``AsyncOpenAI`` per event loop (a connection belongs to the loop that opened it).
 
-    Its settings are LiteLLM's defaults for an OpenAI-compatible call; each call copies it
-    with its rollout's URL and key (the copy shares the connection pools).
+    Its retries are LiteLLM's default for an OpenAI-compatible call; each call copies it
+    with its rollout's URL and key and LiteLLM's timeout (the copy shares the connection
+    pools).
     """
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
@@ -101,14 +103,11 @@ def _loop_client(litellm: ModuleType) -> Any:
             )
             return http.AsyncHTTPTransport(verify=tls, limits=limits)
 
-        timeout = _request_timeout(litellm)
         client = openai.AsyncOpenAI(
-            api_key="unset",  # every call's copy carries the rollout's key
-            timeout=timeout,
+            api_key="unset",  # every call's copy carries the rollout's key and timeout
             max_retries=litellm.DEFAULT_MAX_RETRIES,
             http_client=openai.DefaultAsyncHttpxClient(
-                transport=pooled_transport(http, pool, pool_sizes(_MAX_CONNECTIONS)),
-                timeout=timeout,
+                transport=pooled_transport(http, pool, pool_sizes(_MAX_CONNECTIONS))
             ),
         )
         _clients[loop] = client
@@ -127,6 +126,26 @@ def _request_timeout(litellm: ModuleType) -> float:
         return float(litellm.request_timeout)
     configured = get_configured_request_timeout()
     return float(COMPLETION_HTTP_FALLBACK_SECONDS if configured is None else configured)
+
+
+_GLOBAL_HOOKS = (
+    "callbacks",
+    "success_callback",
+    "failure_callback",
+    "input_callback",
+    "_async_success_callback",
+    "_async_failure_callback",
+    "_async_input_callback",
+)
+"""LiteLLM's module-level callback lists: a user's logger there must see every call."""
+
+
+def _litellm_at_defaults(litellm: ModuleType) -> bool:
+    """True unless the user set LiteLLM's global retries or callbacks, which only
+    ``litellm.acompletion`` honours (such a process sends every call through it)."""
+    if getattr(litellm, "num_retries", None) is not None:
+        return False
+    return not any(getattr(litellm, name, None) for name in _GLOBAL_HOOKS)
 
 
 class LeanLitellm:
@@ -170,14 +189,15 @@ class LeanLitellm:
 
     async def acompletion(self, **kwargs: Any) -> Any:
         """Serve a rollout-endpoint call lean; anything else goes to LiteLLM unchanged."""
-        body = self.lean_body(kwargs) if shortcuts_enabled() else None
+        lean = shortcuts_enabled() and _litellm_at_defaults(self._litellm)
+        body = self.lean_body(kwargs) if lean else None
         if body is None:
             return await self._litellm.acompletion(**kwargs)
         import openai
 
         base_url = str(kwargs.get("base_url") or kwargs.get("api_base")).rstrip("/")
         client = _loop_client(self._litellm).with_options(
-            api_key=kwargs["api_key"], base_url=base_url
+            api_key=kwargs["api_key"], base_url=base_url, timeout=_request_timeout(self._litellm)
         )
         # LiteLLM asks the SDK for the raw response (to read its headers): the same header
         # goes out here, and the reply is parsed from the raw response as LiteLLM does.

@@ -200,25 +200,43 @@ async def test_a_setting_outside_the_lean_set_goes_through_litellm_unchanged() -
     assert lean == reference
 
 
-@pytest.mark.parametrize("switch", ["", "1"], ids=["shortcuts-on", "shortcuts-off"])
-async def test_the_shortcuts_switch_sends_the_model_calls_through_litellm(
-    switch: str, monkeypatch: pytest.MonkeyPatch
+def _log_call(*_: Any, **__: Any) -> None:
+    """A user's LiteLLM success callback (a plain function, as LiteLLM accepts)."""
+
+
+@pytest.mark.parametrize(
+    ("switch", "litellm_global", "through_litellm"),
+    [
+        ("", None, False),
+        ("1", None, True),
+        ("", ("num_retries", 2), True),
+        ("", ("success_callback", [_log_call]), True),
+    ],
+    ids=["shortcuts-on", "shortcuts-off", "global-num-retries", "global-callback"],
+)
+async def test_calls_go_through_litellm_when_switched_off_or_when_its_globals_are_set(
+    switch: str,
+    litellm_global: tuple[str, Any] | None,
+    through_litellm: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import litellm
 
     monkeypatch.setenv("OSMOSIS_NO_SHORTCUTS", switch)
-    through_litellm = []
+    if litellm_global is not None:
+        monkeypatch.setattr(litellm, *litellm_global)
+    calls = []
     real = litellm.acompletion
 
     async def counted(**kwargs: Any) -> Any:
-        through_litellm.append(kwargs["model"])
+        calls.append(kwargs["model"])
         return await real(**kwargs)
 
     monkeypatch.setattr(litellm, "acompletion", counted)
     app = RecordingModel()
     await run_once(OsmosisLitellmModel, stream=False, chunks=1, prompt="6 times 7?", app=app)
     assert len(app.requests) == 2
-    assert len(through_litellm) == (2 if switch == "1" else 0)
+    assert len(calls) == (2 if through_litellm else 0)
 
 
 def test_only_rollout_model_calls_take_the_lean_path() -> None:

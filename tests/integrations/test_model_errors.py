@@ -67,12 +67,13 @@ async def test_a_429_then_a_reply_is_retried_and_the_rollout_goes_on(
 
 
 @pytest.mark.parametrize("streaming", [True, False], ids=["streamed", "plain"])
+@pytest.mark.parametrize("framework", sorted(ASK))
 async def test_a_500_on_every_try_raises_litellms_internal_server_error(
-    serve_policy: Callable[..., PolicyServer], streaming: bool
+    serve_policy: Callable[..., PolicyServer], framework: str, streaming: bool
 ) -> None:
     server = serve_policy("unused", faults=Faults(fail_first=10, fail_status=500))
     with pytest.raises(openai.InternalServerError) as caught:
-        await ask_openai_agents(server, streaming=streaming)
+        await ASK[framework](server, streaming=streaming)
     assert isinstance(caught.value, litellm.InternalServerError)
     assert caught.value.status_code == 500
     assert len(server.log("r1").calls) == REQUESTS_PER_CALL
