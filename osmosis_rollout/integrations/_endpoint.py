@@ -35,6 +35,7 @@ hands every call to ``litellm.acompletion``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import sys
 import types
@@ -205,29 +206,37 @@ class LeanLitellm:
         options = {"headers": {**headers, _RAW_RESPONSE_HEADER: "true"}}
         url = base_url + "/chat/completions"
         stream = bool(body.get("stream"))
+        # The model call's span lasts until a stream's last chunk is read (or it fails).
+        span = contextlib.ExitStack()
+        span.enter_context(model_call(url, stream=stream))
         try:
-            with model_call(url, stream=stream):
-                if stream:
-                    raw = await client.post(
-                        "/chat/completions",
-                        body=body,
-                        options=options,
-                        cast_to=object,
-                        stream=True,
-                        stream_cls=openai.AsyncStream[object],
-                    )
-                else:
-                    raw = await client.post(
-                        "/chat/completions", body=body, options=options, cast_to=object
-                    )
-                parsed = raw.parse()
-        except Exception as exc:
-            raise self._litellm_error(exc, kwargs, wrap=True) from exc
+            if stream:
+                raw = await client.post(
+                    "/chat/completions",
+                    body=body,
+                    options=options,
+                    cast_to=object,
+                    stream=True,
+                    stream_cls=openai.AsyncStream[object],
+                )
+            else:
+                raw = await client.post(
+                    "/chat/completions", body=body, options=options, cast_to=object
+                )
+            parsed = raw.parse()
+        except BaseException as exc:
+            span.__exit__(type(exc), exc, exc.__traceback__)
+            if isinstance(exc, Exception):
+                raise self._litellm_error(exc, kwargs, wrap=True) from exc
+            raise
         if stream:
-            return self._chunks(parsed, kwargs)
+            return self._chunks(parsed, kwargs, span)
+        span.close()
         return self._litellm.ModelResponse(**parsed)
 
-    async def _chunks(self, chunks: Any, kwargs: Mapping[str, Any]) -> AsyncIterator[Any]:
+    async def _chunks(
+        self, chunks: Any, kwargs: Mapping[str, Any], span: contextlib.ExitStack
+    ) -> AsyncIterator[Any]:
         """The SSE reply as OpenAI ``ChatCompletionChunk`` objects; errors as LiteLLM's."""
         from openai.types.chat import ChatCompletionChunk
 
@@ -241,8 +250,10 @@ class LeanLitellm:
                     # after.
                     yield validate({**chunk, "choices": []})
         except Exception as exc:
+            span.__exit__(type(exc), exc, exc.__traceback__)
             raise self._litellm_error(exc, kwargs, wrap=False) from exc
         finally:
+            span.close()  # a no-op once exited above
             await chunks.close()
 
     def _litellm_error(
