@@ -197,7 +197,7 @@ def start_official_server(
 
 OUR_HEALTH_EXTRAS = ("admission", "connections")
 """The keys our ``/health`` adds to the official body (the adaptive limit and the open
-connections, README "Serving"): left out where bodies are compared."""
+connections, docs/serving.md): left out where bodies are compared."""
 
 
 def start_our_server(workdir: Path, *, api_key: str | None = None) -> ServerProcess:
