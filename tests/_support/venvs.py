@@ -11,7 +11,7 @@ missing (the build failed, timed out, or never ran).
 - :data:`SIDE_BY_SIDE`: the official SDK and this project with their framework extras, resolved
   together in one ``pip install`` (``tests/packaging/test_side_by_side.py``);
 - :data:`DISTRIBUTION`: ``pip install .`` from a fresh copy of the repository, and its wheel
-  (``tests/packaging/test_distribution.py``); its key is the repository's files.
+  (``tests/packaging/test_distribution.py``); its key is the files a ``pip install .`` reads.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -119,8 +120,12 @@ def _copy_repository(destination: Path) -> None:
         shutil.copy2(REPO / rel, target)
 
 
-def _repository_key() -> str:
-    files = _tracked_files()
+DISTRIBUTED = ("pyproject.toml", "LICENSE", "README.md", "osmosis_rollout/", "pytest_osmosis/")
+"""The repository's files a ``pip install .`` reads (a folder ends with ``/``)."""
+
+
+def _repository_key(prefixes: tuple[str, ...]) -> str:
+    files = [rel for rel in _tracked_files() if rel.startswith(prefixes)]
     return _sha(*(part for rel in files for part in (rel.encode(), (REPO / rel).read_bytes())))
 
 
@@ -197,15 +202,21 @@ def _official_key() -> str:
     return _sha(*(r.encode() for r in OFFICIAL_SDK.requirements))
 
 
+def _project_requirements() -> bytes:
+    """What pip resolves for this project: ``[project]``'s Python and dependencies."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    wanted = ("requires-python", "dependencies", "optional-dependencies")
+    return json.dumps({k: project.get(k) for k in wanted}, sort_keys=True).encode()
+
+
 def _side_by_side_key() -> str:
-    # Our requirements come from pyproject.toml; the code itself is imported from the checkout.
-    return _sha(
-        *(r.encode() for r in SIDE_BY_SIDE.requirements), (REPO / "pyproject.toml").read_bytes()
-    )
+    # What pip resolves; the code itself is imported from the checkout, so it is not in the key.
+    return _sha(*(r.encode() for r in SIDE_BY_SIDE.requirements), _project_requirements())
 
 
 def _distribution_key() -> str:
-    return _repository_key()
+    # What goes into the distribution: a change to tests or docs does not rebuild it.
+    return _repository_key(DISTRIBUTED)
 
 
 OFFICIAL_SDK = Prebuilt(
