@@ -8,6 +8,7 @@ installed packages and this distribution, the innermost of them named on one lin
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sysconfig
@@ -43,6 +44,7 @@ def _library_roots() -> tuple[str, ...]:
 _LIBRARY_ROOTS = _library_roots()
 
 
+@functools.lru_cache(maxsize=1024)
 def is_user_file(filename: str) -> bool:
     """Whether ``filename`` is user code: not the standard library, an installed package or ours."""
     if not filename or filename.startswith("<"):
