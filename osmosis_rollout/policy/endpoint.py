@@ -536,10 +536,13 @@ class PolicyServer:
             reply = await self._answer(chat_request)
         except Exception as exc:
             message = self._redact(_failure_text(exc))
-            logger.warning("policy failed for rollout %s: %s", rollout_id, message)
+            seen = user_traceback(exc)
+            traceback = self._redact_lines(seen.text)
+            # A policy of the user's (a scripted one) that raised: its frames, for the log too.
+            shown = f"\n{traceback}" if seen.where is not None else ""
+            logger.warning("policy failed for rollout %s: %s%s", rollout_id, message, shown)
             status = getattr(exc, "status_code", None)
             status = status if isinstance(status, int) and 400 <= status < 500 else 502
-            seen = user_traceback(exc)
             self._record(
                 rollout_id,
                 CallRecord(
@@ -550,7 +553,7 @@ class PolicyServer:
                     stream,
                     status_code=200 if stream else status,
                     where=seen.where,
-                    traceback=self._redact_lines(seen.text),
+                    traceback=traceback,
                 ),
             )
             if stream:

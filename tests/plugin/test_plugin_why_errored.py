@@ -125,6 +125,10 @@ def test_a_raising_policy_leaves_its_traceback_on_the_row(
     assert row["error_phase"] == "policy"
     assert row["error_where"] == "policy.py:3 in lookup"
     assert "KeyError: 'answer'" in row["error_traceback"]
+    assert (
+        'File "policy.py", line 3, in lookup'
+        in (pytester.path / "out" / "rollouts.log").read_text()
+    )
 
 
 def test_a_served_rollout_carries_the_users_frame_and_the_graders_reason(
@@ -218,14 +222,13 @@ def _closed_port() -> int:
 def test_a_dead_model_server_is_named_and_stops_new_rows_after_a_few(
     workspace: Callable[..., Path], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from osmosis_rollout.integrations._litellm import import_litellm
-
-    import_litellm()  # before pytester snapshots sys.modules (see test_model_policy_choice)
     url = f"http://127.0.0.1:{_closed_port()}/v1"
     monkeypatch.setenv("OPENAI_BASE_URL", url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-dead-server-0123456789")
     workspace(multiply_rows(12), main=MAIN_PY)
-    result = pytester.runpytest(
+    # In a subprocess: the model route imports LiteLLM, which pytester's in-process runs
+    # must not unload and reload between tests.
+    result = pytester.runpytest_subprocess(
         "--osmosis-dataset=data/test.jsonl",
         "--osmosis-model=openai/qwen3",
         "--osmosis-output=out",
