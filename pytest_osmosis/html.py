@@ -24,7 +24,6 @@ from pytest_osmosis.reporting import (
     failed_parts,
     format_cost,
     interval_text,
-    row_errored,
     ungraded_line,
 )
 
@@ -126,7 +125,8 @@ def _cost_text(value: float | None) -> str:
 
 def row_outcome(verdict: str, attempts: list[dict[str, Any]]) -> str:
     """``passed``, ``skipped``, ``errored`` (failed because a rollout errored) or ``failed``."""
-    return "errored" if row_errored(verdict, attempts) else verdict
+    errored = verdict == "failed" and any(a.get("status") == "failed" for a in attempts)
+    return "errored" if errored else verdict
 
 
 def _histogram(

@@ -93,7 +93,7 @@ def test_a_row_changed_by_its_report_is_reported_as_changed(
     last_lines: dict[str, str] = {}
     for line in (root / "out" / "rows.jsonl").read_text().splitlines():
         entry = json.loads(line)
-        last_lines[entry["row_key"]] = entry["row_verdict"]
+        last_lines[entry["row_key"]] = entry["verdict"]
     assert last_lines == verdicts
 
 
