@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME
-from pytest_osmosis.completion import EXIT_WRITE_FAILED, how_it_ended, incomplete_lines
 from pytest_osmosis.keys import REPORT_ATTR, WORD_ATTR
 from pytest_osmosis.options import resolve_path
-from pytest_osmosis.outputs import OutputWrite, write_outputs
-from pytest_osmosis.reporting import summary_segments, ungraded_line
+from pytest_osmosis.results.output_paths import OutputWrite, write_outputs
+from pytest_osmosis.results.report import summary_segments, ungraded_line
+from pytest_osmosis.results.stopped import EXIT_WRITE_FAILED, how_it_ended, incomplete_lines
 
 if TYPE_CHECKING:
-    from pytest_osmosis.completion import SignalWatch
-    from pytest_osmosis.gates import GateResult
     from pytest_osmosis.options import OsmosisSettings
-    from pytest_osmosis.reporting import RunReport
-    from pytest_osmosis.resume import Resume
-    from pytest_osmosis.run_folder import RunFolder
+    from pytest_osmosis.results.gates import GateResult
+    from pytest_osmosis.results.report import RunReport
+    from pytest_osmosis.results.resume import Resume
+    from pytest_osmosis.results.run_folder import RunFolder
+    from pytest_osmosis.results.stopped import SignalWatch
 
 __all__ = ["SUMMARY_PLUGIN", "RunSummary", "SummaryHost"]
 
@@ -38,7 +38,7 @@ SUMMARY_PLUGIN = "osmosis-summary"
 
 
 class SummaryHost(Protocol):
-    """What the summary reads of the session (:class:`~pytest_osmosis.session.OsmosisSession`)."""
+    """What the summary reads of the session (:class:`~pytest_osmosis.run.session.OsmosisSession`)."""
 
     config: pytest.Config
     settings: OsmosisSettings
@@ -110,7 +110,7 @@ class RunSummary:
         """Say how the run ended, write the report files and apply the gates (controller only).
 
         A file that cannot be written is reported after the summary, and the run exits
-        :data:`~pytest_osmosis.completion.EXIT_WRITE_FAILED`.
+        :data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`.
         """
         osmosis = self.session
         if osmosis.is_worker or osmosis.config.option.collectonly:
@@ -126,7 +126,7 @@ class RunSummary:
             osmosis.folder.release()
 
     def _finish(self, session: pytest.Session, exitstatus: int) -> None:
-        from pytest_osmosis.gates import apply_gates
+        from pytest_osmosis.results.gates import apply_gates
 
         osmosis = self.session
         report, plan, stop = osmosis.report, osmosis.resume.plan, osmosis.folder.write_failure
@@ -225,7 +225,7 @@ class RunSummary:
                 )
             )
         if settings.html:
-            from pytest_osmosis.html import write_html
+            from pytest_osmosis.results.html import write_html
 
             html_path = resolve_path(osmosis.config, settings.html)
 

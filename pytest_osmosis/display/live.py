@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
+from pytest_osmosis.display.progress import ProgressDisplay, ProgressState, Terminal
 from pytest_osmosis.keys import DATASETS_KEY, REPORT_ATTR, ROW_KEY
-from pytest_osmosis.progress import ProgressDisplay, ProgressState, Terminal
 
 if TYPE_CHECKING:
     from osmosis_rollout.runs.report_model import RowRecord

@@ -20,9 +20,9 @@ import pytest
 
 from pytest_osmosis.keys import ROW_KEY, RowRef
 from pytest_osmosis.options import OPTIONS
-from pytest_osmosis.policy_choice import CassetteKeys
-from pytest_osmosis.session import ensure_session
-from pytest_osmosis.verdict import VerdictHookError, failure_message
+from pytest_osmosis.results.verdict import VerdictHookError, failure_message
+from pytest_osmosis.run.policy_choice import CassetteKeys
+from pytest_osmosis.run.session import ensure_session
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr

@@ -27,15 +27,15 @@ from osmosis_rollout.execution import execute_in_process
 from osmosis_rollout.runs.report_model import AttemptRecord, GraderSaid
 from osmosis_rollout.transport.wire import replace_surrogates
 from osmosis_rollout.types import ExecutionResult, RolloutStatus
-from pytest_osmosis.rollout_output import rollout_output
-from pytest_osmosis.verdict import classify
+from pytest_osmosis.results.verdict import classify
+from pytest_osmosis.run.rollout_log import rollout_output
 
 if TYPE_CHECKING:
     from osmosis_rollout.controller import PolicyServer, RolloutClient
     from osmosis_rollout.dataset import DatasetRow
     from osmosis_rollout.policy import TokenPrices
     from osmosis_rollout.rollout_notes import RolloutNotes
-    from pytest_osmosis.rollout_servers import ServedServer
+    from pytest_osmosis.run.rollout_servers import ServedServer
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

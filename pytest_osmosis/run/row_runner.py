@@ -7,8 +7,8 @@ As a row's last attempt ends, the loop's thread decides its verdict (a
 progress. The item that waits for the row (:meth:`RowRunner.wait_for_row`) only takes the
 record; when it gives up waiting (its deadline), it hands the loop the rest to settle, so
 the loop's thread still decides. Only when the loop is gone (given up as blocked, or dead)
-does another thread decide, and :meth:`~pytest_osmosis.rows.Row.claim` lets exactly one.
-Each row's state and record live on its :class:`~pytest_osmosis.rows.Row`.
+does another thread decide, and :meth:`~pytest_osmosis.results.rows.Row.claim` lets exactly one.
+Each row's state and record live on its :class:`~pytest_osmosis.results.rows.Row`.
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ import pytest
 
 from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
 from pytest_osmosis.keys import REPORT_ATTR, WORD_ATTR, row_ref
-from pytest_osmosis.reporting import reward_word
-from pytest_osmosis.rows import Row, RowBook, RowState
-from pytest_osmosis.scheduler import RolloutLoopStopped, RolloutScheduler
-from pytest_osmosis.verdict import decide_row, hook_outcome
+from pytest_osmosis.results.report import reward_word
+from pytest_osmosis.results.rows import Row, RowBook, RowState
+from pytest_osmosis.results.verdict import decide_row, hook_outcome
+from pytest_osmosis.run.scheduler import RolloutLoopStopped, RolloutScheduler
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
-    from pytest_osmosis.engine import Engine
     from pytest_osmosis.options import OsmosisSettings
-    from pytest_osmosis.run_folder import RunFolder
+    from pytest_osmosis.results.run_folder import RunFolder
+    from pytest_osmosis.run.engine import Engine
 
 __all__ = ["ROWS_PLUGIN", "RowRunner", "RowWatcher", "RunHost"]
 
@@ -48,7 +48,7 @@ Missing = tuple[str, str]
 
 
 class RowWatcher(Protocol):
-    """What the rows tell the live progress display (:mod:`pytest_osmosis.live`)."""
+    """What the rows tell the live progress display (:mod:`pytest_osmosis.display.live`)."""
 
     def row_done(self, key: str, verdict: RowRecord) -> None:
         """A row's verdict was decided (called on the rollouts' thread)."""
@@ -61,7 +61,7 @@ class RowWatcher(Protocol):
 
 
 class RunHost(Protocol):
-    """What the rows need from the session (:class:`~pytest_osmosis.session.OsmosisSession`)."""
+    """What the rows need from the session (:class:`~pytest_osmosis.run.session.OsmosisSession`)."""
 
     config: pytest.Config
     settings: OsmosisSettings

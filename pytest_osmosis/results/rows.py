@@ -24,7 +24,7 @@ from osmosis_rollout.runs.journal import JOURNAL_FILENAME
 if TYPE_CHECKING:
     from osmosis_rollout.runs.journal import RowJournal
     from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
-    from pytest_osmosis.run_folder import RunFolder
+    from pytest_osmosis.results.run_folder import RunFolder
 
 __all__ = ["Row", "RowBook", "RowState"]
 
@@ -59,7 +59,7 @@ class Row:
     source_index: int = 0
     """Its offset in its dataset file."""
     fingerprint: dict[str, Any] | None = None
-    """What its result depends on (see :mod:`pytest_osmosis.resume`)."""
+    """What its result depends on (see :mod:`pytest_osmosis.results.resume`)."""
     state: RowState = RowState.SUBMITTED
     results: list[AttemptRecord | None] = field(default_factory=list)
     """Each attempt's result as it ends (None until then)."""
