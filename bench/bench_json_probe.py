@@ -3,7 +3,9 @@
 Runs pytest with the plugin over ``example_rollouts/plain-chat`` (as ``scripts/demo.sh``
 runs its example: the workspace's own ini, its deterministic policy, in-process) in a child
 process whose ``json`` and pydantic JSON entry points count their calls, attributed to the
-module that called them. Each call is one encode (or decode) however much it holds: a
+module that called them (``json.JSONEncoder.encode``/``JSONDecoder.decode``, which
+``json.dumps``/``json.loads`` call, ``json.dump``, and pydantic's JSON methods). Each call is
+one encode (or decode) however much it holds: a
 journal line, a trajectory file, a whole ``report.json``. The dataset is repeated to
 ``--rows`` rows so a run's fixed files (``run.json``, ``report.json``) weigh little; the
 figure per row is the total over the rows.
@@ -37,7 +39,7 @@ def _caller():
     while frame is not None:
         name = frame.f_globals.get("__name__", "?")
         if name not in ("json", "json.encoder", "json.decoder", "pydantic.main",
-                        "pydantic.type_adapter", "__main__"):
+                        "pydantic.type_adapter", "__main__", "_pydantic_core"):
             short = name.split(".")[0] + "." + name.split(".")[-1] if "." in name else name
             return short + ":" + frame.f_code.co_name
         frame = frame.f_back
@@ -52,10 +54,11 @@ def counted(kind, fn):
     return wrapper
 
 
-json.dumps = counted("encode", json.dumps)
+# json.dumps and json.loads go through these two (so does an encoder made once and reused);
+# json.dump streams through iterencode instead.
+json.JSONEncoder.encode = counted("encode", json.JSONEncoder.encode)
+json.JSONDecoder.decode = counted("decode", json.JSONDecoder.decode)
 json.dump = counted("encode", json.dump)
-json.loads = counted("decode", json.loads)
-json.load = counted("decode", json.load)
 import pydantic, pydantic_core
 pydantic.BaseModel.model_dump_json = counted("encode", pydantic.BaseModel.model_dump_json)
 pydantic.BaseModel.model_validate_json = classmethod(
@@ -68,7 +71,7 @@ pydantic_core.from_json = counted("decode", pydantic_core.from_json)
 import pytest
 rc = pytest.main(sys.argv[1:])
 with open(os.environ["PROBE_OUT"], "w") as fh:
-    fh.write(json.dumps.__wrapped__([[k, w, n] for (k, w), n in counts.items()] + [["rc", "", int(rc)]]))
+    fh.write(json.JSONEncoder.encode.__wrapped__(json.JSONEncoder(), [[k, w, n] for (k, w), n in counts.items()] + [["rc", "", int(rc)]]))
 """
 
 

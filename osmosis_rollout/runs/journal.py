@@ -105,11 +105,15 @@ class RowJournal:
         the journal is already closed. An ``OSError`` is raised as :meth:`write_encoded`
         says."""
         record.run_id = self.run_id
-        text = record.model_dump_json()
-        if not self.redactor.absent_from_json(text):
-            redacted = self.redactor.redact_value(record.model_dump(mode="json"))
+        try:
+            text: str | None = record.model_dump_json()
+        except ValueError:  # a lone surrogate, or a value JSON has no form for
+            text = None
+        if text is None or not self.redactor.absent_from_json(text):
+            redacted = self.redactor.redact_value(record.model_dump(mode="python"))
             text = json.dumps(redacted, ensure_ascii=False, default=str)
-        return self.write_encoded((text + "\n").encode("utf-8", errors="backslashreplace"))
+        # A lone surrogate has no UTF-8 form: "?" keeps the line readable.
+        return self.write_encoded((text + "\n").encode("utf-8", errors="replace"))
 
     def write_encoded(self, data: bytes) -> bool:
         """Append whole lines of bytes; False when the journal is already closed.

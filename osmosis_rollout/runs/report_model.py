@@ -131,9 +131,6 @@ class AttemptRecord(_Open):
     started_at: float = Field(
         default=0.0, description="when the rollout started (Unix time, seconds)"
     )
-    trajectory_filename: str | None = Field(
-        default=None, description="the attempt's trajectory.json"
-    )
     diagnostics_path: str | None = Field(
         default=None, description="the attempt's diagnostics file, when one was written"
     )
@@ -173,6 +170,9 @@ class AttemptRecord(_Open):
         default=None,
         description="why a rollout that ran has no reward: no_grader, no_label or not_graded",
     )
+    trajectory_filename: str | None = Field(
+        default=None, description="the attempt's trajectory.json"
+    )
 
     @property
     def trajectory_path(self) -> str | None:
@@ -183,6 +183,10 @@ class AttemptRecord(_Open):
 class ReportAttempt(AttemptRecord):
     """A line of the report's ``rows``: an attempt with its row's node id and dataset."""
 
+    # Read leniently: a report's rows are read back from files other tools may have written.
+    status: str | None = Field(  # type: ignore[assignment]
+        default=None, description="success | failed (the rollout errored) | skipped"
+    )
     nodeid: str = Field(description="pytest node id of the row's item")
     dataset: str | None = Field(default=None, description="the dataset file the row came from")
 
@@ -258,8 +262,10 @@ class RowRecord(_Open):
 
     def report_rows(self) -> list[dict[str, Any]]:
         """Its attempts as the report's ``rows`` hold them (with node id and dataset)."""
-        who = {"nodeid": self.nodeid, "dataset": self.dataset}
-        return [{**who, **a.model_dump()} for a in self.attempts]
+        return [
+            {**a.model_dump(), "nodeid": self.nodeid, "dataset": self.dataset}
+            for a in self.attempts
+        ]
 
     def verdict_entry(self) -> dict[str, Any]:
         """Its entry in the report's ``row_verdicts``: who it is, its verdict, its statistics."""

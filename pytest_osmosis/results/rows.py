@@ -63,8 +63,11 @@ class Row:
     state: RowState = RowState.SUBMITTED
     results: list[AttemptRecord | None] = field(default_factory=list)
     """Each attempt's result as it ends (None until then)."""
-    settled: concurrent.futures.Future[RowRecord] = field(default_factory=concurrent.futures.Future)
-    """Its record, once decided (see :meth:`claim`)."""
+    settled: concurrent.futures.Future[RowRecord] | None = field(
+        default_factory=concurrent.futures.Future
+    )
+    """Its record, once decided (see :meth:`claim`), until pytest reported it
+    (:meth:`release`)."""
     builtin: str | None = None
     """The verdict the threshold alone gave, when a ``pytest_osmosis_row_verdict`` hook
     changed it."""
@@ -84,6 +87,8 @@ class Row:
         """True for the one caller that decides the row: the loop's thread, or the item's
         when the loop is gone. The claim is the record's future leaving its pending state,
         so no other step can decide it again."""
+        if self.settled is None:
+            return False  # reported and released
         try:
             return self.settled.set_running_or_notify_cancel()
         except RuntimeError:  # already claimed
@@ -93,9 +98,16 @@ class Row:
     def record(self) -> RowRecord | None:
         """The row's record, once decided."""
         settled = self.settled
-        if not settled.done() or settled.exception() is not None:
+        if settled is None or not settled.done() or settled.exception() is not None:
             return None
         return settled.result()
+
+    def release(self) -> None:
+        """Pytest reported the row: its record is in the journal, its report carries a copy,
+        and nothing of it is kept here (a 10,000-row run holds no row's answers)."""
+        self.state = RowState.REPORTED
+        self.settled = None
+        self.results = [None] * self.attempts
 
 
 class RowBook:

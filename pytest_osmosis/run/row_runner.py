@@ -172,16 +172,25 @@ class RowRunner:
 
         for attempt in range(state.attempts):
             future = scheduler.submit(f"{key}#{attempt}", attempt_factory(attempt))
-            future.add_done_callback(functools.partial(self._attempt_ended, state, attempt))
+            future.add_done_callback(
+                functools.partial(self._attempt_ended, scheduler, state, attempt)
+            )
 
     def _attempt_ended(
-        self, row: Row, attempt: int, future: concurrent.futures.Future[AttemptRecord]
+        self,
+        scheduler: RolloutScheduler,
+        row: Row,
+        attempt: int,
+        future: concurrent.futures.Future[AttemptRecord],
     ) -> None:
         """Keep an attempt's result (on the thread that ended it: the loop's, unless the loop
-        is gone); the last one to end has the row decided."""
+        is gone); the last one to end has the row decided. A cancelled attempt decides
+        nothing."""
         if future.cancelled():
-            result = self._failed(row, attempt, ("cancelled", "the rollout was cancelled"))
-        elif (exc := future.exception()) is not None:
+            # The run is stopping (a row it never reported is a row not run, not a failure),
+            # or the row was decided without this attempt.
+            return
+        if (exc := future.exception()) is not None:
             kind = "rollout_loop_stopped" if isinstance(exc, RolloutLoopStopped) else "plugin_error"
             text = str(exc) if kind != "plugin_error" else f"{type(exc).__name__}: {exc}"
             result = self._failed(row, attempt, (kind, text))
@@ -189,28 +198,30 @@ class RowRunner:
             result = future.result()
         row.results[attempt] = result
         if all(r is not None for r in row.results):
-            self._settle_on_loop(row, None)
+            self._settle_on_loop(scheduler, row, None)
 
-    def _settle_on_loop(self, row: Row, missing: Missing | None) -> None:
+    def _settle_on_loop(
+        self, scheduler: RolloutScheduler, row: Row, missing: Missing | None
+    ) -> None:
         """Have the loop's thread decide ``row`` (here, when this is that thread or the loop
         is gone)."""
-        scheduler = self.scheduler
         if scheduler.stopped is not None or scheduler.on_loop():
-            self._settle(row, missing)
+            self._settle(scheduler, row, missing)
             return
         try:
-            scheduler.loop.call_soon_threadsafe(self._settle, row, missing)
+            scheduler.loop.call_soon_threadsafe(self._settle, scheduler, row, missing)
         except RuntimeError:  # the loop is closed
-            self._settle(row, missing)
+            self._settle(scheduler, row, missing)
 
-    def _settle(self, row: Row, missing: Missing | None) -> None:
+    def _settle(self, scheduler: RolloutScheduler, row: Row, missing: Missing | None) -> None:
         """Decide the row's verdict once: its attempts (``missing`` stands for those with no
         result), the row rule, a verdict hook; journal it (a dataset row), tell the watcher,
         then hand the record to the item that waits for it."""
         if not row.claim():
             return
+        settled = row.settled
+        assert settled is not None  # claimed: not released
         try:
-            scheduler = self.scheduler
             attempts: list[AttemptRecord] = []
             for index, result in enumerate(row.results):
                 if result is None:
@@ -228,9 +239,9 @@ class RowRunner:
             if self.watcher is not None and row.watched:
                 self.watcher.row_done(row.key, record)
         except Exception as exc:
-            row.settled.set_exception(exc)
+            settled.set_exception(exc)
             return
-        row.settled.set_result(record)
+        settled.set_result(record)
 
     def decide(self, row: Row, attempts: list[AttemptRecord]) -> RowRecord:
         """The row's record over ``attempts`` under the run's threshold and row rule."""
@@ -288,36 +299,50 @@ class RowRunner:
             self.submit_row(key, row, cassette_key=cassette_key, dataset=dataset)
             state = self.book.get(key)
         assert state is not None
+        settled = state.settled
+        if settled is None:
+            raise RuntimeError(f"{key}: its row was already reported")
         scheduler = self.scheduler
         deadline = self.session.item_deadline()
         # Counted from submission, so rows that hang together expire together.
         submitted = scheduler.submitted_at(f"{key}#0")
         try:
-            self._wait(scheduler, state, max(0.0, submitted + deadline - time.monotonic()))
+            self._wait(scheduler, settled, max(0.0, submitted + deadline - time.monotonic()))
         except concurrent.futures.TimeoutError:
             why = ("item_timeout", f"no result within the item deadline ({deadline:g}s)")
-            self._give_up(scheduler, state, why)
+            self._give_up(scheduler, state, settled, why)
         finally:
             for attempt in range(state.attempts):
                 scheduler.forget(f"{key}#{attempt}")
         state.state = RowState.REPORTED
         self._top_up()
-        return state.settled.result(timeout=0)
+        return settled.result(timeout=0)
 
-    def _give_up(self, scheduler: RolloutScheduler, row: Row, why: Missing) -> None:
+    def _give_up(
+        self,
+        scheduler: RolloutScheduler,
+        row: Row,
+        settled: concurrent.futures.Future[RowRecord],
+        why: Missing,
+    ) -> None:
         """Hand the loop the row to settle with what it has; decide it here only when the
         loop does not answer within :data:`ITEM_GRACE_SEC` (it is blocked or gone)."""
-        self._settle_on_loop(row, why)
+        self._settle_on_loop(scheduler, row, why)
         try:
-            scheduler.wait(row.settled, ITEM_GRACE_SEC)
+            scheduler.wait(settled, ITEM_GRACE_SEC)
         except concurrent.futures.TimeoutError:
-            self._settle(row, why)
+            self._settle(scheduler, row, why)
         except Exception:
             pass  # the loop decided, and failed: the item reports that
-        if not row.settled.done():  # the loop claimed it and is still deciding
-            concurrent.futures.wait([row.settled], ITEM_GRACE_SEC)
+        if not settled.done():  # the loop claimed it and is still deciding
+            concurrent.futures.wait([settled], ITEM_GRACE_SEC)
 
-    def _wait(self, scheduler: RolloutScheduler, row: Row, timeout: float) -> None:
+    def _wait(
+        self,
+        scheduler: RolloutScheduler,
+        settled: concurrent.futures.Future[RowRecord],
+        timeout: float,
+    ) -> None:
         """Wait for the row's record, letting the watcher draw while it waits."""
         watcher = self.watcher
         deadline = time.monotonic() + timeout
@@ -325,7 +350,7 @@ class RowRunner:
             while True:
                 left = deadline - time.monotonic()
                 try:
-                    scheduler.wait(row.settled, max(0.0, min(left, WAIT_TICK_SEC)))
+                    scheduler.wait(settled, max(0.0, min(left, WAIT_TICK_SEC)))
                     return
                 except concurrent.futures.TimeoutError:
                     if left <= WAIT_TICK_SEC:
@@ -372,6 +397,8 @@ class RowRunner:
         report = yield
         row = self.book.get(item.nodeid) if report.when == "call" else None
         record = row.record if row is not None and row.dataset is not None else None
+        if row is not None:
+            row.release()
         if record is not None:
             value = {
                 "nodeid": record.nodeid,

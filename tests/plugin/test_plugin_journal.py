@@ -267,7 +267,7 @@ def test_a_journal_line_is_one_row_in_its_records_key_order(pytester: pytest.Pyt
     assert attempt_keys[0][:3] == ["row_key", "row_index", "source_row_index"]
     rows = report(root)["rows"]
     assert isinstance(rows, list)
-    assert [list(a) for a in rows] == [["nodeid", "dataset", *keys] for keys in attempt_keys]
+    assert [list(a) for a in rows] == [[*keys, "nodeid", "dataset"] for keys in attempt_keys]
 
 
 READS_COUNTER = """
