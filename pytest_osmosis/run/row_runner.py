@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import copy
 import functools
 import time
 from collections.abc import Awaitable, Callable, Generator
@@ -261,14 +262,16 @@ class RowRunner:
             return
         decided = hook(
             row={"nodeid": record.nodeid, "dataset": record.dataset, "row_key": record.row_key},
+            # Copies: what a hook does with them must not reach the record.
             result={
                 "verdict": record.verdict,
                 "attempts": record.report_rows(),
-                "stats": dict(record.stats),
+                "stats": copy.deepcopy(record.stats),
             },
         )
-        if decided is not None and hook_outcome(decided) != record.verdict:
-            row.builtin, record.verdict = record.verdict, hook_outcome(decided)
+        outcome = None if decided is None else hook_outcome(decided)
+        if outcome is not None and outcome != record.verdict:
+            row.builtin, record.verdict = record.verdict, outcome
 
     @staticmethod
     def _failed(row: Row, attempt: int, why: Missing) -> AttemptRecord:
