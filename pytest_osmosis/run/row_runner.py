@@ -107,7 +107,7 @@ class RowRunner:
         self._top_up()
 
     def _top_up(self) -> None:
-        """Submit queued rows once a quarter of the window is free.
+        """Submit queued rows once a quarter of the window is free, not one per finished row.
 
         Three quarters of the window (at least three times the concurrency) are still
         submitted meanwhile, so every slot stays busy. No new row starts once a run file

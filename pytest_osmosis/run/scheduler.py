@@ -21,7 +21,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from pytest_osmosis.run.watchdog import LoopBlock, LoopWatchdog
@@ -142,11 +142,6 @@ class RolloutScheduler:
             self._futures[key] = future
             self._submitted[key] = time.monotonic()
         return future
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """Kept for callers: each :meth:`submit` reaches the loop at once, in order."""
-        yield
 
     def _hand_over(
         self, key: str | None, factory: Callable[[], Awaitable[T]], bounded: bool
