@@ -185,10 +185,11 @@ def cut_torn_tail(path: Path) -> int:
         os.close(fd)
 
 
-def read_journal(path: Path) -> tuple[list[RowRecord], int]:
+def read_journal(path: Path, redactor: Redactor | None = None) -> tuple[list[RowRecord], int]:
     """The rows of a journal in first-appearance order, and how many lines were unreadable
     (a torn last line). The last line of each node id wins. A missing file is an empty
-    journal (no row finished).
+    journal (no row finished). With ``redactor``, a line that holds one of its secrets (one
+    written before the secret was known) is read redacted.
 
     Each line is read through :class:`~osmosis_rollout.runs.report_model.RowRecord`, the
     model that wrote it: a line that breaks it is a :class:`RunJournalError` naming the line
@@ -205,15 +206,28 @@ def read_journal(path: Path) -> tuple[list[RowRecord], int]:
             if not raw.strip():
                 continue
             try:
-                record = RowRecord.model_validate_json(raw)
+                if redactor is not None and _holds_secret(raw, redactor):
+                    record = RowRecord.model_validate(redactor.redact_value(json.loads(raw)))
+                else:
+                    record = RowRecord.model_validate_json(raw)
             except ValidationError as exc:
-                if exc.errors()[0]["type"] == "json_invalid":
-                    bad += 1
-                    continue
-                raise RunJournalError(_not_a_row(path, number, raw, exc)) from None
+                if exc.errors()[0]["type"] != "json_invalid":
+                    raise RunJournalError(_not_a_row(path, number, raw, exc)) from None
+                bad += 1  # a torn line
+                continue
+            except ValueError:  # a torn line, read through json.loads
+                bad += 1
+                continue
             rows.pop(record.nodeid, None)  # a later line (a resume's) replaces the row
             rows[record.nodeid] = record
     return list(rows.values()), bad
+
+
+def _holds_secret(raw: bytes, redactor: Redactor) -> bool:
+    try:
+        return not redactor.absent_from_json(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return True
 
 
 def _not_a_row(path: Path, number: int, raw: bytes, exc: ValidationError) -> str:

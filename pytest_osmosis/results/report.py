@@ -16,7 +16,6 @@ built as :func:`osmosis_rollout.runs.report.build_report` builds it, the functio
 from __future__ import annotations
 
 import copy
-import json
 import math
 import statistics
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from osmosis_rollout._internal.atomic import atomic_file
+from osmosis_rollout._internal.atomic import copy_atomic, write_json_atomic
 from osmosis_rollout.redaction import Redactor
 from osmosis_rollout.runs.gating import percent
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME, RowJournal, read_journal
@@ -76,7 +75,8 @@ class RunReport:
         self.preflight: list[dict[str, Any]] = []
         self.finished: dict[str, Any] = dict(FINISHED_NORMALLY)
         self._summary: dict[str, Any] | None = None
-        self._text: str | None = None
+        self._document: dict[str, Any] | None = None
+        self._written: Path | None = None
 
     def close(self) -> None:
         """Stop journaling (late rollouts of a stopped run are not written)."""
@@ -92,7 +92,7 @@ class RunReport:
         """Read the journal once: its rows (every row that finished, reported or not) in
         ``selected`` order, the rows of ``selected`` with none being the rows not run, and
         how the run ended. With ``counted``, only those journaled rows count."""
-        rows, _ = read_journal(self.output / JOURNAL_FILENAME)
+        rows, _ = read_journal(self.output / JOURNAL_FILENAME, self.redactor)
         if counted is not None:
             rows = [row for row in rows if row.nodeid in counted]
         self.rows = in_report_order(rows, selected)
@@ -124,19 +124,23 @@ class RunReport:
             preflight=self.preflight,
             extra=extra,
         )
-        text = _indented(document)
-        if not self.redactor.absent_from_json(text):
-            document = self.redactor.redact_shared(document)
-            text = _indented(document)
-        self._text = text
+        # The rows were redacted as they were read (finish); the rest is redacted here.
+        for key, value in document.items():
+            if key not in ("rows", "row_verdicts"):
+                document[key] = self.redactor.redact_shared(value)
+        self._document, self._written = document, None
         return document
 
     def write_json(self, path: Path) -> None:
-        """Write the JSON report made by :meth:`document` to ``path``, atomically."""
-        if self._text is None:
+        """Write the JSON report made by :meth:`document` to ``path``, atomically: encoded
+        once, streamed to the first file, copied to the others."""
+        if self._document is None:
             raise RuntimeError("RunReport.document() makes the report before it is written")
-        with atomic_file(path) as handle:
-            handle.write(self._text)
+        if self._written is not None and self._written.is_file():
+            copy_atomic(self._written, path)
+            return
+        write_json_atomic(path, self._document)
+        self._written = path
 
     def timings(self, slowest: int) -> Timings:
         """The rollouts' durations, the ``slowest`` longest and the flaky rows, for the
@@ -156,11 +160,6 @@ class RunReport:
                 if row.stats.get("flaky")
             ],
         )
-
-
-def _indented(document: dict[str, Any]) -> str:
-    """``document`` as :func:`~osmosis_rollout._internal.atomic.write_json_atomic` writes it."""
-    return json.dumps(document, indent=2, default=str) + "\n"
 
 
 @dataclass(frozen=True)
