@@ -16,6 +16,11 @@ subclass of uvicorn's h11 protocol (:func:`guarded_protocol`) and sheds:
   connection that is not being answered: one still sending its request or idle between
   requests. If every connection is being answered, the new one is closed.
 
+When the process is out of open files anyway, the event loop's ``accept()`` fails for each
+connection waiting (asyncio calls it up to the listen backlog per tick, and logs a traceback
+each time): :class:`RefusedAccepts` turns those into one warning line per
+:data:`REFUSED_ACCEPT_LOG_INTERVAL_SEC`.
+
 A slow *response* is legitimate: once a request has fully arrived (a long poll for a
 result, say), its connection is never timed out nor shed. The inbound key is checked as
 soon as the headers are complete (``BearerAuthMiddleware``, before any body is read), so a
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import errno
 import logging
 import time
 from collections import Counter
@@ -40,6 +46,9 @@ MIN_BODY_RATE = 1024.0
 """Bytes per second a request body must average once its grace period is over."""
 SWEEP_INTERVAL_SEC = 0.5
 MIN_RESERVED_FDS = 64
+REFUSED_ACCEPT_LOG_INTERVAL_SEC = 10.0
+"""At most one line per this many seconds about connections ``accept()`` refused."""
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 def default_max_connections() -> int:
@@ -165,6 +174,95 @@ class ConnectionGuard:
         }
 
 
+class RefusedAccepts:
+    """The event loop's exception handler: refused ``accept()`` calls become one line per interval.
+
+    asyncio reports an ``accept()`` that fails for want of files or memory through the loop's
+    exception handler, with a traceback, once per connection waiting in the backlog (it
+    retries the listener a second later). Those are counted here: the first is logged at once
+    with the fix, later ones as a count when :attr:`interval_sec` has passed since the last
+    line (and by :meth:`report` at the end). Every other exception goes to the handler that
+    was in place before.
+    """
+
+    def __init__(self, interval_sec: float = REFUSED_ACCEPT_LOG_INTERVAL_SEC) -> None:
+        self.interval_sec = interval_sec
+        self.total = 0
+        """Refused ``accept()`` calls since :meth:`install`."""
+        self._unreported = 0
+        self._reason = ""
+        self._next_line = 0.0
+        self._previous: Any = None
+        self._limit = "unknown"
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Handle ``loop``'s exceptions, passing on those that are not refused accepts."""
+        self._limit = _open_file_limit()  # read now: with no file left, even an import fails
+        self._previous = loop.get_exception_handler()
+        loop.set_exception_handler(self._handle)
+
+    def _handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        if (
+            isinstance(error, OSError)
+            and error.errno in _OUT_OF_RESOURCES
+            and "accept" in str(context.get("message", ""))
+        ):
+            self.total += 1
+            self._unreported += 1
+            self._reason = error.strerror or str(error)
+            now = time.monotonic()
+            if now >= self._next_line:
+                self._next_line = now + self.interval_sec
+                self.report()
+            return
+        if _stale_accept_retry(context):
+            return
+        if self._previous is not None:
+            self._previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    def report(self) -> None:
+        """Log the refusals not yet counted in a line (also when the server stops)."""
+        if not self._unreported:
+            return
+        count, self._unreported = self._unreported, 0
+        logger.warning(
+            "new connections refused: accept() failed %d time(s) since the last report: %s "
+            "(open-file limit %s); raise the limit (ulimit -n) or lower --max-connections "
+            "(next report in %gs at most)",
+            count,
+            self._reason,
+            self._limit,
+            self.interval_sec,
+        )
+
+
+def _stale_accept_retry(context: dict[str, Any]) -> bool:
+    """True for asyncio's retry of a refused ``accept()`` that fires after the listener closed.
+
+    Each refusal schedules a retry a second later; at shutdown the listener is closed first,
+    and every retry still pending then fails on the closed socket (``ValueError: Invalid file
+    descriptor: -1``), thousands of tracebacks after a burst. Nothing is lost: the server is
+    stopping. The handle's callback is read from asyncio's private ``_callback`` (the only
+    way to tell the retry from any other callback).
+    """
+    callback = getattr(context.get("handle"), "_callback", None)
+    return getattr(callback, "__name__", "") == "_start_serving" and isinstance(
+        context.get("exception"), ValueError | OSError
+    )
+
+
+def _open_file_limit() -> str:
+    try:
+        import resource
+    except ImportError:
+        return "unknown"
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
+
+
 def guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
     """Uvicorn's h11 protocol, reporting each connection's phase to ``guard``.
 
@@ -216,8 +314,10 @@ __all__ = [
     "BODY_GRACE_SEC",
     "HEADER_TIMEOUT_SEC",
     "MIN_BODY_RATE",
+    "REFUSED_ACCEPT_LOG_INTERVAL_SEC",
     "ConnectionGuard",
     "Phase",
+    "RefusedAccepts",
     "default_max_connections",
     "guarded_protocol",
 ]
