@@ -13,8 +13,15 @@ subclass of uvicorn's h11 protocol (:func:`guarded_protocol`) and sheds:
   ``body_grace_sec`` (10 s) have passed since its headers;
 - when a new connection would pass ``max_connections`` (by default the open-file limit
   less an eighth, at least 64, kept for rollouts, files and outbound calls), the oldest
-  connection that is not being answered: one still sending its request or idle between
-  requests. If every connection is being answered, the new one is closed.
+  *untrusted* connection that is not being answered (one still sending its first request,
+  or idle after a request refused for want of the key). A connection is trusted once it
+  has completed a request the server did not refuse with 401 (any request when the server
+  has no key): a controller's idle keep-alive connections. Trusted connections are never
+  shed for the cap: churn of new connections without the key cannot close them. Nor is a
+  new connection whose request, waiting in the kernel and not yet read, carries the key
+  (looked at with ``MSG_PEEK``; any request when the server has no key): a flood accepted
+  in one go would otherwise close a controller's new connection before its request could
+  even be read. When no untrusted connection can be shed, the new one is closed.
 
 When the process is out of open files anyway, the event loop's ``accept()`` fails for each
 connection waiting (asyncio calls it up to the listen backlog per tick, and logs a traceback
@@ -33,6 +40,7 @@ import asyncio
 import enum
 import errno
 import logging
+import socket
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -46,8 +54,11 @@ MIN_BODY_RATE = 1024.0
 """Bytes per second a request body must average once its grace period is over."""
 SWEEP_INTERVAL_SEC = 0.5
 MIN_RESERVED_FDS = 64
+PEEK_BYTES = 8192
+"""How much of an unread request is looked at for the key (headers come first)."""
 REFUSED_ACCEPT_LOG_INTERVAL_SEC = 10.0
 """At most one line per this many seconds about connections ``accept()`` refused."""
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
@@ -82,6 +93,8 @@ class _Connection:
     phase: Phase = Phase.HEADERS
     since: float = field(default_factory=time.monotonic)
     body_bytes: int = 0
+    trusted: bool = False
+    """Completed a request the server did not refuse for want of the key."""
 
     def enter(self, phase: Phase) -> None:
         if phase is not self.phase:
@@ -114,40 +127,70 @@ class ConnectionGuard:
         self.body_grace_sec = body_grace_sec
         self.min_body_rate = min_body_rate
         self.shed: Counter[str] = Counter()
-        # Insertion order is opening order: the first sheddable one is the oldest.
-        self._connections: dict[asyncio.Transport, _Connection] = {}
+        self.credential: bytes | None = None
+        """``Bearer <key>`` as sent by a client with the server's key (None: no key)."""
+        # Insertion order is opening order: the first sheddable one is the oldest. Trusted
+        # connections move to their own table, so finding the one to shed never walks them.
+        self._untrusted: dict[asyncio.Transport, _Connection] = {}
+        self._trusted: dict[asyncio.Transport, _Connection] = {}
         self._sweeper: asyncio.TimerHandle | None = None
 
     def __len__(self) -> int:
-        return len(self._connections)
+        return len(self._untrusted) + len(self._trusted)
 
     def opened(self, transport: asyncio.Transport) -> _Connection:
-        """Track a new connection; past the cap, shed the oldest sheddable one."""
+        """Track a new connection; past the cap, shed the oldest sheddable untrusted one."""
         connection = _Connection(transport)
-        if len(self._connections) >= self.max_connections:
-            oldest = next((c for c in self._connections.values() if c.sheddable), None)
-            if oldest is None:  # every connection is being answered: refuse the new one
+        if len(self) >= self.max_connections:
+            oldest = self._oldest_sheddable()
+            if oldest is None:  # only trusted, answered or sending ones: refuse this one
                 self.shed["over_connection_cap"] += 1
                 transport.abort()
                 return connection
             self._shed(oldest, "over_connection_cap")
-        self._connections[transport] = connection
+        self._untrusted[transport] = connection
         if self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().call_later(SWEEP_INTERVAL_SEC, self._sweep)
         return connection
 
+    def _oldest_sheddable(self) -> _Connection | None:
+        """The oldest untrusted connection neither being answered nor holding an unread
+        request that carries the key."""
+        for connection in self._untrusted.values():
+            if connection.sheddable and not self._carries_key(connection.transport):
+                return connection
+        return None
+
+    def _carries_key(self, transport: asyncio.Transport) -> bool:
+        unread = _unread_bytes(transport)
+        if self.credential is None:
+            return bool(unread)
+        return self.credential in unread
+
+    def trust(self, connection: _Connection) -> None:
+        """``connection`` completed a request that was not refused: never shed it for the cap."""
+        if connection.trusted or connection.transport not in self._untrusted:
+            return  # trusted already, or shed or closed
+        del self._untrusted[connection.transport]
+        connection.trusted = True
+        self._trusted[connection.transport] = connection
+
     def closed(self, transport: asyncio.Transport) -> None:
         """Forget a connection that is gone."""
-        self._connections.pop(transport, None)
+        self._untrusted.pop(transport, None)
+        self._trusted.pop(transport, None)
 
     def _shed(self, connection: _Connection, reason: str) -> None:
         self.shed[reason] += 1
-        self._connections.pop(connection.transport, None)
+        self.closed(connection.transport)
         connection.transport.abort()
+
+    def _all(self) -> list[_Connection]:
+        return [*self._untrusted.values(), *self._trusted.values()]
 
     def _sweep(self) -> None:
         now = time.monotonic()
-        for connection in list(self._connections.values()):
+        for connection in self._all():
             elapsed = now - connection.since
             if connection.phase is Phase.HEADERS and elapsed > self.header_timeout_sec:
                 self._shed(connection, "header_timeout")
@@ -159,19 +202,38 @@ class ConnectionGuard:
                 self._shed(connection, "slow_body")
         self._sweeper = (
             asyncio.get_running_loop().call_later(SWEEP_INTERVAL_SEC, self._sweep)
-            if self._connections
+            if len(self)
             else None
         )
 
     def snapshot(self) -> dict[str, Any]:
-        """Open connections by phase, the cap, and how many were shed and why."""
-        phases = Counter(c.phase.value for c in self._connections.values())
+        """Open connections by phase, how many are trusted, the cap, and how many were shed
+        and why."""
+        phases = Counter(c.phase.value for c in self._all())
         return {
-            "open": len(self._connections),
+            "open": len(self),
+            "trusted": len(self._trusted),
             "max_connections": self.max_connections,
             "by_phase": {phase.value: phases[phase.value] for phase in Phase},
             "shed": dict(self.shed),
         }
+
+
+def _unread_bytes(transport: asyncio.Transport) -> bytes:
+    """The first :data:`PEEK_BYTES` the client sent that the loop has not read yet."""
+    sock = transport.get_extra_info("socket")
+    fileno = sock.fileno() if sock is not None else -1
+    if fileno < 0:
+        return b""
+    # A second socket object over the same descriptor (no dup: at the open-file limit there
+    # may be no descriptor to spare), detached so that it never closes it.
+    peek = socket.socket(fileno=fileno)
+    try:
+        return peek.recv(PEEK_BYTES, socket.MSG_PEEK | _DONTWAIT)
+    except OSError:  # BlockingIOError: nothing sent; anything else: nothing worth keeping
+        return b""
+    finally:
+        peek.detach()
 
 
 class RefusedAccepts:
@@ -272,6 +334,8 @@ def guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
+    from osmosis_rollout.server.auth import REFUSED_SCOPE_KEY
+
     class GuardedH11Protocol(H11Protocol):  # type: ignore[misc]  # uvicorn: untyped base
         _guarded: _Connection
 
@@ -293,6 +357,8 @@ def guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
             self._follow_request()
 
         def on_response_complete(self) -> None:
+            if not self.scope.get(REFUSED_SCOPE_KEY):
+                guard.trust(self._guarded)
             super().on_response_complete()
             self._follow_request()
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import uvicorn
 
+from osmosis_rollout.server.auth import SERVER_API_KEY_ENV
 from osmosis_rollout.server.connections import (
     HEADER_TIMEOUT_SEC,
     ConnectionGuard,
@@ -139,6 +140,8 @@ def run_rollout_app(
     rollout_server = rollout_server if rollout_server is not None else rollout_server_of(app)
     if rollout_server is not None:
         rollout_server.connections = guard  # reported by /health
+        key = rollout_server.secrets.get(SERVER_API_KEY_ENV)
+        guard.credential = f"Bearer {key}".encode() if key else None
     config = uvicorn.Config(
         app,
         http=guarded_protocol(guard),
