@@ -13,8 +13,9 @@ subclass of uvicorn's h11 protocol (:func:`guarded_protocol`) and sheds:
   ``body_grace_sec`` (10 s) have passed since its headers;
 - when a new connection would pass ``max_connections`` (by default the open-file limit
   less an eighth, at least 64, kept for rollouts, files and outbound calls), the oldest
-  *untrusted* connection that is not being answered (one still sending its first request,
-  or idle after a request refused for want of the key). A connection is trusted once it
+  *untrusted* connection that is not being answered (one that has not sent its first
+  request in full; a request refused for want of the key closes its connection after the
+  401, see ``auth.py``). A connection is trusted once it
   has completed a request the server did not refuse with 401 (any request when the server
   has no key): a controller's idle keep-alive connections. Trusted connections are never
   shed for the cap: churn of new connections without the key cannot close them. Nor is a

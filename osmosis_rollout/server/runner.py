@@ -11,7 +11,8 @@ lease lapsed) or ``drain_timeout_sec`` passes; only then is uvicorn told to exit
 signal stops at once (uvicorn's graceful stop), a third SIGINT forces it.
 
 Connections are served through :func:`~osmosis_rollout.server.connections.guarded_protocol`:
-slow requests are timed out and, at the connection cap, the oldest idle connection is shed;
+slow requests are timed out and, at the connection cap, the oldest connection that never
+completed a request with the key is shed;
 ``accept()`` refused at the open-file limit is logged one line per interval
 (``connections.py``).
 """
