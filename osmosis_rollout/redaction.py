@@ -84,12 +84,20 @@ MIN_SECRET_LENGTH = 8
 """Shorter values are not redacted (too likely to occur by chance)."""
 
 
+_URL_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
+
+
 def encoded_forms(value: str) -> list[str]:
     """How ``value`` reads base64-encoded (standard and URL-safe alphabets, padded or not, and
     the part any longer base64 text holding it shows at each of the three byte alignments)
     and URL-encoded; those at least :data:`MIN_SECRET_LENGTH` long and unlike ``value``."""
     raw = value.encode()
-    forms = {quote(value, safe=""), quote(value), quote_plus(value)}
+    # Most keys are all unreserved characters, which URL-encoding leaves as they are.
+    forms = (
+        set()
+        if _URL_UNRESERVED.fullmatch(value)
+        else {quote(value, safe=""), quote(value), quote_plus(value)}
+    )
     for encode in (base64.b64encode, base64.urlsafe_b64encode):
         whole = encode(raw).decode()
         forms.update((whole, whole.rstrip("=")))
@@ -442,6 +450,8 @@ class LiveRedactor(Redactor):
         """First :data:`MIN_SECRET_LENGTH` characters -> the values starting so, longest first."""
         self._alphabet: frozenset[str] = frozenset()
         self._runs: re.Pattern[str] | None = None
+        self._forms: dict[str, list[str]] = {}
+        """Value -> the encoded forms indexed for it (removed with it)."""
         for value, name in list(self._names.items()):
             self._index_forms(name, value)
 
@@ -491,9 +501,9 @@ class LiveRedactor(Redactor):
         self._index_forms(name, value)
 
     def _index_forms(self, name: str, value: str) -> None:
-        for form in encoded_forms(value):
-            if form not in self._live_names:
-                self._index_one(name, form)
+        forms = self._forms[value] = [f for f in encoded_forms(value) if f not in self._live_names]
+        for form in forms:
+            self._index_one(name, form)
 
     def _index_one(self, name: str, value: str) -> None:
         self._live_names[value] = name
@@ -506,7 +516,7 @@ class LiveRedactor(Redactor):
             self._runs = re.compile(f"[{re.escape(chars)}]{{{MIN_SECRET_LENGTH},}}")
 
     def _unindex(self, value: str) -> None:
-        for indexed in (value, *encoded_forms(value)):
+        for indexed in (value, *self._forms.pop(value, ())):
             if indexed in self._names:
                 continue  # also a secret for good (its own encoded form, say)
             self._live_names.pop(indexed, None)

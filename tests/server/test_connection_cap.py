@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 from serve_process import served, write_main
 from server_support import make_app, uvicorn_thread
 
@@ -33,6 +35,9 @@ CHURN_PER_SEC = 800
 CHURN_HOLD_SEC = 0.25
 """How long each churn connection stays open: at 800 a second, far more than the cap."""
 RUN_BOUND_SEC = 180.0
+OFFICIAL_ROLLOUTS = 100
+"""The official client admits one rollout at a time, then awaits each: fewer keep it bounded."""
+OFFICIAL_BOUND_SEC = 300.0
 
 
 @contextmanager
@@ -166,3 +171,48 @@ def test_an_idle_authenticated_connection_outlives_unauthenticated_ones_past_the
             finally:
                 for sock in churn:
                     sock.close()
+
+
+async def test_churn_without_the_key_never_costs_the_official_client_a_rollout(
+    tmp_path: Path,
+) -> None:
+    sys.path.insert(0, str(Path(__file__).parents[1] / "interop"))
+    from interop_support import OfficialSdkUnavailable, ensure_official_venv, run_official_client
+
+    try:
+        official = await asyncio.to_thread(ensure_official_venv)
+    except OfficialSdkUnavailable as exc:
+        pytest.skip(str(exc))
+    main_py = write_main(tmp_path / "rollout")
+    log = tmp_path / "serve.log"
+    options = ("--api-key", KEY, "--max-connections", str(CAP), "--drain-timeout", "2")
+    auth = {"Authorization": f"Bearer {KEY}"}
+    plan = {
+        "api_key": KEY,
+        "rollouts": [
+            {
+                "initial_messages": [{"role": "user", "content": "hi"}],
+                "chat_completions_url": "http://127.0.0.1:9/v1",
+                "rollout_id": f"official-{i}",
+                "label": "x",
+                "metadata": {"sleep": 0.05},
+            }
+            for i in range(OFFICIAL_ROLLOUTS)
+        ],
+    }
+    with served(main_py, log, *options, health_headers=auth) as (url, process):
+        with unauthenticated_churn(int(url.rsplit(":", 1)[1])) as churned:
+            report = await asyncio.to_thread(
+                run_official_client, official, {**plan, "url": url}, timeout_sec=OFFICIAL_BOUND_SEC
+            )
+        process.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(process.wait, 60)
+    lost = {
+        rollout_id: result
+        for rollout_id, result in report["results"].items()
+        if result.get("status") != "success"
+    }
+    refused = {k: v for k, v in report["admitted"].items() if v != "queued"}
+    assert not refused and not lost, (list(refused.items())[:3], list(lost.items())[:3])
+    assert len(report["results"]) == OFFICIAL_ROLLOUTS
+    assert churned["opened"] > 2 * CAP, churned
