@@ -7,7 +7,9 @@ redaction on, as ``osmosis-rollout serve`` runs it; its output to /dev/null) wit
 that prints three lines holding its rollout's key (one in two writes) and logs one, then
 answers; every rollout has its own ``llm_api_key``. Our ``RolloutClient`` drives
 ``--rollouts`` at concurrency 32; trees alternate, ``--repeats`` times. Reported: rollouts/s
-and the server's CPU per rollout (medians), and after/before.
+and the server's CPU per rollout (medians), and after/before. First, in this process, each
+tree's ``redaction.py`` alone: CPU per line redacted, per line through the redacting
+stream, and per rollout key (held, released, retired), which the served numbers contain.
 
     .venv/bin/python bench/bench_server_redaction.py [--rollouts 2000] [--repeats 5]
 """
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
+import io
 import os
 import subprocess
 import sys
@@ -67,6 +71,52 @@ run_rollout_app(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning
                 drain_timeout_sec=0)
 """
 CONCURRENCY = 32
+
+
+LINES = [
+    "calling the model with {key}\n",
+    "split: {key}\n",
+    "done\n",
+    "2026-12-07 09:13:01,123 INFO bench.workflow: model answered for {key}\n",
+    'INFO:     127.0.0.1:37484 - "POST /rollout HTTP/1.1" 202 Accepted\n',
+]
+
+
+def redaction_costs(module_path: Path, name: str) -> list[str]:
+    """Microseconds per line redacted, per line written through the stream, per key."""
+    spec = importlib.util.spec_from_file_location(name, module_path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    redactor = module.LiveRedactor()
+    redactor.retained = 64  # so that keys are retired (unindexed) within the loop
+    keys = 20000
+    cpu = time.process_time()
+    for i in range(keys):
+        key = f"rk-r1-{i:06d}-0123456789abcdef"
+        redactor.hold("POLICY_API_KEY", key)
+        redactor.release(key)
+    per_key = (time.process_time() - cpu) / keys
+    held = [f"rk-r2-{i:06d}-0123456789abcdef" for i in range(32)]
+    for key in held:
+        redactor.hold("POLICY_API_KEY", key)
+    lines = [line.format(key=key) for key in held for line in LINES]
+    cpu = time.process_time()
+    for _ in range(100):
+        for line in lines:
+            redactor.redact(line)
+    per_line = (time.process_time() - cpu) / (100 * len(lines))
+    stream = module.RedactingStream(io.StringIO(), redactor)
+
+    async def through_the_stream() -> float:
+        cpu = time.process_time()
+        for _ in range(100):
+            for line in lines:
+                stream.write(line)
+        return (time.process_time() - cpu) / (100 * len(lines))
+
+    per_write = asyncio.run(through_the_stream())
+    return [f"{1e6 * per_line:.2f}", f"{1e6 * per_write:.2f}", f"{1e6 * per_key:.1f}"]
 
 
 def start(tree: Path, script: Path, artifacts: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -149,6 +199,11 @@ def main() -> None:
         script = Path(tmp) / "server.py"
         script.write_text(textwrap.dedent(SERVER))
         trees = {"before": before, "after": REPO}
+        costs = [
+            [name, *redaction_costs(tree / "osmosis_rollout" / "redaction.py", f"r_{name}")]
+            for name, tree in trees.items()
+        ]
+        print(table(["tree", "us/line redacted", "us/line via stream", "us/key"], costs))
         for repeat in range(args.repeats):
             order = list(trees) if repeat % 2 == 0 else list(reversed(trees))
             for name in order:
