@@ -446,8 +446,12 @@ class LiveRedactor(Redactor):
         self._retired: dict[str, None] = {}
         """Released values, oldest first (insertion order)."""
         self._live_names: dict[str, str] = {}
-        self._by_prefix: dict[str, tuple[str, ...]] = {}
-        """First :data:`MIN_SECRET_LENGTH` characters -> the values starting so, longest first."""
+        self._by_prefix: dict[str, dict[int, set[str]]] = {}
+        """First :data:`MIN_SECRET_LENGTH` characters -> length -> the values starting so.
+
+        By length, not a list: keys handed out in sequence share their first characters
+        (``rk-0001...``, and so do their base64 forms), and a lookup then costs one set
+        probe per length rather than one comparison per key."""
         self._alphabet: frozenset[str] = frozenset()
         self._runs: re.Pattern[str] | None = None
         self._forms: dict[str, list[str]] = {}
@@ -508,8 +512,7 @@ class LiveRedactor(Redactor):
     def _index_one(self, name: str, value: str) -> None:
         self._live_names[value] = name
         prefix = value[:MIN_SECRET_LENGTH]
-        values = (*self._by_prefix.get(prefix, ()), value)
-        self._by_prefix[prefix] = tuple(sorted(values, key=len, reverse=True))
+        self._by_prefix.setdefault(prefix, {}).setdefault(len(value), set()).add(value)
         if not self._alphabet.issuperset(value):
             self._alphabet = self._alphabet.union(value)
             chars = "".join(sorted(self._alphabet))
@@ -521,10 +524,12 @@ class LiveRedactor(Redactor):
                 continue  # also a secret for good (its own encoded form, say)
             self._live_names.pop(indexed, None)
             prefix = indexed[:MIN_SECRET_LENGTH]
-            values = tuple(v for v in self._by_prefix.get(prefix, ()) if v != indexed)
-            if values:
-                self._by_prefix[prefix] = values
-            else:
+            bucket = self._by_prefix.get(prefix, {})
+            values = bucket.get(len(indexed), set())
+            values.discard(indexed)
+            if not values:
+                bucket.pop(len(indexed), None)
+            if not bucket:
                 self._by_prefix.pop(prefix, None)
 
     def redact(self, text: str) -> str:
@@ -556,11 +561,16 @@ class LiveRedactor(Redactor):
         by_prefix = self._by_prefix
         i, last = 0, len(run) - MIN_SECRET_LENGTH
         while i <= last:
-            for value in by_prefix.get(run[i : i + MIN_SECRET_LENGTH], ()):
-                if run.startswith(value, i):
-                    found.append((i, i + len(value), names.get(value, "SECRET")))
-                    i += len(value)
-                    break
+            bucket = by_prefix.get(run[i : i + MIN_SECRET_LENGTH])
+            if bucket:
+                for length in sorted(bucket, reverse=True):  # the longest value first
+                    candidate = run[i : i + length]
+                    if candidate in bucket[length]:
+                        found.append((i, i + length, names.get(candidate, "SECRET")))
+                        i += length
+                        break
+                else:
+                    i += 1
             else:
                 i += 1
         return found
