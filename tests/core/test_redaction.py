@@ -325,6 +325,7 @@ def test_a_subclass_that_redacts_each_text_its_own_way_is_not_skipped(tmp_path: 
     import re
 
     from osmosis_rollout.runs.journal import RowJournal
+    from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
 
     class MaskKeyShapes(Redactor):
         shape = re.compile(r"sk-[A-Za-z0-9]{20,}")
@@ -349,9 +350,12 @@ def test_a_subclass_that_redacts_each_text_its_own_way_is_not_skipped(tmp_path: 
     assert path is not None
     assert unconfigured not in path.read_text(encoding="utf-8")
     journal = RowJournal(tmp_path / "rows.jsonl", fresh=True, redactor=redactor)
-    line = journal.encode_row(
-        [{"nodeid": "n", "error": f"bad {unconfigured}"}], verdict="failed", stats={}
+    attempt = AttemptRecord(
+        row_key="r", rollout_id="r.0", status="failed", err_message=f"bad {unconfigured}"
     )
+    assert journal.write_row(RowRecord(nodeid="n", verdict="failed", attempts=[attempt]))
+    journal.close()
+    line = (tmp_path / "rows.jsonl").read_bytes()
     assert unconfigured.encode() not in line
     assert b"KEY_SHAPE" in line
 
