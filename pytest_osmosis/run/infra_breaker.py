@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 import threading
 
-from pytest_osmosis.results.verdict import STATUS_FAILED, AttemptResult
+from osmosis_rollout.runs.report_model import AttemptRecord
+from pytest_osmosis.results.verdict import STATUS_FAILED
 
 __all__ = ["TRIP_AFTER", "InfraBreaker", "NotStarted", "infrastructure_cause"]
 
@@ -36,7 +37,7 @@ class NotStarted(Exception):
     """An attempt the tripped breaker kept from starting: its row has no result (not run)."""
 
 
-def infrastructure_cause(attempt: AttemptResult) -> str | None:
+def infrastructure_cause(attempt: AttemptRecord) -> str | None:
     """What made ``attempt`` fail when it was the infrastructure (its message), else None."""
     if attempt.status != STATUS_FAILED:
         return None
@@ -65,7 +66,7 @@ class InfraBreaker:
         self._cause: str | None = None
         self._count = 0
 
-    def record(self, attempt: AttemptResult) -> None:
+    def record(self, attempt: AttemptRecord) -> None:
         """Note a finished attempt: a success resets the count, another failure too."""
         cause = infrastructure_cause(attempt)
         with self._lock:

@@ -257,9 +257,9 @@ def test_a_dead_model_server_is_named_and_stops_new_rows_after_a_few(
 def _attempt(
     status: str, error_type: str | None = None, message: str | None = None, phase: str | None = None
 ) -> Any:
-    from pytest_osmosis.results.verdict import AttemptResult
+    from osmosis_rollout.runs.report_model import AttemptRecord
 
-    return AttemptResult(
+    return AttemptRecord(
         row_key="r",
         row_index=0,
         source_row_index=0,
