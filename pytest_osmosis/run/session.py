@@ -190,6 +190,7 @@ class OsmosisSession:
                 row_pass=s.row_pass.describe(),
                 n=s.n,
                 base=Path(self.config.invocation_params.dir),
+                skip=[self.output],
             )
         return row_fingerprint(self._run_fingerprint, row.raw, row.label)
 
