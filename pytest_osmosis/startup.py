@@ -15,7 +15,7 @@ import pytest
 from pytest_osmosis.collect.preflight import PreflightPlugin, preflight_anchor
 from pytest_osmosis.keys import DATASETS_KEY
 from pytest_osmosis.options import OsmosisSettings, raw_value, resolve_path, resolve_settings
-from pytest_osmosis.results.output_paths import check_output_paths
+from pytest_osmosis.results.output_paths import Input, check_output_paths
 from pytest_osmosis.run.session import OsmosisSession, ensure_session, is_worker
 from pytest_osmosis.run.workspace import (
     dataset_from_eval_config,
@@ -100,7 +100,12 @@ def configure_session(config: pytest.Config) -> None:
     session = OsmosisSession(
         config, settings, workspace=workspace, entrypoint=entrypoint, eval_config=eval_config
     )
-    _check_outputs(config, settings, session.output)
+    _check_outputs(
+        config,
+        settings,
+        session.output,
+        _inputs(config, settings, dataset_paths, entrypoint, eval_config),
+    )
     session.register()
     config.stash[DATASETS_KEY] = {p.resolve() for p in dataset_paths}
     if settings.baseline:
@@ -172,8 +177,39 @@ def _check_syntax(entrypoint: str, base: Path) -> None:
         raise pytest.UsageError(str(exc)) from None
 
 
-def _check_outputs(config: pytest.Config, settings: OsmosisSettings, output: Path) -> None:
-    """Before any row runs: a resumable run to resume, and output paths that can be written."""
+def _inputs(
+    config: pytest.Config,
+    settings: OsmosisSettings,
+    datasets: list[Path],
+    entrypoint: str | None,
+    eval_config: Path | None,
+) -> list[Input]:
+    """The files and folders this run reads, which none of its outputs may overwrite."""
+    from pytest_osmosis.results.resume import reference_file
+    from pytest_osmosis.run.policy_choice import cassette_dir
+
+    base = Path(config.invocation_params.dir)
+    inputs = [Input("the dataset", path) for path in datasets]
+    for what, reference in (
+        ("the rollout entrypoint", entrypoint),
+        ("the policy", settings.policy),
+    ):
+        path = reference_file(reference, base=base)[1] if reference else None
+        if path is not None:
+            inputs.append(Input(what, path))
+    if eval_config is not None:
+        inputs.append(Input("the eval config", eval_config))
+    if settings.baseline:
+        inputs.append(Input("the baseline", resolve_path(config, settings.baseline)))
+    inputs.append(Input("cassettes", cassette_dir(config, settings), folder=True))
+    return inputs
+
+
+def _check_outputs(
+    config: pytest.Config, settings: OsmosisSettings, output: Path, inputs: list[Input]
+) -> None:
+    """Before any row runs: a resumable run to resume, and output paths that can be written
+    and overwrite none of the run's ``inputs``."""
     if settings.resume:
         from osmosis_rollout.runs.journal import RunJournalError, read_run_file
 
@@ -199,6 +235,7 @@ def _check_outputs(config: pytest.Config, settings: OsmosisSettings, output: Pat
         output=output,
         report=resolve_path(config, settings.report) if settings.report else None,
         html=resolve_path(config, settings.html) if settings.html else None,
+        inputs=inputs,
     )
 
 

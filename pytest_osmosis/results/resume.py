@@ -51,6 +51,7 @@ __all__ = [
     "declared_env",
     "env_digest",
     "file_digest",
+    "reference_file",
     "rollout_digest",
     "row_digest",
     "row_fingerprint",
@@ -80,7 +81,7 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def _reference_file(reference: str, *, base: Path) -> tuple[str, Path | None]:
+def reference_file(reference: str, *, base: Path) -> tuple[str, Path | None]:
     """``FILE_OR_MODULE[:ATTR]`` -> (``FILE_OR_MODULE``, its file if one is found)."""
     target = reference
     head, sep, tail = reference.rpartition(":")
@@ -106,7 +107,7 @@ def file_digest(reference: str | None, *, base: Path) -> str | None:
     path), the reference itself when no file is found, None without a reference."""
     if not reference:
         return None
-    target, path = _reference_file(reference, base=base)
+    target, path = reference_file(reference, base=base)
     if path is None:
         return target
     try:
@@ -139,7 +140,7 @@ def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] =
     """
     if not entrypoint:
         return None
-    target, path = _reference_file(entrypoint, base=base)
+    target, path = reference_file(entrypoint, base=base)
     if path is None:
         return target
     folder = _rollout_folder(path.resolve())
@@ -169,7 +170,7 @@ def declared_env(entrypoint: str | None, *, base: Path) -> list[str]:
     """
     if not entrypoint:
         return []
-    _, path = _reference_file(entrypoint, base=base)
+    _, path = reference_file(entrypoint, base=base)
     if path is None or path.suffix != ".py":
         return []
     try:

@@ -115,3 +115,43 @@ def test_a_folder_of_an_earlier_run_is_reused_and_an_empty_one_adopted(
     again.assert_outcomes(passed=2 + PREFLIGHT)
     assert json.loads((root / "out" / "run.json").read_text())["run_id"] != run["run_id"]
     assert len(journal_lines(root / "out")) == 2
+
+
+@pytest.mark.parametrize(
+    ("flag", "path", "what"),
+    [
+        ("--osmosis-report", "data/test.jsonl", "the dataset"),
+        ("--osmosis-html", "rollouts/steps/main.py", "the rollout entrypoint"),
+        ("--osmosis-report", "policy.py", "the policy"),
+        ("--osmosis-html", "data/cassettes/data/test.jsonl/row-0/attempt-0.json", "cassettes"),
+    ],
+)
+def test_a_report_path_that_names_an_input_is_refused_and_the_input_is_intact(
+    pytester: pytest.Pytester, flag: str, path: str, what: str
+) -> None:
+    root = write_workspace(pytester.path, ["answer", "answer"])
+    target = root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists():
+        target.write_text("{}")
+    before = target.read_bytes()
+    result = pytester.runpytest(*BASE, "--osmosis-output=out", f"{flag}={path}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{flag}: {path} is {what} this run reads*choose another path*"])
+    assert target.read_bytes() == before
+    assert executed(root) == []
+
+
+def test_a_report_path_that_names_the_baseline_is_refused(pytester: pytest.Pytester) -> None:
+    root = write_workspace(pytester.path, ["answer"])
+    pytester.runpytest(*BASE, "--osmosis-output=first").assert_outcomes(passed=1 + PREFLIGHT)
+    before = (root / "first" / "report.json").read_bytes()
+    result = pytester.runpytest(
+        *BASE,
+        "--osmosis-output=out",
+        "--osmosis-baseline=first/report.json",
+        "--osmosis-report=first/report.json",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--osmosis-report: first/report.json is the baseline*"])
+    assert (root / "first" / "report.json").read_bytes() == before
