@@ -34,7 +34,7 @@ import pytest
 
 from osmosis_rollout.errors import RunFolderError
 from osmosis_rollout.redaction import Redactor, redact_url
-from pytest_osmosis.keys import SESSION_PLUGIN, row_ref
+from pytest_osmosis.keys import DATASETS_KEY, SESSION_PLUGIN, row_ref
 from pytest_osmosis.options import OsmosisSettings, resolve_path, resolve_settings
 from pytest_osmosis.results.report import RunReport
 from pytest_osmosis.results.report_redaction import REDACTION_PLUGIN, ReportRedaction
@@ -322,16 +322,7 @@ class OsmosisSession:
         except Exception:
             return
         selected = [item.nodeid for item in items if _row_dataset(item) is not None]
-        self.selected = list(dict.fromkeys([*previous, *selected]))
-        if self.selected:
-            if self.settings.resume:
-                self.folder.started()
-            else:
-                self.folder.start_fresh()
-            try:
-                self.write_run_file(finished=None)
-            except OSError as exc:
-                self.folder.write_failed(exc, "run.json")
+        self._set_out(list(dict.fromkeys([*previous, *selected])))
         try:
             if self.settings.n_auto:  # issue 29: every row's attempts, in rounds, first
                 from pytest_osmosis.run.auto_repeats import AutoRow, run_rounds
@@ -356,6 +347,38 @@ class OsmosisSession:
         except Exception:
             # The session remembers the engine's error; every row reports it when it runs.
             return
+
+    def _set_out(self, selected: list[str]) -> None:
+        """The run sets out to run ``selected``: a fresh run clears an earlier run's journal
+        and report from the folder, and ``run.json`` lists them."""
+        self.selected = selected
+        if not selected:
+            return
+        if self.settings.resume:
+            self.folder.started()
+        else:
+            self.folder.start_fresh()
+        try:
+            self.write_run_file(finished=None)
+        except OSError as exc:
+            self.folder.write_failed(exc, "run.json")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """Under pytest-xdist the controller collects nothing: the first worker's collection
+        names the rows this run sets out to run. Workers get no item before every worker
+        has collected, so the folder is cleared before any of them journals a row."""
+        if self.selected or not self.settings.active or self.config.option.collectonly:
+            return
+        datasets = self.config.stash.get(DATASETS_KEY, set())
+        root = Path(self.config.rootpath)
+        self._set_out(
+            [
+                nodeid
+                for nodeid in ids
+                if "::" in nodeid and (root / nodeid.split("::", 1)[0]).resolve() in datasets
+            ]
+        )
 
     def pytest_report_header(self) -> list[str] | None:
         if not self.settings.active:
