@@ -230,6 +230,7 @@ class OsmosisSession:
                 output=self.output,
                 entrypoint=self.entrypoint,
                 redactor=self.redactor,
+                on_write_failure=self._write_failed,
             )
         except UsageError as exc:
             # A missing extra, a bad entrypoint: the user's to fix, said once.
@@ -242,6 +243,14 @@ class OsmosisSession:
         # A loop blocked as long as an item may wait is given up: the rows left fail at once.
         self.engine.scheduler.block_limit = self.item_deadline()
         return self.engine
+
+    def _write_failed(self, path: Path, exc: OSError) -> None:
+        """A cassette or trajectory could not be written: the run stops, as for the journal."""
+        for base in (self.output, Path(self.config.invocation_params.dir)):
+            if path.is_relative_to(base):
+                path = path.relative_to(base)
+                break
+        self.folder.write_failed(exc, str(path))
 
     def row_attempts(self, key: str) -> int:
         """How many attempts the row under ``key`` gets: ``--osmosis-n``, or what auto gave it."""
