@@ -7,6 +7,7 @@ plugin, and point pytest's collection at the dataset files.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,57 @@ def _toml_defaults(config: pytest.Config, path: Path) -> dict[str, Any]:
     return defaults
 
 
+def check_rootdir_kept(config: pytest.Config) -> None:
+    """Refuse a run whose rootdir or ini file an ``--osmosis-*`` value moved.
+
+    pytest finds its rootdir and ini file before any plugin loads, so it reads the value of
+    ``--osmosis-dataset ../shared/ext.jsonl`` (given after a space) as a test path: a path
+    outside the workspace moves the rootdir to a common ancestor, and the workspace's
+    ``pyproject.toml`` is silently not loaded (its policy, its model). pytest's own rule is
+    run again without those values; when it finds another rootdir or ini file, the run
+    stops before anything is written, naming the ``--flag=value`` form, which pytest skips.
+    """
+    from _pytest.config.findpaths import determine_setup
+
+    from pytest_osmosis.options import OPTIONS
+
+    takes_value = {spec.flag for spec in OPTIONS if spec.kind != "flag"}
+    args = list(config.invocation_params.args)
+    invocation = Path(config.invocation_params.dir)
+    spaced = [
+        (flag, value)
+        for flag, value in itertools.pairwise(args)
+        if flag in takes_value and (invocation / value.split("::")[0]).exists()
+    ]
+    if not spaced:
+        return
+    option = config.option
+    try:
+        rootpath, inipath, *_ = determine_setup(
+            inifile=option.inifilename,
+            override_ini=option.override_ini,
+            args=[str(a) for a in option.file_or_dir or []],
+            rootdir_cmd_arg=option.rootdir or None,
+            invocation_dir=invocation,
+        )
+    except TypeError:  # pragma: no cover - another pytest's signature: nothing to compare
+        return
+    if rootpath == config.rootpath and inipath == config.inipath:
+        return
+    flag, value = spaced[0]
+    moved = f"moved pytest's rootdir from {rootpath} to {config.rootpath}"
+    if inipath != config.inipath:
+        moved += f" and left {inipath} unread" if inipath else f" and loaded {config.inipath}"
+    raise pytest.UsageError(
+        f"pytest-osmosis: {flag} {value} {moved}: pytest reads an option's value given after "
+        f"a space as a test path before the plugin loads; write {flag}={value}"
+    )
+
+
 def configure_session(config: pytest.Config) -> None:
     """Resolve settings and register the session; when datasets are given, collect them."""
+    if not is_worker(config):
+        check_rootdir_kept(config)
     datasets = [str(p) for p in (raw_value(config, "dataset") or [])]
     from_eval_config = [] if datasets else dataset_from_eval_config(config)
     datasets = datasets or from_eval_config
