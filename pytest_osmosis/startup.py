@@ -8,6 +8,7 @@ plugin, and point pytest's collection at the dataset files.
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -316,4 +317,10 @@ def dataset_collector(file_path: Path, parent: pytest.Collector) -> pytest.Colle
         return None
     from pytest_osmosis.collect.items import DatasetFile
 
-    return DatasetFile.from_parent(parent, path=file_path)
+    rootpath = parent.config.rootpath
+    if file_path.is_relative_to(rootpath):
+        return DatasetFile.from_parent(parent, path=file_path)
+    # pytest names a file outside the rootdir given as a path "" (its rows "::row-0"): two
+    # such datasets would share row ids, and with them journal lines and baselines.
+    nodeid = Path(os.path.relpath(file_path, rootpath)).as_posix()
+    return DatasetFile.from_parent(parent, path=file_path, nodeid=nodeid)

@@ -142,6 +142,9 @@ def test_a_dataset_outside_the_rootdir_never_moves_the_rootdir_or_the_ini_file(
     )
     assert not (ws / ".osmosis").exists()
 
-    joined = pytester.runpytest("--osmosis-dataset=../shared/ext.jsonl")
+    joined = pytester.runpytest("--osmosis-dataset=../shared/ext.jsonl", "-v")
     joined.stdout.fnmatch_lines([f"rootdir: {ws}", "configfile: pyproject.toml"])
     joined.assert_outcomes(passed=3 + 2)
+    # Rows of a dataset outside the rootdir are named by its path from the rootdir, as
+    # pytest names nothing else there: two such datasets never share row ids.
+    joined.stdout.fnmatch_lines(["../shared/ext.jsonl::row-0 PASSED*"])
