@@ -148,6 +148,9 @@ def configure_session(config: pytest.Config) -> None:
         entrypoint = discover_entrypoint(workspace)
     if entrypoint is not None:
         _check_syntax(entrypoint, invocation)
+        from pytest_osmosis.results.resume import declared_env
+
+        declared_env(entrypoint, base=invocation)  # a malformed OSMOSIS_ENV: said before any row
     session = OsmosisSession(
         config, settings, workspace=workspace, entrypoint=entrypoint, eval_config=eval_config
     )

@@ -251,3 +251,18 @@ def test_files_outside_the_rollout_folder_do_not_rerun_rows(pytester: pytest.Pyt
     (root / "rollouts" / "steps" / "__pycache__").mkdir(exist_ok=True)
     (root / "rollouts" / "steps" / "__pycache__" / "stale.pyc").write_bytes(b"x")
     pytester.runpytest(*RESUME).assert_outcomes(passed=PREFLIGHT, deselected=2)
+
+
+def test_an_env_declaration_that_is_not_a_list_of_names_is_a_usage_error(
+    pytester: pytest.Pytester,
+) -> None:
+    root = write_helper_workspace(pytester.path, 2)
+    main = root / "rollouts" / "steps" / "main.py"
+    main.write_text(main.read_text().replace('["EXPECTED_ANSWER"]', '["EXPECTED_" + "ANSWER"]'))
+    result = pytester.runpytest(*RUN)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: *main.py:7: OSMOSIS_ENV must be a list of environment variable names written out as strings*"
+        ]
+    )
