@@ -73,6 +73,11 @@ class RunFolder:
             full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
             self.write_failure = f"{'disk full' if full else exc.strerror or exc} writing {name}"
 
+    def failed_elsewhere(self, reason: str) -> None:
+        """A pytest-xdist worker could not write a file of this run: remember its ``reason``."""
+        if self.write_failure is None:
+            self.write_failure = reason
+
     @property
     def claimed(self) -> bool:
         """True while this run holds the folder's lock."""

@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from pytest_osmosis.run.engine import Engine
 
 UNBOUNDED_ITEM_DEADLINE_SEC = 3600.0
+WRITE_FAILURE_OUTPUT = "osmosis_write_failure"
+"""The ``workeroutput`` key carrying a worker's failed write to the pytest-xdist controller."""
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -388,6 +390,25 @@ class OsmosisSession:
                 if "::" in nodeid and (root / nodeid.split("::", 1)[0]).resolve() in datasets
             ]
         )
+
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        """On a pytest-xdist worker, a file that could not be written stops the worker after
+        this item; its controller then stops the others."""
+        failure = self.folder.write_failure
+        if self.is_worker and failure is not None and not item.session.shouldstop:
+            item.session.shouldstop = failure
+
+    def pytest_sessionfinish(self) -> None:
+        """A worker hands its failed write to the controller, which ends the run on it."""
+        if self.is_worker and self.folder.write_failure is not None:
+            self.config.workeroutput[WRITE_FAILURE_OUTPUT] = self.folder.write_failure  # type: ignore[attr-defined]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """The controller takes over a worker's failed write (the run exits 12 on it)."""
+        failure = getattr(node, "workeroutput", {}).get(WRITE_FAILURE_OUTPUT)
+        if isinstance(failure, str):
+            self.folder.failed_elsewhere(failure)
 
     def pytest_report_header(self) -> list[str] | None:
         if not self.settings.active:
