@@ -6,6 +6,7 @@ each is said once, where it is, with the near match when there is one.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -121,7 +122,7 @@ def outside_dataset_workspace(root: Path) -> Path:
     (ws / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\nosmosis_policy = "policy.py:policy"\n'
     )
-    write_rows(root / "shared" / "ext.jsonl", multiply_rows(3))
+    write_rows(root / "shared" / "ext.jsonl", multiply_rows(3, wrong={1}))
     return ws
 
 
@@ -144,7 +145,16 @@ def test_a_dataset_outside_the_rootdir_never_moves_the_rootdir_or_the_ini_file(
 
     joined = pytester.runpytest("--osmosis-dataset=../shared/ext.jsonl", "-v")
     joined.stdout.fnmatch_lines([f"rootdir: {ws}", "configfile: pyproject.toml"])
-    joined.assert_outcomes(passed=3 + 2)
+    joined.assert_outcomes(passed=2 + 2, failed=1)
     # Rows of a dataset outside the rootdir are named by its path from the rootdir, as
     # pytest names nothing else there: two such datasets never share row ids.
     joined.stdout.fnmatch_lines(["../shared/ext.jsonl::row-0 PASSED*"])
+
+    # The failing row's rerun line names the row by a path outside the rootdir, which
+    # pytest reads before the plugin loads: the line pins the ini file, so it runs as copied.
+    rerun = next(line for line in joined.stdout.lines if line.strip().startswith("rerun:"))
+    command = shlex.split(rerun.split("rerun:", 1)[1])
+    assert command[0] == "pytest"
+    again = pytester.runpytest(*command[1:])
+    again.stdout.fnmatch_lines([f"rootdir: {ws}", "configfile: pyproject.toml"])
+    again.assert_outcomes(failed=1)
