@@ -135,8 +135,9 @@ def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] =
     """A short hash of every file of the rollout's folder (the entrypoint's folder, or its
     package's): a module ``main.py`` imports from beside it counts as much as ``main.py``.
 
-    ``skip``: folders left out (the run's own output, when it lies inside). Hidden folders
-    and bytecode are left out too. The reference itself when no file is found.
+    ``skip``: files and folders left out (the run's output, its datasets, whose rows have
+    their own digest, and its cassettes, when they lie inside). Hidden folders and bytecode
+    are left out too. The reference itself when no file is found.
     """
     if not entrypoint:
         return None
@@ -144,7 +145,7 @@ def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] =
     if path is None:
         return target
     folder = _rollout_folder(path.resolve())
-    skipped = [s.resolve() for s in skip]
+    skipped = {s.resolve() for s in skip}
     digest = hashlib.sha256()
     for root, dirs, files in os.walk(folder):
         here = Path(root)
@@ -153,7 +154,7 @@ def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] =
         )
         for name in sorted(files):
             relative = (here / name).relative_to(folder)
-            if _skipped(relative):
+            if _skipped(relative) or (here / name).resolve() in skipped:
                 continue
             try:
                 data = (here / name).read_bytes()

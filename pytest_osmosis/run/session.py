@@ -43,6 +43,7 @@ from pytest_osmosis.results.rows import RowBook
 from pytest_osmosis.results.run_end import SUMMARY_PLUGIN, RunSummary
 from pytest_osmosis.results.run_folder import RunFolder
 from pytest_osmosis.run.attempts import RunPaths
+from pytest_osmosis.run.policy_choice import cassette_dir
 from pytest_osmosis.run.row_runner import ITEM_GRACE_SEC, ROWS_PLUGIN, RowRunner
 from pytest_osmosis.signals import SignalWatch
 
@@ -192,7 +193,11 @@ class OsmosisSession:
                 row_pass=s.row_pass.describe(),
                 n=s.n,
                 base=Path(self.config.invocation_params.dir),
-                skip=[self.output],
+                skip=[
+                    self.output,
+                    cassette_dir(self.config, s),
+                    *(resolve_path(self.config, d) for d in s.datasets),
+                ],
             )
         return row_fingerprint(self._run_fingerprint, row.raw, row.label)
 

@@ -266,3 +266,18 @@ def test_an_env_declaration_that_is_not_a_list_of_names_is_a_usage_error(
             "ERROR: *main.py:7: OSMOSIS_ENV must be a list of environment variable names written out as strings*"
         ]
     )
+
+
+def test_a_rollout_at_the_workspace_root_does_not_fingerprint_its_datasets(
+    pytester: pytest.Pytester,
+) -> None:
+    root = write_helper_workspace(pytester.path, 4)
+    for name in ("main.py", "answers.py"):
+        (root / "rollouts" / "steps" / name).rename(root / name)
+    pytester.runpytest(*RUN, "--osmosis-rollout=main.py").assert_outcomes(passed=4 + PREFLIGHT)
+
+    # One row's label changes: that row alone runs again, not every row of the dataset.
+    write_labels(root, ["answer"] * 4, ["ok", "no", "ok", "ok"])
+    resumed = pytester.runpytest(*RESUME, "--osmosis-rollout=main.py")
+    resumed.assert_outcomes(passed=1 + PREFLIGHT, deselected=3)
+    resumed.stdout.fnmatch_lines(["resumed: 1 row ran again: row content or label changed (1)"])
