@@ -101,7 +101,7 @@ def osmosis_result_fixture(request: pytest.FixtureRequest) -> Any:
 
     row = request.getfixturevalue("osmosis_row")
     session = ensure_session(request.config)
-    verdict = session.wait_for_row(request.node.nodeid, row)
+    verdict = session.rows.wait_for_row(request.node.nodeid, row)
     return verdict.attempts[0] if len(verdict.attempts) == 1 else verdict
 
 

@@ -130,7 +130,7 @@ class RowItem(pytest.Item):
     def runtest(self) -> None:
         session = ensure_session(self.config)
         try:
-            verdict = session.wait_for_row(
+            verdict = session.rows.wait_for_row(
                 self.nodeid, self.row, cassette_key=self.cassette_key, dataset=self.dataset
             )
         except pytest.UsageError as exc:

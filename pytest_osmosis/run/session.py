@@ -13,7 +13,9 @@ and ``NFPlugin``, one plugin object per concern:
 - ``osmosis-resume``: :class:`~pytest_osmosis.results.resume.Resume`, which journaled rows stand;
 - ``osmosis-summary``: :class:`~pytest_osmosis.results.run_end.RunSummary`, the run's verdict,
   report files, gates and terminal summary;
-- ``osmosis-redaction``: :class:`~pytest_osmosis.results.report_redaction.ReportRedaction`.
+- ``osmosis-redaction``: :class:`~pytest_osmosis.results.report_redaction.ReportRedaction`;
+- ``osmosis-xdist``: :class:`~pytest_osmosis.run.xdist_run.XdistRun`, the run's rows and
+  failed writes across pytest-xdist's processes.
 
 Collection only reads datasets (cheap: ``--co`` never imports the rollout or starts a
 server). The rollout engine (policy endpoint, backend or servers, scheduler) is started the
@@ -45,17 +47,15 @@ from pytest_osmosis.results.run_folder import RunFolder
 from pytest_osmosis.run.attempts import RunPaths
 from pytest_osmosis.run.policy_choice import cassette_dir
 from pytest_osmosis.run.row_runner import ITEM_GRACE_SEC, ROWS_PLUGIN, RowRunner
+from pytest_osmosis.run.xdist_run import XDIST_PLUGIN, XdistRun
 from pytest_osmosis.signals import SignalWatch
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
-    from pytest_osmosis.results.verdict import RowVerdict
     from pytest_osmosis.run.auto_repeats import AutoRepeats
     from pytest_osmosis.run.engine import Engine
 
 UNBOUNDED_ITEM_DEADLINE_SEC = 3600.0
-WRITE_FAILURE_OUTPUT = "osmosis_write_failure"
-"""The ``workeroutput`` key carrying a worker's failed write to the pytest-xdist controller."""
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -137,6 +137,7 @@ class OsmosisSession:
         self.resume = Resume(self)
         self.summary = RunSummary(self)
         self.redaction = ReportRedaction(config, self.redactor)
+        self.xdist = XdistRun(self)
 
     def register(self) -> None:
         """Register this session as the ``osmosis-session`` plugin, and its plugin objects."""
@@ -146,6 +147,7 @@ class OsmosisSession:
         manager.register(self.resume, RESUME_PLUGIN)
         manager.register(self.summary, SUMMARY_PLUGIN)
         manager.register(self.redaction, REDACTION_PLUGIN)
+        manager.register(self.xdist, XDIST_PLUGIN)
 
     def _output_dir(self) -> Path:
         if self.settings.resume:
@@ -186,6 +188,9 @@ class OsmosisSession:
         """What ``row``'s result depends on, as its journal lines carry it (see :mod:`~pytest_osmosis.results.resume`)."""
         if self._run_fingerprint is None:
             s = self.settings
+            datasets = self.config.stash.get(DATASETS_KEY, set())
+            # Each row has its own digest; cassettes change as they are recorded.
+            skip = [self.output, cassette_dir(self.config, s), *datasets]
             self._run_fingerprint = run_fingerprint(
                 entrypoint=self.entrypoint,
                 policy=s.policy or (f"litellm:{s.model}" if s.model else None),
@@ -193,11 +198,7 @@ class OsmosisSession:
                 row_pass=s.row_pass.describe(),
                 n=s.n,
                 base=Path(self.config.invocation_params.dir),
-                skip=[
-                    self.output,
-                    cassette_dir(self.config, s),
-                    *(resolve_path(self.config, d) for d in s.datasets),
-                ],
+                skip=skip,
             )
         return row_fingerprint(self._run_fingerprint, row.raw, row.label)
 
@@ -237,7 +238,7 @@ class OsmosisSession:
                 output=self.output,
                 entrypoint=self.entrypoint,
                 redactor=self.redactor,
-                on_write_failure=self._write_failed,
+                on_write_failure=self.folder.file_failed,
             )
         except UsageError as exc:
             # A missing extra, a bad entrypoint: the user's to fix, said once.
@@ -251,28 +252,9 @@ class OsmosisSession:
         self.engine.scheduler.block_limit = self.item_deadline()
         return self.engine
 
-    def _write_failed(self, path: Path, exc: OSError) -> None:
-        """A cassette or trajectory could not be written: the run stops, as for the journal."""
-        for base in (self.output, Path(self.config.invocation_params.dir)):
-            if path.is_relative_to(base):
-                path = path.relative_to(base)
-                break
-        self.folder.write_failed(exc, str(path))
-
     def row_attempts(self, key: str) -> int:
         """How many attempts the row under ``key`` gets: ``--osmosis-n``, or what auto gave it."""
         return self.auto.attempts_for(key) if self.auto is not None else self.settings.n
-
-    def wait_for_row(
-        self,
-        key: str,
-        row: DatasetRow,
-        *,
-        cassette_key: str | None = None,
-        dataset: str | None = None,
-    ) -> RowVerdict:
-        """The verdict of the row submitted under ``key`` (see :meth:`RowRunner.wait_for_row`)."""
-        return self.rows.wait_for_row(key, row, cassette_key=cassette_key, dataset=dataset)
 
     def close(self) -> None:
         """Cancel what still runs and stop every server and thread this session started."""
@@ -325,9 +307,7 @@ class OsmosisSession:
         previous = plan.previous if plan is not None else []
         if not items:
             # A resume with nothing left still reports every row of the run.
-            self.selected = list(previous)
-            if self.selected:
-                self.folder.started()
+            self.set_out(list(previous))
             return
         self.redaction.redact_pytest_logs()
         try:
@@ -338,7 +318,7 @@ class OsmosisSession:
         except Exception:
             return
         selected = [item.nodeid for item in items if _row_dataset(item) is not None]
-        self._set_out(list(dict.fromkeys([*previous, *selected])))
+        self.set_out(list(dict.fromkeys([*previous, *selected])))
         try:
             if self.settings.n_auto:  # issue 29: every row's attempts, in rounds, first
                 from pytest_osmosis.run.auto_repeats import AutoRow, run_rounds
@@ -364,56 +344,16 @@ class OsmosisSession:
             # The session remembers the engine's error; every row reports it when it runs.
             return
 
-    def _set_out(self, selected: list[str]) -> None:
-        """The run sets out to run ``selected``: a fresh run clears an earlier run's journal
-        and report from the folder, and ``run.json`` lists them."""
+    def set_out(self, selected: list[str]) -> None:
+        """The run sets out to run ``selected`` (a fresh run clears an earlier one's files)."""
         self.selected = selected
         if not selected:
             return
-        if self.settings.resume:
-            self.folder.started()
-        else:
-            self.folder.start_fresh()
+        self.folder.start(fresh=not self.settings.resume)
         try:
             self.write_run_file(finished=None)
         except OSError as exc:
             self.folder.write_failed(exc, "run.json")
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        """Under pytest-xdist the controller collects nothing: the first worker's collection
-        names the rows this run sets out to run. Workers get no item before every worker
-        has collected, so the folder is cleared before any of them journals a row."""
-        if self.selected or not self.settings.active or self.config.option.collectonly:
-            return
-        datasets = self.config.stash.get(DATASETS_KEY, set())
-        root = Path(self.config.rootpath)
-        self._set_out(
-            [
-                nodeid
-                for nodeid in ids
-                if "::" in nodeid and (root / nodeid.split("::", 1)[0]).resolve() in datasets
-            ]
-        )
-
-    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
-        """On a pytest-xdist worker, a file that could not be written stops the worker after
-        this item; its controller then stops the others."""
-        failure = self.folder.write_failure
-        if self.is_worker and failure is not None and not item.session.shouldstop:
-            item.session.shouldstop = failure
-
-    def pytest_sessionfinish(self) -> None:
-        """A worker hands its failed write to the controller, which ends the run on it."""
-        if self.is_worker and self.folder.write_failure is not None:
-            self.config.workeroutput[WRITE_FAILURE_OUTPUT] = self.folder.write_failure  # type: ignore[attr-defined]
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: object) -> None:
-        """The controller takes over a worker's failed write (the run exits 12 on it)."""
-        failure = getattr(node, "workeroutput", {}).get(WRITE_FAILURE_OUTPUT)
-        if isinstance(failure, str):
-            self.folder.failed_elsewhere(failure)
 
     def pytest_report_header(self) -> list[str] | None:
         if not self.settings.active:
