@@ -132,7 +132,7 @@ class OsmosisSession:
         self.log_failure: str | None = None
         """Why ``rollouts.log`` stopped being written, if it did."""
         self._run_fingerprint: dict[str, Any] | None = None
-        self.book = RowBook(self.report, self.folder)
+        self.book = RowBook(self.report.journal, self.folder)
         self.rows = RowRunner(self, self.book)
         self.resume = Resume(self)
         self.summary = RunSummary(self)
@@ -261,7 +261,6 @@ class OsmosisSession:
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.stop()
-            self.book.stop()
             if engine.log is not None and engine.log.failure is not None:
                 self.log_failure = engine.log.failure
 
