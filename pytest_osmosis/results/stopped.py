@@ -39,14 +39,29 @@ def how_it_ended(
             "stopped_by": "-x" if maxfail == 1 else f"--maxfail={maxfail}",
             "interrupted": False,
         }
-    if exitstatus == pytest.ExitCode.INTERRUPTED and not isinstance(session.shouldstop, str):
+    stopped_by = _stop_reason(session)
+    if exitstatus == pytest.ExitCode.INTERRUPTED and stopped_by is None:
         # A KeyboardInterrupt no handler of ours saw: Ctrl-C before the rows started, or
         # raised by code under test. (A plugin's reason to stop exits INTERRUPTED too.)
         return {"stopped_by": "KeyboardInterrupt", "interrupted": True}
+    if stopped_by is not None:
+        return {"stopped_by": stopped_by, "interrupted": False}
     if session.shouldstop:
         reason = session.shouldstop if isinstance(session.shouldstop, str) else "stopped"
         return {"stopped_by": reason, "interrupted": False}
     return {"stopped_by": None, "interrupted": False}
+
+
+def _stop_reason(session: pytest.Session) -> str | None:
+    """Why a plugin stopped the run (``session.shouldstop``; under pytest-xdist, the reason a
+    worker gave, which the controller's ``dsession`` keeps), or None."""
+    if isinstance(session.shouldstop, str) and session.shouldstop:
+        return session.shouldstop
+    dsession = session.config.pluginmanager.getplugin("dsession")
+    reason = getattr(dsession, "shouldstop", None)
+    if isinstance(reason, str) and reason and not reason.endswith("received keyboard-interrupt"):
+        return reason
+    return None
 
 
 def _short(nodeid: str) -> str:
