@@ -407,11 +407,18 @@ class Anchors:
         return anchor
 
 
-def _why_cell(
-    attempts: list[dict[str, Any]], error_text: str, errors: list[str], labels: list[str]
-) -> str:
+def _why_cell(attempts: list[dict[str, Any]], errors: list[str], labels: list[str]) -> str:
     """Why the row ended as it did, without opening it: the error or the grader's reason, then
     the answer and the label. Sorted by error type, then by the reason."""
+    failures = Counter(
+        f"{a.get('error_type')}: {a.get('err_message') or ''}"
+        for a in attempts
+        if a.get("status") == "failed"
+    )
+    # Attempts that failed the same way are said once, with how many did.
+    error_text = "; ".join(
+        text + (f" (\u00d7{count})" if count > 1 else "") for text, count in failures.items()
+    )
     missed = [a for a in attempts if a.get("passed") is not True] or attempts
     reason = next((str(r) for a in missed if (r := (a.get("grader") or {}).get("reason"))), "")
     answer = next((str(a["last_assistant"]) for a in missed if a.get("last_assistant")), "")
@@ -490,7 +497,7 @@ def _row_group(
             f'<td class="num {"passed" if (delta or 0) > 0 else "failed"}" data-v="{"" if delta is None else delta}">'
             f"{_e(delta_html)}</td>"
         )
-    cells.append(_why_cell(attempts, error_text, errors, labels))
+    cells.append(_why_cell(attempts, errors, labels))
     cells.append(
         f'<td class="num" data-v="{"" if latency is None else latency}">{_g(latency)}</td>'
     )

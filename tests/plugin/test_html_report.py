@@ -353,6 +353,12 @@ def test_a_collapsed_row_shows_its_reason_answer_and_label(tmp_path: Path) -> No
     assert "timeout: slow" in _collapsed_row(page, "b")
 
 
+def test_attempts_that_failed_the_same_way_are_said_once_in_the_row() -> None:
+    failed = {"status": "failed", "reward": None, "error_type": "timeout", "err_message": "slow"}
+    page = render(_document([_attempt("a", **failed), _attempt("a", run_index=1, **failed)]))
+    assert "timeout: slow (\u00d72)</div>" in _collapsed_row(page, "a")
+
+
 def test_search_covers_the_label(tmp_path: Path) -> None:
     trajectory = _labelled_trajectory(tmp_path / "t.json", "Forty-Two")
     page = render(_document([_attempt("a", trajectory_filename=trajectory)]))
