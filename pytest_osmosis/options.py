@@ -574,10 +574,7 @@ def resolve_settings(
         raise pytest.UsageError(
             f"--osmosis-record-mode: invalid mode {record_mode!r}; choose one of {', '.join(RECORD_MODES)}"
         )
-    if raw_value(config, "policy") and raw_value(config, "model"):
-        raise pytest.UsageError(
-            "--osmosis-policy and --osmosis-model both given: choose the scripted policy or the real model"
-        )
+    policy, model = _policy_or_model(config)
     rule_text = pick("row_pass")
     repeats = _repeats(n, pick("max_n"))
     if repeats[1] and (raw_value(config, "resume") or config.getoption("numprocesses", None)):
@@ -623,8 +620,8 @@ def resolve_settings(
         datasets=datasets,
         rollout=pick("rollout"),
         config_path=raw_value(config, "config"),
-        policy=raw_value(config, "policy"),
-        model=raw_value(config, "model"),
+        policy=policy,
+        model=model,
         force_litellm=_flag(config, "force_litellm"),
         pass_threshold=1.0 if threshold is None else _checked_threshold(threshold),
         pass_threshold_set=threshold is not None,
@@ -754,6 +751,28 @@ def _check_ray_address(address: str) -> None:
         f"--osmosis-ray: {address!r} is not a Ray address; give one of auto, local, HOST:PORT "
         "or ray://HOST:PORT (e.g. 10.0.0.5:6379 or ray://head:10001)"
     )
+
+
+def _policy_or_model(config: pytest.Config) -> tuple[Any, Any]:
+    """``(policy, model)``, at most one set: the two choose one policy, and the one given on
+    the command line overrides the other's ini value (the command line beats the ini file)."""
+    policy, model = raw_value(config, "policy"), raw_value(config, "model")
+    on_cli = {stem for stem in ("policy", "model") if config.getoption("osmosis_" + stem, None)}
+    if on_cli == {"policy"}:
+        model = None
+    elif on_cli == {"model"}:
+        policy = None
+    if policy and model:
+        if on_cli:
+            raise pytest.UsageError(
+                "--osmosis-policy and --osmosis-model both given on the command line: choose "
+                "the scripted policy or the real model"
+            )
+        raise pytest.UsageError(
+            f"osmosis_policy and osmosis_model both set in {config.inipath}: keep one, or pass "
+            "one of --osmosis-policy, --osmosis-model to override the ini file"
+        )
+    return policy, model
 
 
 def _repeats(n: Any, max_n: Any) -> tuple[int, bool, int]:

@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_osmosis.keys import RECORD_KEY, ROW_KEY, RowRef
+from pytest_osmosis.keys import ROW_KEY, RowRef
 from pytest_osmosis.options import OPTIONS
-from pytest_osmosis.results.report import row_record
-from pytest_osmosis.results.verdict import RowVerdict, failure_message
+from pytest_osmosis.results.verdict import VerdictHookError, failure_message
 from pytest_osmosis.run.policy_choice import CassetteKeys
-from pytest_osmosis.run.session import OsmosisSession, ensure_session
+from pytest_osmosis.run.session import ensure_session
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
     from osmosis_rollout.dataset import DatasetRow
+    from osmosis_rollout.runs.report_model import RowRecord
 
 
 def rerun_command(config: pytest.Config, path: Path, name: str) -> str:
@@ -124,21 +124,21 @@ class RowItem(pytest.Item):
             verdict = session.wait_for_row(
                 self.nodeid, self.row, cassette_key=self.cassette_key, dataset=self.dataset
             )
-        except pytest.UsageError as exc:
+        except (pytest.UsageError, VerdictHookError) as exc:
             raise OsmosisUsageFailure(str(exc)) from exc
         except Exception as exc:
             raise OsmosisUsageFailure(
                 f"could not start the rollouts: {type(exc).__name__}: {exc}"
             ) from exc
-        builtin = verdict.outcome
-        self._record(session, verdict)
-        if verdict.outcome != builtin:
-            self._decided_by_hook(builtin, verdict.outcome, verdict)
-        if verdict.outcome == "skipped":
+        self._properties(verdict)
+        row = session.book.get(self.nodeid)
+        if row is not None and row.builtin is not None:
+            self._decided_by_hook(row.builtin, verdict.verdict, verdict)
+        if verdict.verdict == "skipped":
             raise pytest.skip.Exception(
                 "the grader removed the sample (remove_sample=True)", _use_item_location=True
             )
-        if verdict.outcome == "failed":
+        if verdict.verdict == "failed":
             self._show_printed(verdict)
             pytest.fail(
                 failure_message(
@@ -154,7 +154,7 @@ class RowItem(pytest.Item):
                 pytrace=False,
             )
 
-    def _show_printed(self, verdict: RowVerdict) -> None:
+    def _show_printed(self, verdict: RowRecord) -> None:
         """What this row's rollouts printed, as the failure's "Captured rollout output"
         section (with ``-s`` it went to the terminal as it was printed)."""
         if self.config.getoption("capture", None) == "no":
@@ -180,27 +180,7 @@ class RowItem(pytest.Item):
             self.row = dataclasses.replace(row, raw={}, initial_messages=[], metadata=None)
             self.stash[ROW_KEY] = dataclasses.replace(self.stash[ROW_KEY], row=self.row)
 
-    def _record(self, session: OsmosisSession, verdict: RowVerdict) -> None:
-        hook = self.config.hook.pytest_osmosis_row_verdict
-        asked = bool(hook.get_hookimpls())
-        record = verdict.record
-        if record is None or asked:
-            # Built for this item alone: what a verdict hook does with its result must not
-            # reach the record journaled where the row finished.
-            record = row_record(self.nodeid, self.dataset, self.row.key, verdict)
-        if asked:
-            identity = {"nodeid": self.nodeid, "dataset": self.dataset, "row_key": self.row.key}
-            decided = hook(
-                row=identity,
-                result={
-                    "verdict": record.verdict,
-                    "attempts": record.attempts,
-                    "stats": record.stats,
-                },
-            )
-            if decided is not None:
-                verdict.outcome = record.verdict = _hook_outcome(decided)
-        self.stash[RECORD_KEY] = record
+    def _properties(self, verdict: RowRecord) -> None:
         # Flat properties, for JUnit XML readers.
         last = verdict.attempts[-1]
         for name, value in (
@@ -214,7 +194,7 @@ class RowItem(pytest.Item):
             if value is not None:
                 self.user_properties.append((name, value))
 
-    def _decided_by_hook(self, builtin: str, outcome: str, verdict: RowVerdict) -> None:
+    def _decided_by_hook(self, builtin: str, outcome: str, verdict: RowRecord) -> None:
         """A ``pytest_osmosis_row_verdict`` hook overrode the threshold's verdict: say so."""
         if outcome == "skipped":
             raise pytest.skip.Exception(
@@ -243,17 +223,3 @@ class RowItem(pytest.Item):
         line = getattr(self.row, "line", None)
         # The row's line in the dataset (0-based, as pytest counts), so skips point at it.
         return self.path, (line - 1 if line else 0), self.name
-
-
-def _hook_outcome(decided: Any) -> str:
-    """``True``/``"passed"``, ``False``/``"failed"`` or ``"skipped"``; anything else is a mistake."""
-    if decided is True or decided == "passed":
-        return "passed"
-    if decided is False or decided == "failed":
-        return "failed"
-    if decided == "skipped":
-        return "skipped"
-    raise OsmosisUsageFailure(
-        f"pytest_osmosis_row_verdict returned {decided!r}; return True/'passed', "
-        "False/'failed', 'skipped', or None to keep the built-in verdict"
-    )

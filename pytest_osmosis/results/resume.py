@@ -25,12 +25,11 @@ import pytest
 
 from osmosis_rollout.runs.journal import (
     JOURNAL_FILENAME,
-    JournalRow,
     RunJournalError,
     read_journal,
     read_run_file,
 )
-from osmosis_rollout.runs.report import row_errored
+from osmosis_rollout.runs.report_model import RowRecord
 from pytest_osmosis.keys import row_ref
 
 if TYPE_CHECKING:
@@ -129,10 +128,10 @@ def row_fingerprint(
 
 
 def why_again(
-    journaled: JournalRow, fingerprint: Mapping[str, Any] | None, *, keep_errors: bool
+    journaled: RowRecord, fingerprint: Mapping[str, Any] | None, *, keep_errors: bool
 ) -> str | None:
     """Why a journaled row must run again (None: it stands)."""
-    if not keep_errors and row_errored(journaled.verdict, journaled.attempts):
+    if not keep_errors and journaled.errored():
         return ERRORED
     if fingerprint is None:
         return None
@@ -160,7 +159,7 @@ class ResumePlan:
     def decide(
         cls,
         journal: Path,
-        rows: Iterable[JournalRow],
+        rows: Iterable[RowRecord],
         fingerprints: Mapping[str, Mapping[str, Any] | None],
         *,
         keep_errors: bool,

@@ -48,7 +48,7 @@ from pytest_osmosis.signals import SignalWatch
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
-    from pytest_osmosis.results.verdict import RowVerdict
+    from osmosis_rollout.runs.report_model import RowRecord
     from pytest_osmosis.run.auto_repeats import AutoRepeats
     from pytest_osmosis.run.engine import Engine
 
@@ -129,7 +129,7 @@ class OsmosisSession:
         self.log_failure: str | None = None
         """Why ``rollouts.log`` stopped being written, if it did."""
         self._run_fingerprint: dict[str, Any] | None = None
-        self.book = RowBook(self.report, self.folder)
+        self.book = RowBook(self.report.journal, self.folder)
         self.rows = RowRunner(self, self.book)
         self.resume = Resume(self)
         self.summary = RunSummary(self)
@@ -253,8 +253,8 @@ class OsmosisSession:
         *,
         cassette_key: str | None = None,
         dataset: str | None = None,
-    ) -> RowVerdict:
-        """The verdict of the row submitted under ``key`` (see :meth:`RowRunner.wait_for_row`)."""
+    ) -> RowRecord:
+        """The record of the row submitted under ``key`` (see :meth:`RowRunner.wait_for_row`)."""
         return self.rows.wait_for_row(key, row, cassette_key=cassette_key, dataset=dataset)
 
     def close(self) -> None:
@@ -262,7 +262,6 @@ class OsmosisSession:
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.stop()
-            self.book.stop()
             if engine.log is not None and engine.log.failure is not None:
                 self.log_failure = engine.log.failure
 
