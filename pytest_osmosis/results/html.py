@@ -75,7 +75,7 @@ tr.row{cursor:pointer}tr.row:hover{background:var(--soft)}tr.detail{display:none
 .meta{color:var(--muted);font-size:12px}
 pre{margin:2px 0 0;white-space:pre-wrap}
 .reason{margin:6px 0;padding:8px 10px;border-radius:6px;background:#fff8f0;border:1px solid #f0d9b5}
-tr.row:focus{outline:2px solid var(--blue);outline-offset:-2px}
+tbody.group{scroll-margin-top:36px}tr.row:focus{outline:2px solid var(--blue);outline-offset:-2px}
 a.anchor{color:var(--muted);text-decoration:none;margin-right:4px}a.anchor:hover{color:var(--blue)}
 .why{max-width:520px;overflow-wrap:anywhere}.why .said{font-size:13px}.why .meta{margin-top:2px}
 details{margin:6px 0}summary{cursor:pointer;color:var(--muted);font-size:12px}
@@ -123,8 +123,10 @@ table.querySelectorAll('th.sortable').forEach(th=>th.addEventListener('click',()
 function follow(){const id=decodeURIComponent(location.hash.slice(1));const g=id&&document.getElementById(id);
  if(!g||!g.classList.contains('group'))return;
  if(g.hidden){search.value='';errSel.value='';setKind('all');}
- toggle(g,true);g.rows[0].focus();g.scrollIntoView({block:'start'});}
+ toggle(g,true);g.rows[0].focus({preventScroll:true});g.scrollIntoView({block:'start'});}
 window.addEventListener('hashchange',follow);
+// On load too: the browser's own jump to the fragment takes the focus back to the page.
+window.addEventListener('load',follow);
 apply();follow();
 })();
 """

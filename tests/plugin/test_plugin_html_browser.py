@@ -187,6 +187,8 @@ def test_a_deep_link_opens_its_row_and_clicking_a_row_sets_the_link(
     browser.open(report.as_uri() + "#row-case-7")
     assert browser.eval("document.getElementById('row-case-7').classList.contains('open')")
     assert browser.eval("document.querySelectorAll('tbody.group.open').length") == 1
+    focused = "document.activeElement.closest('tbody').id"
+    assert browser.eval(focused) == "row-case-7"  # Tab and Enter go on from the linked row
     browser.eval("document.querySelector('#row-case-3 tr.row').click()")
     assert browser.eval("location.hash") == "#row-case-3"
     assert browser.console_errors == []
