@@ -735,6 +735,8 @@ def _is_host(text: str) -> bool:
     try:
         ipaddress.ip_address(bare)
     except ValueError:
+        if re.fullmatch(r"[0-9.]+", text):
+            return False  # dotted digits that are no IPv4 address (10.0.0.999)
         return len(text) <= 253 and _HOSTNAME.fullmatch(text) is not None
     return True
 

@@ -108,13 +108,24 @@ def test_a_nonsense_ray_address_is_a_usage_error(
     )
 
 
-@pytest.mark.parametrize("host", ["not a host", "http://10.0.0.5", "10.0.0.5:8000"])
+@pytest.mark.parametrize("host", ["not a host", "http://10.0.0.5", "10.0.0.5:8000", "10.0.0.999"])
 def test_a_nonsense_policy_host_is_a_usage_error(
     workspace: Callable[..., Path], pytester: pytest.Pytester, host: str
 ) -> None:
     workspace()
     result = pytester.runpytest(DATASET, POLICY, f"--osmosis-policy-host={host}")
     _usage_error(result, f"--osmosis-policy-host: {host!r} is not a host name or IP address*")
+
+
+@pytest.mark.parametrize("host", ["10.0.0.5", "build-agent.local", "::1", "[::1]"])
+def test_a_policy_host_that_is_an_address_is_accepted(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, host: str
+) -> None:
+    from pytest_osmosis.options import resolve_settings
+
+    workspace()
+    config = pytester.parseconfig(DATASET, POLICY, f"--osmosis-policy-host={host}")
+    assert resolve_settings(config).policy_host == host
 
 
 def test_no_policy_is_a_usage_error_without_an_exit_trace(
