@@ -296,34 +296,13 @@ def _conversation(document: dict[str, Any] | None, words: list[str] | None = Non
     return "".join(parts) or "<p class=meta>The trajectory has no steps.</p>"
 
 
-def _traceback_text(value: Any) -> str:
-    """A traceback as text: a string as it is, a list of frames one ``file:line in name`` each."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        lines = []
-        for frame in value:
-            if isinstance(frame, dict):
-                where = frame.get("file") or frame.get("filename") or "?"
-                line = frame.get("line") or frame.get("lineno")
-                name = frame.get("function") or frame.get("name")
-                lines.append(
-                    f"{where}{f':{line}' if line else ''}{f' in {name}' if name else ''}"
-                    + (f"\n    {frame['source']}" if frame.get("source") else "")
-                )
-            else:
-                lines.append(str(frame))
-        return "\n".join(lines)
-    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
-
-
 def _captured(attempt: dict[str, Any]) -> str:
     """The attempt's traceback (open) and what it printed and logged (folded)."""
     parts = []
-    if attempt.get("traceback"):
+    if attempt.get("error_traceback"):
         parts.append(
             "<details open><summary>traceback</summary>"
-            f'<pre class="tb">{_e(_clip(_traceback_text(attempt["traceback"])))}</pre></details>'
+            f'<pre class="tb">{_e(_clip(str(attempt["error_traceback"])))}</pre></details>'
         )
     for name, key in (("printed", "printed"), ("logged", "workflow_log")):
         text = attempt.get(key)
@@ -414,6 +393,7 @@ def _why_cell(attempts: list[dict[str, Any]], errors: list[str], labels: list[st
     the answer and the label. Sorted by error type, then by the reason."""
     failures = Counter(
         f"{a.get('error_type')}: {a.get('err_message') or ''}"
+        + (f" (at {a['error_where']})" if a.get("error_where") else "")
         for a in attempts
         if a.get("status") == "failed"
     )

@@ -375,7 +375,8 @@ def test_an_attempt_shows_its_traceback_and_what_it_printed() -> None:
                     reward=None,
                     error_type="workflow_error",
                     err_message="ValueError: no",
-                    traceback='File "rollouts/demo/main.py", line 42, in run\nValueError: no',
+                    error_traceback='File "rollouts/demo/main.py", line 42, in run\nValueError: no',
+                    error_where="rollouts/demo/main.py:42 in run",
                     printed="hello from the rollout",
                 )
             ]
@@ -384,6 +385,9 @@ def test_an_attempt_shows_its_traceback_and_what_it_printed() -> None:
     detail = page[page.index('<tr class="detail"') :]
     assert "traceback" in detail and "rollouts/demo/main.py&quot;, line 42, in run" in detail
     assert "printed" in detail and "hello from the rollout" in detail
+    assert "workflow_error: ValueError: no (at rollouts/demo/main.py:42 in run)" in (
+        _collapsed_row(page, "a")
+    )
 
 
 def test_each_row_has_a_deep_link_and_takes_keyboard_focus() -> None:
