@@ -253,6 +253,12 @@ class RowRecord(_Open):
     )
 
     @property
+    def outcome(self) -> str:
+        """:attr:`verdict` under the name the ``osmosis_result`` fixture's multi-attempt
+        result had before rows became records (users' tests read it)."""
+        return self.verdict
+
+    @property
     def passed_attempts(self) -> int:
         """Attempts that reached the threshold."""
         return sum(1 for a in self.attempts if a.passed and a.status != "skipped")

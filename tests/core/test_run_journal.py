@@ -345,3 +345,9 @@ def test_journal_lines_read_back_as_they_were_written(tmp_path: Path) -> None:
         "caf\u00e9 \U0001f600",
         "lone ? surrogate",
     ]
+
+
+def test_a_row_record_answers_to_outcome_as_the_fixture_result_did_before_records() -> None:
+    from osmosis_rollout.runs.report_model import RowRecord
+
+    assert RowRecord(nodeid="d::row-0", verdict="failed").outcome == "failed"
