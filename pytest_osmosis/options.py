@@ -134,12 +134,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "agent_timeout",
-        "agent deadline per rollout, seconds (default: the eval config's, else the workflow's)",
+        "agent deadline per rollout, seconds (default: the eval config's "
+        "agent_workflow_timeout_s, else none)",
         "S",
     ),
     OptionSpec(
         "grader_timeout",
-        "grader deadline per rollout, seconds (default: the eval config's, else the grader's)",
+        "grader deadline per rollout, seconds (default: the eval config's grader_timeout_s, "
+        "else none)",
         "S",
     ),
     OptionSpec(
