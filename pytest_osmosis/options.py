@@ -603,6 +603,8 @@ def resolve_settings(
             "drive rollout servers: choose one (a server can itself run on Ray: "
             "osmosis-rollout serve ... --backend ray)"
         )
+    for url in raw_value(config, "server") or []:
+        _check_server_url(str(url))
     policy_host = str(raw_value(config, "policy_host") or "127.0.0.1")
     if policy_host in ("0.0.0.0", "::", ""):
         raise pytest.UsageError(
@@ -741,6 +743,24 @@ def _is_host(text: str) -> bool:
             return False  # dotted digits that are no IPv4 address (10.0.0.999)
         return len(text) <= 253 and _HOSTNAME.fullmatch(text) is not None
     return True
+
+
+def _check_server_url(url: str) -> None:
+    """An ``http(s)://HOST[:PORT]`` URL, checked before any server is called."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        _ = parts.port  # a port that is no number raises
+    except ValueError:
+        ok = False
+    if not ok:
+        raise pytest.UsageError(
+            f"--osmosis-server: {url!r} is not a URL of a rollout server; give "
+            "http://HOST:PORT (e.g. http://127.0.0.1:8000), or --osmosis-start-server to start "
+            "the workspace's own"
+        )
 
 
 def _check_ray_address(address: str) -> None:

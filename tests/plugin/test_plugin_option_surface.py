@@ -128,6 +128,15 @@ def test_a_policy_host_that_is_an_address_is_accepted(
     assert resolve_settings(config).policy_host == host
 
 
+@pytest.mark.parametrize("url", ["banana", "localhost:8000", "ftp://10.0.0.5:8000", "http://"])
+def test_a_server_url_that_is_no_http_url_is_a_usage_error(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, url: str
+) -> None:
+    workspace()
+    result = pytester.runpytest(DATASET, POLICY, f"--osmosis-server-url={url}")
+    _usage_error(result, f"--osmosis-server: {url!r} is not a URL*http://HOST:PORT*")
+
+
 def test_no_policy_is_a_usage_error_without_an_exit_trace(
     workspace: Callable[..., Path], pytester: pytest.Pytester
 ) -> None:
