@@ -101,7 +101,7 @@ def osmosis_result_fixture(request: pytest.FixtureRequest) -> Any:
 
     row = request.getfixturevalue("osmosis_row")
     session = ensure_session(request.config)
-    record = session.wait_for_row(request.node.nodeid, row)
+    record = session.rows.wait_for_row(request.node.nodeid, row)
     return record.attempts[0] if len(record.attempts) == 1 else record
 
 

@@ -36,11 +36,20 @@ def rerun_command(config: pytest.Config, path: Path, name: str) -> str:
 
     The ``--osmosis-*`` options given on the command line come along (the dataset and the
     policy are often among them); the node id is relative to the invocation directory, so the
-    line runs as copied.
+    line runs as copied. A dataset outside the rootdir would move pytest's rootdir and ini
+    file once its path is an argument (pytest picks them from the paths it is given): the
+    line then pins the ini file this run loaded (``-c``), or the rootdir.
     """
-    where = os.path.relpath(path, config.invocation_params.dir)
+    invocation = config.invocation_params.dir
+    where = os.path.relpath(path, invocation)
     nodeid = f"{Path(where).as_posix()}::{name}"
-    return shlex.join(["pytest", *_osmosis_args(config.invocation_params.args)]) + (
+    pinned: list[str] = []
+    if not path.is_relative_to(config.rootpath):
+        if config.inipath is not None:
+            pinned = ["-c", os.path.relpath(config.inipath, invocation)]
+        else:
+            pinned = [f"--rootdir={os.path.relpath(config.rootpath, invocation)}"]
+    return shlex.join(["pytest", *pinned, *_osmosis_args(config.invocation_params.args)]) + (
         " '" + nodeid.replace("'", "'\\''") + "'"
     )
 
@@ -121,7 +130,7 @@ class RowItem(pytest.Item):
     def runtest(self) -> None:
         session = ensure_session(self.config)
         try:
-            verdict = session.wait_for_row(
+            verdict = session.rows.wait_for_row(
                 self.nodeid, self.row, cassette_key=self.cassette_key, dataset=self.dataset
             )
         except (pytest.UsageError, VerdictHookError) as exc:

@@ -140,6 +140,9 @@ class RunSummary:
             # finished ahead of it counts nowhere (pytest does not count it). A signal's
             # report counts every journaled row, as the journal holds them.
             counted = report.reported | set(plan.kept if plan is not None else ())
+        if exitstatus == pytest.ExitCode.INTERRUPTED and not finished.get("interrupted"):
+            # pytest-xdist ends -x/--maxfail as an interrupt; without xdist it is a failure.
+            exitstatus = session.exitstatus = pytest.ExitCode.TESTS_FAILED
         report.finish(selected=osmosis.selected, finished=finished, counted=counted)
         rows = report.summary()["rows"]
         if rows["total"] and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
     from osmosis_rollout.policy import TokenPrices
     from osmosis_rollout.rollout_notes import RolloutNotes
+    from osmosis_rollout.trajectory.save import WriteFailureCallback
     from pytest_osmosis.run.rollout_servers import ServedServer
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -274,9 +275,12 @@ class InProcessRunner(_AttemptBuilder):
         *,
         agent_timeout: float | None,
         grader_timeout: float | None,
+        on_write_failure: WriteFailureCallback | None = None,
     ) -> None:
         super().__init__(policy_server, paths)
         self.backend = backend
+        self.on_write_failure = on_write_failure
+        """Told of a trajectory file that could not be written (the run stops on it)."""
         self._trajectory_root = paths.rollouts  # a Path built once, not per row
         self.agent_timeout = agent_timeout
         self.grader_timeout = grader_timeout
@@ -305,7 +309,11 @@ class InProcessRunner(_AttemptBuilder):
         )
         with rollout_output(rollout_id) as printed:
             executed = await execute_in_process(
-                self.backend, request, context, trajectory_root=self._trajectory_root
+                self.backend,
+                request,
+                context,
+                trajectory_root=self._trajectory_root,
+                on_write_failure=self.on_write_failure,
             )
         result = self.finish(
             row,
