@@ -23,14 +23,31 @@ DEFAULT_CONCURRENCY = 32
 ROW_PASS_HELP = "all|any|majority|at_least:K|rate:R"
 
 
+GROUPS = {
+    "selection": "which rows run, and how many times",
+    "running": "what runs them, where, and how fast",
+    "policy": "the model that answers the rollouts' calls",
+    "gating": "when a row, and the run, passes",
+    "outputs": "the files a run writes",
+    "server": "driving rollout servers instead of running in-process",
+}
+"""The help groups, in the order ``pytest --help`` lists them (``osmosis: <name>``)."""
+
+
 @dataclass(frozen=True)
 class OptionSpec:
-    """One option: ``--osmosis-<stem>`` on the command line, ``osmosis_<stem>`` in the ini."""
+    """One option: ``--osmosis-<stem>`` on the command line, ``osmosis_<stem>`` in the ini.
+
+    ``alias`` is a clearer name the option is also known by (listed first in the help); the
+    stem's flag and its ini twin keep working.
+    """
 
     stem: str
     help: str
     metavar: str | None = None
     kind: Literal["str", "list", "flag"] = "str"
+    group: str = "running"
+    alias: str | None = None
 
     @property
     def flag(self) -> str:
@@ -40,120 +57,99 @@ class OptionSpec:
     def dest(self) -> str:
         return "osmosis_" + self.stem
 
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The names on the command line, the clearer one first."""
+        return (self.alias, self.flag) if self.alias else (self.flag,)
+
 
 OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("dataset", "dataset file (.jsonl, .csv, .parquet); repeatable", "PATH", "list"),
+    # selection
     OptionSpec(
-        "rollout",
-        "rollout entrypoint, FILE_OR_MODULE[:ATTR] (default: rollouts/*/main.py)",
-        "ENTRYPOINT",
+        "dataset",
+        "dataset file (.jsonl, .csv, .parquet); repeatable (default: the eval config's "
+        "[experiment].dataset, else no rows)",
+        "PATH",
+        "list",
+        group="selection",
     ),
-    OptionSpec("config", "eval TOML (configs/eval/NAME.toml); its values are defaults", "PATH"),
-    OptionSpec("policy", "scripted policy MODULE_OR_FILE:CALLABLE serving the model calls", "REF"),
-    OptionSpec("model", "real model through LiteLLM, e.g. openai/gpt-5-mini", "LITELLM_ID"),
     OptionSpec(
-        "force_litellm",
-        "send every --osmosis-model call through LiteLLM, also to an OpenAI-compatible "
-        "server of your own (otherwise called through the openai SDK directly)",
-        kind="flag",
+        "rows",
+        "only these dataset rows, e.g. 3,7,10-20 (default: every row)",
+        "SPEC",
+        group="selection",
     ),
-    OptionSpec("pass_threshold", "a row passes when reward >= X (default 1.0)", "X"),
     OptionSpec(
-        "concurrency", "rollouts in flight at once (default: workflow config, else 32)", "N"
-    ),
-    OptionSpec("rows", "only these dataset rows, e.g. 3,7,10-20", "SPEC"),
-    OptionSpec("limit", "only the first N rows", "N"),
-    OptionSpec("agent_timeout", "agent deadline per rollout, seconds", "S"),
-    OptionSpec("grader_timeout", "grader deadline per rollout, seconds", "S"),
-    OptionSpec(
-        "output",
-        "where trajectories, artifacts and the report go (default .osmosis/runs/<run>)",
-        "DIR",
-    ),
-    OptionSpec("report", "also write the JSON report here", "PATH"),
-    OptionSpec("record_mode", "record/replay model calls: none|once|new_episodes|all", "MODE"),
-    OptionSpec(
-        "cassette_dir", "where cassettes live (default: cassettes/ beside the dataset)", "DIR"
+        "limit", "only the first N rows, N >= 1 (default: every row)", "N", group="selection"
     ),
     OptionSpec(
         "n",
         "attempts per row, each an independent rollout (default 1); auto: one each, then more "
         "to the least measured rows while the confidence gate is undecided",
         "N|auto",
-    ),
-    OptionSpec("max_n", "with --osmosis-n auto: at most K attempts per row (default 8)", "K"),
-    OptionSpec(
-        "row_pass", f"a row's verdict over its attempts: {ROW_PASS_HELP} (default all)", "RULE"
-    ),
-    OptionSpec("min_pass_rate", "suite gate: pass when the row pass rate is >= R", "R"),
-    OptionSpec("confidence", "confidence of the intervals shown beside rates (default 0.95)", "C"),
-    OptionSpec(
-        "gate_confidence",
-        "decide the pass-rate gate and the regression test at confidence C: pass when the "
-        "interval clears --osmosis-min-pass-rate, fail when below it, else undecided",
-        "C",
+        group="selection",
     ),
     OptionSpec(
-        "gate_undecided", "what an undecided gate does to the run: fail (default) or pass", "MODE"
-    ),
-    OptionSpec("baseline", "compare with a previous JSON report, row by row", "REPORT"),
-    OptionSpec(
-        "allow_partial_baseline",
-        "accept a baseline report of an incomplete run (interrupted, -x, --maxfail)",
-        kind="flag",
+        "max_n",
+        "with --osmosis-n auto: at most K attempts per row (default 8)",
+        "K",
+        group="selection",
     ),
     OptionSpec(
         "resume",
         "continue the run in RUN_DIR: run the rows its rows.jsonl lacks, errored rows and rows "
-        "whose fingerprint (row, rollout file, policy, threshold, rule, attempts) changed",
+        "whose fingerprint (row, rollout file, policy, threshold, rule, attempts) changed "
+        "(default: a fresh run)",
         "RUN_DIR",
+        group="selection",
     ),
     OptionSpec(
         "resume_keep_errors",
         "with --osmosis-resume: keep journaled rows whose rollouts errored instead of running "
-        "them again",
+        "them again (default: off)",
         kind="flag",
-    ),
-    OptionSpec(
-        "fail_on_regression", "fail the run when a row regressed against the baseline", kind="flag"
-    ),
-    OptionSpec(
-        "regression_margin",
-        "with --osmosis-gate-confidence: the regression test calls a drop significant only "
-        "when it is larger than M (a non-inferiority margin, e.g. 0.02; default 0)",
-        "M",
-    ),
-    OptionSpec(
-        "require_grader",
-        "fail the run when a row ran ungraded (no Grader, or no ground_truth/metadata)",
-        kind="flag",
-    ),
-    OptionSpec(
-        "server",
-        "drive this rollout server URL instead of running in-process; repeatable",
-        "URL",
-        "list",
-    ),
-    OptionSpec(
-        "serve", "start the workspace entrypoint's server as a subprocess and drive it", kind="flag"
-    ),
-    OptionSpec(
-        "ray",
-        "run the rows on a Ray cluster: auto, HOST:PORT, ray://HOST:PORT, or local (start one)",
-        "ADDRESS",
-    ),
-    OptionSpec(
-        "policy_host",
-        "address the policy endpoint binds and gives rollouts (default 127.0.0.1); with a "
-        "remote --osmosis-ray cluster, this machine's address as the cluster reaches it",
-        "HOST",
+        group="selection",
     ),
     OptionSpec(
         "preflight_only",
-        "run only the preflight checks (dataset, entrypoint, eval config)",
+        "run only the preflight checks (dataset, entrypoint, eval config) (default: off)",
         kind="flag",
+        group="selection",
     ),
-    OptionSpec("html", "write a self-contained HTML report here", "PATH"),
+    # running
+    OptionSpec(
+        "rollout",
+        "rollout entrypoint, FILE_OR_MODULE[:ATTR] (default: the eval config's, else the one "
+        "rollouts/*/main.py)",
+        "ENTRYPOINT",
+    ),
+    OptionSpec(
+        "config",
+        "eval TOML (configs/eval/NAME.toml); its values are defaults (default: "
+        "configs/eval/<rollout name>.toml when it exists)",
+        "PATH",
+    ),
+    OptionSpec(
+        "concurrency", "rollouts in flight at once (default: workflow config, else 32)", "N"
+    ),
+    OptionSpec(
+        "agent_timeout",
+        "agent deadline per rollout, seconds (default: the eval config's "
+        "agent_workflow_timeout_s, else none)",
+        "S",
+    ),
+    OptionSpec(
+        "grader_timeout",
+        "grader deadline per rollout, seconds (default: the eval config's grader_timeout_s, "
+        "else none)",
+        "S",
+    ),
+    OptionSpec(
+        "ray",
+        "run the rows on a Ray cluster: auto, local (start one), HOST:PORT or ray://HOST:PORT "
+        "(default: in this process)",
+        "ADDRESS",
+    ),
     OptionSpec(
         "progress",
         "live progress while rows run: off|auto|line|bar (default auto: bar on a terminal, "
@@ -161,25 +157,190 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "MODE",
     ),
     OptionSpec("progress_interval", "seconds between plain progress lines (default 30)", "S"),
-    OptionSpec("price_in", "cost: US dollars per million prompt tokens", "USD"),
-    OptionSpec("price_out", "cost: US dollars per million completion tokens", "USD"),
+    # policy
+    OptionSpec(
+        "policy",
+        "scripted policy MODULE_OR_FILE:CALLABLE serving the model calls (default: none; one "
+        "of --osmosis-policy, --osmosis-model, cassettes or the eval config's model is needed)",
+        "REF",
+        group="policy",
+    ),
+    OptionSpec(
+        "model",
+        "real model through LiteLLM, e.g. openai/gpt-5-mini (default: the eval config's "
+        "model_path, when no cassettes are recorded)",
+        "LITELLM_ID",
+        group="policy",
+    ),
+    OptionSpec(
+        "force_litellm",
+        "send every --osmosis-model call through LiteLLM, also to an OpenAI-compatible "
+        "server of your own (default: off, such a server is called through the openai SDK)",
+        kind="flag",
+        group="policy",
+    ),
+    OptionSpec(
+        "record_mode",
+        "record/replay model calls: none|once|new_episodes|all (default: replay cassettes "
+        "when recorded, else call the policy)",
+        "MODE",
+        group="policy",
+    ),
+    OptionSpec(
+        "cassette_dir",
+        "where cassettes live (default: cassettes/ beside the dataset)",
+        "DIR",
+        group="policy",
+    ),
+    OptionSpec(
+        "policy_host",
+        "address the policy endpoint binds and gives rollouts (default 127.0.0.1); with a "
+        "remote --osmosis-ray cluster, this machine's address as the cluster reaches it",
+        "HOST",
+        group="policy",
+    ),
+    OptionSpec(
+        "price_in",
+        "cost: US dollars per million prompt tokens (default: the eval config's, else no cost)",
+        "USD",
+        group="policy",
+    ),
+    OptionSpec(
+        "price_out",
+        "cost: US dollars per million completion tokens (default: the eval config's, else no cost)",
+        "USD",
+        group="policy",
+    ),
+    # gating
+    OptionSpec(
+        "pass_threshold",
+        "a row passes when reward >= X, X between 0 and 1 (default: the eval config's, else 1.0)",
+        "X",
+        group="gating",
+    ),
+    OptionSpec(
+        "row_pass",
+        f"a row's verdict over its attempts: {ROW_PASS_HELP} (default all)",
+        "RULE",
+        group="gating",
+    ),
+    OptionSpec(
+        "min_pass_rate",
+        "suite gate: pass when the row pass rate is >= R (default: no gate, every row must pass)",
+        "R",
+        group="gating",
+    ),
+    OptionSpec(
+        "confidence",
+        "confidence of the intervals shown beside rates (default 0.95)",
+        "C",
+        group="gating",
+    ),
+    OptionSpec(
+        "gate_confidence",
+        "decide the pass-rate gate and the regression test at confidence C: pass when the "
+        "interval clears --osmosis-min-pass-rate, fail when below it, else undecided "
+        "(default: off, the gate compares the observed rate)",
+        "C",
+        group="gating",
+    ),
+    OptionSpec(
+        "gate_undecided",
+        "what an undecided gate does to the run: fail (default) or pass",
+        "MODE",
+        group="gating",
+    ),
+    OptionSpec(
+        "baseline",
+        "compare with a previous JSON report, row by row (default: no comparison)",
+        "REPORT",
+        group="gating",
+    ),
+    OptionSpec(
+        "allow_partial_baseline",
+        "accept a baseline report of an incomplete run (interrupted, -x, --maxfail) (default: off)",
+        kind="flag",
+        group="gating",
+    ),
+    OptionSpec(
+        "fail_on_regression",
+        "fail the run when a row regressed against the baseline (default: off)",
+        kind="flag",
+        group="gating",
+    ),
+    OptionSpec(
+        "regression_margin",
+        "with --osmosis-gate-confidence: the regression test calls a drop significant only "
+        "when it is larger than M (a non-inferiority margin, e.g. 0.02; default 0)",
+        "M",
+        group="gating",
+    ),
+    OptionSpec(
+        "require_grader",
+        "fail the run when a row ran ungraded (no Grader, or no ground_truth/metadata) "
+        "(default: off)",
+        kind="flag",
+        group="gating",
+    ),
+    # outputs
+    OptionSpec(
+        "output",
+        "where trajectories, artifacts and the report go (default .osmosis/runs/<run>)",
+        "DIR",
+        group="outputs",
+    ),
+    OptionSpec(
+        "report",
+        "also write the JSON report here (default: only <output>/report.json)",
+        "PATH",
+        group="outputs",
+        alias="--osmosis-json-report",
+    ),
+    OptionSpec(
+        "html",
+        "write a self-contained HTML report here (default: none)",
+        "PATH",
+        group="outputs",
+        alias="--osmosis-html-report",
+    ),
+    # server
+    OptionSpec(
+        "server",
+        "drive this rollout server URL instead of running in-process; repeatable "
+        "(default: in-process)",
+        "URL",
+        "list",
+        group="server",
+        alias="--osmosis-server-url",
+    ),
+    OptionSpec(
+        "serve",
+        "start the workspace entrypoint's server as a subprocess and drive it (default: off)",
+        kind="flag",
+        group="server",
+        alias="--osmosis-start-server",
+    ),
 )
 
 
 def add_options(parser: pytest.Parser) -> None:
-    """Register every option in the ``osmosis`` group, each with its ini twin."""
-    group = parser.getgroup("osmosis", "osmosis rollouts (pytest-osmosis)")
+    """Register every option in its ``osmosis: <group>`` help group, each with its ini twin."""
+    groups = {
+        name: parser.getgroup(f"osmosis: {name}", f"osmosis: {name} ({about})")
+        for name, about in GROUPS.items()
+    }
     for spec in OPTIONS:
+        group = groups[spec.group]
         if spec.kind == "flag":
             group.addoption(
-                spec.flag, action="store_true", default=None, dest=spec.dest, help=spec.help
+                *spec.flags, action="store_true", default=None, dest=spec.dest, help=spec.help
             )
             parser.addini(
                 spec.dest, f"{spec.help} (ini twin of {spec.flag})", type="bool", default=None
             )
         elif spec.kind == "list":
             group.addoption(
-                spec.flag,
+                *spec.flags,
                 action="append",
                 default=None,
                 dest=spec.dest,
@@ -191,7 +352,7 @@ def add_options(parser: pytest.Parser) -> None:
             )
         else:
             group.addoption(
-                spec.flag,
+                *spec.flags,
                 action="store",
                 default=None,
                 dest=spec.dest,
@@ -395,6 +556,7 @@ def resolve_settings(
 ) -> OsmosisSettings:
     """Build :class:`OsmosisSettings` from the command line, the ini file and TOML defaults."""
     toml = toml_defaults or {}
+    _refuse_empty_values(config)
 
     def pick(stem: str) -> Any:
         value = raw_value(config, stem)
@@ -433,18 +595,31 @@ def resolve_settings(
         )
     margin = pick("regression_margin")
     ray = raw_value(config, "ray")
+    if ray:
+        _check_ray_address(str(ray))
     if ray and (raw_value(config, "server") or _flag(config, "serve")):
         raise pytest.UsageError(
             "--osmosis-ray runs the rows on a Ray cluster and --osmosis-server/--osmosis-serve "
             "drive rollout servers: choose one (a server can itself run on Ray: "
             "osmosis-rollout serve ... --backend ray)"
         )
+    for url in raw_value(config, "server") or []:
+        _check_server_url(str(url))
     policy_host = str(raw_value(config, "policy_host") or "127.0.0.1")
     if policy_host in ("0.0.0.0", "::", ""):
         raise pytest.UsageError(
             f"--osmosis-policy-host: {policy_host!r} is not an address rollouts can call; pass "
             "this machine's address as they reach it, e.g. its LAN IP (default 127.0.0.1)"
         )
+    if not _is_host(policy_host):
+        raise pytest.UsageError(
+            f"--osmosis-policy-host: {policy_host!r} is not a host name or IP address; give "
+            "the address rollouts reach this machine at, without scheme or port, e.g. "
+            "192.168.1.20 (default 127.0.0.1)"
+        )
+    rows = pick("rows")
+    if rows is not None:
+        _check_rows(str(rows))
     return OsmosisSettings(
         datasets=datasets,
         rollout=pick("rollout"),
@@ -452,13 +627,13 @@ def resolve_settings(
         policy=policy,
         model=model,
         force_litellm=_flag(config, "force_litellm"),
-        pass_threshold=1.0 if threshold is None else _number("pass_threshold", threshold),
+        pass_threshold=1.0 if threshold is None else _checked_threshold(threshold),
         pass_threshold_set=threshold is not None,
         concurrency=None
         if concurrency is None
         else int(_number("concurrency", concurrency, minimum=1, integer=True)),
-        rows=None if pick("rows") is None else str(pick("rows")),
-        limit=None if limit is None else int(_number("limit", limit, integer=True)),
+        rows=None if rows is None else str(rows),
+        limit=None if limit is None else _checked_limit(limit),
         agent_timeout=None
         if agent_timeout is None
         else _number("agent_timeout", agent_timeout, minimum=0, allow_equal=False),
@@ -502,6 +677,103 @@ def resolve_settings(
             minimum=0,
             allow_equal=False,
         ),
+    )
+
+
+def _refuse_empty_values(config: pytest.Config) -> None:
+    """``--osmosis-rows ''`` and the like: an empty value given on purpose is a mistake.
+
+    Left alone it would read as "not given" and, for a selection, run every row.
+    """
+    for spec in OPTIONS:
+        if spec.kind == "flag":
+            continue
+        value = config.getoption(spec.dest, default=None)
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            raise pytest.UsageError(
+                f"{spec.flag}: empty value; expected {spec.metavar}: {spec.help}; "
+                "or leave the option out"
+            )
+
+
+def _check_rows(spec: str) -> None:
+    from osmosis_rollout.dataset.selection import parse_ranges
+    from osmosis_rollout.errors import DatasetError
+
+    try:
+        parse_ranges(spec)
+    except DatasetError as exc:
+        raise pytest.UsageError(f"--osmosis-rows: {exc}") from None
+
+
+def _checked_limit(value: Any) -> int:
+    limit = int(_number("limit", value, integer=True))
+    if limit < 1:
+        raise pytest.UsageError(
+            f"--osmosis-limit: must be >= 1, got {value!r}; drop --osmosis-limit to run every "
+            "row, or select rows with --osmosis-rows"
+        )
+    return limit
+
+
+def _checked_threshold(value: Any) -> float:
+    threshold = _number("pass_threshold", value)
+    if not 0 <= threshold <= 1:
+        raise pytest.UsageError(
+            f"--osmosis-pass-threshold: must be between 0 and 1, got {value!r}; a row passes "
+            "when its reward is >= the threshold, and rewards run from 0 to 1 (e.g. 0.5)"
+        )
+    return threshold
+
+
+_HOST_LABEL = r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
+_HOSTNAME = re.compile(rf"{_HOST_LABEL}(\.{_HOST_LABEL})*\.?")
+
+
+def _is_host(text: str) -> bool:
+    """A host name or an IP address (IPv6 with or without brackets), nothing more."""
+    import ipaddress
+
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        ipaddress.ip_address(bare)
+    except ValueError:
+        if re.fullmatch(r"[0-9.]+", text):
+            return False  # dotted digits that are no IPv4 address (10.0.0.999)
+        return len(text) <= 253 and _HOSTNAME.fullmatch(text) is not None
+    return True
+
+
+def _check_server_url(url: str) -> None:
+    """An ``http(s)://HOST[:PORT]`` URL, checked before any server is called."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        _ = parts.port  # a port that is no number raises
+    except ValueError:
+        ok = False
+    if not ok:
+        raise pytest.UsageError(
+            f"--osmosis-server: {url!r} is not a URL of a rollout server; give "
+            "http://HOST:PORT (e.g. http://127.0.0.1:8000), or --osmosis-start-server to start "
+            "the workspace's own"
+        )
+
+
+def _check_ray_address(address: str) -> None:
+    """``auto``, ``local``, ``HOST:PORT`` or ``ray://HOST:PORT``, checked before Ray is loaded."""
+    if address in ("auto", "local"):
+        return
+    rest = address.removeprefix("ray://")
+    host, sep, port = rest.rpartition(":")
+    if sep and _is_host(host) and port.isdigit() and 0 < int(port) < 65536:
+        return
+    raise pytest.UsageError(
+        f"--osmosis-ray: {address!r} is not a Ray address; give one of auto, local, HOST:PORT "
+        "or ray://HOST:PORT (e.g. 10.0.0.5:6379 or ray://head:10001)"
     )
 
 
@@ -650,7 +922,5 @@ def check_ini_keys(config: pytest.Config) -> None:
         hint = f"; did you mean {near[0]}?" if near else ""
         lines.append(f"{config.inipath or 'the ini file'}: unknown option {key}{hint}")
     raise pytest.UsageError(
-        "\n".join(
-            [*lines, "pytest-osmosis's ini options are listed under 'osmosis' in pytest --help"]
-        )
+        "\n".join([*lines, "pytest-osmosis's ini options are listed as osmosis_* in pytest --help"])
     )

@@ -20,10 +20,13 @@ from pytest_osmosis.options import OsmosisSettings, raw_value, resolve_path, res
 from pytest_osmosis.results.output_paths import Input, check_output_paths
 from pytest_osmosis.run.session import OsmosisSession, ensure_session, is_worker
 from pytest_osmosis.run.workspace import (
+    check_reference_file,
     dataset_from_eval_config,
     default_eval_config,
     discover_entrypoint,
+    file_not_found,
     find_workspace,
+    shown_path,
 )
 
 
@@ -147,10 +150,18 @@ def configure_session(config: pytest.Config) -> None:
     if entrypoint is None and needs_entrypoint:
         entrypoint = discover_entrypoint(workspace)
     if entrypoint is not None:
+        check_reference_file("--osmosis-rollout", entrypoint, invocation)
         _check_syntax(entrypoint, invocation)
         from pytest_osmosis.results.resume import declared_env
 
         declared_env(entrypoint, base=invocation)  # a malformed OSMOSIS_ENV: said before any row
+    if settings.policy:
+        check_reference_file("--osmosis-policy", settings.policy, invocation)
+    if not (settings.preflight_only or config.option.collectonly):
+        # Found when the rows start, it could only end the run from inside pytest's loop.
+        from pytest_osmosis.run.policy_choice import check_policy_given
+
+        check_policy_given(config, settings)
     session = OsmosisSession(
         config, settings, workspace=workspace, entrypoint=entrypoint, eval_config=eval_config
     )
@@ -180,41 +191,14 @@ DATASET_SUFFIXES = (".jsonl", ".csv", ".parquet")
 
 def _dataset_not_found(path: Path, base: Path) -> str:
     """Which dataset path is wrong, and the files of that folder it was probably meant to name."""
-
-    def shown(p: Path) -> str:
-        try:
-            return str(p.relative_to(base))
-        except ValueError:
-            return str(p)
-
     if path.is_dir():
         names = sorted(p.name for p in path.iterdir() if p.suffix in DATASET_SUFFIXES)
         listing = (
-            ", ".join(shown(path / n) for n in names[:5]) or "no .jsonl, .csv or .parquet file"
+            ", ".join(shown_path(path / n, base) for n in names[:5])
+            or "no .jsonl, .csv or .parquet file"
         )
-        return f"--osmosis-dataset: {shown(path)} is a folder; name a file in it ({listing})"
-    folder = path.parent
-    if not folder.is_dir():
-        while not folder.is_dir() and folder != folder.parent:
-            folder = folder.parent
-        return (
-            f"--osmosis-dataset: file not found: {shown(path)} "
-            f"(there is no folder {shown(path.parent)}; the nearest that exists is {shown(folder)})"
-        )
-    import difflib
-
-    names = sorted(p.name for p in folder.iterdir() if p.is_file())
-    near = difflib.get_close_matches(path.name, names, n=3, cutoff=0.5)
-    if not near:
-        near = [n for n in names if n.endswith(DATASET_SUFFIXES)][:3]
-        hint = (
-            f"; {shown(folder)} has {', '.join(near)}"
-            if near
-            else f"; {shown(folder)} has no dataset file"
-        )
-    else:
-        hint = "; did you mean " + " or ".join(shown(folder / n) for n in near) + "?"
-    return f"--osmosis-dataset: file not found: {shown(path)}{hint}"
+        return f"--osmosis-dataset: {shown_path(path, base)} is a folder; name a file in it ({listing})"
+    return file_not_found("--osmosis-dataset", path, base, DATASET_SUFFIXES)
 
 
 def _check_syntax(entrypoint: str, base: Path) -> None:

@@ -3,9 +3,13 @@
 Everything is rendered into one file at write time: inline CSS, inline SVG histograms (reward,
 latency, tokens) and a little inline JavaScript that sorts, searches and filters the rows
 (by outcome, by error type, by baseline change). A content security policy forbids every
-request, so the page opens from disk and never reaches the network. Each row opens to its
-attempts' conversations, read from their ATIF trajectory files, with tool calls and their
-results shown as calls and answers.
+request, so the page opens from disk and never reaches the network.
+
+Each collapsed row says why it failed (the error, or the grader's reason) beside the answer and
+the label, so "which rows fail and why" reads from the table itself. A row opens (click, Enter
+or Space; it takes keyboard focus) to its attempts' tracebacks, what they printed, and their
+conversations, read from their ATIF trajectory files, with tool calls and their results shown
+as calls and answers. Every row has an anchor (``report.html#row-<key>`` opens it).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import html
 import json
 import math
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,6 +75,12 @@ tr.row{cursor:pointer}tr.row:hover{background:var(--soft)}tr.detail{display:none
 .meta{color:var(--muted);font-size:12px}
 pre{margin:2px 0 0;white-space:pre-wrap}
 .reason{margin:6px 0;padding:8px 10px;border-radius:6px;background:#fff8f0;border:1px solid #f0d9b5}
+tbody.group{scroll-margin-top:36px}tr.row:focus{outline:2px solid var(--blue);outline-offset:-2px}
+a.anchor{color:var(--muted);text-decoration:none;margin-right:4px}a.anchor:hover{color:var(--blue)}
+.why{max-width:520px;overflow-wrap:anywhere}.why .said{font-size:13px}.why .meta{margin-top:2px}
+details{margin:6px 0}summary{cursor:pointer;color:var(--muted);font-size:12px}
+pre.tb{font-family:ui-monospace,monospace;font-size:12px;background:#fff;border:1px solid #eaeef2;border-radius:4px;padding:6px 8px}
+.banner .estimand{font-weight:400;font-size:12px;margin-top:2px}
 .beside{display:flex;gap:10px;margin:8px 0}.beside>div{flex:1;padding:8px 10px;border-radius:6px;background:#fff;border:1px solid #eaeef2;white-space:pre-wrap;overflow-wrap:anywhere}
 """
 
@@ -85,11 +96,20 @@ function apply(){const q=search.value.trim().toLowerCase(),et=errSel.value;let s
   if(ok&&q)ok=g.dataset.text.indexOf(q)>=0;
   g.hidden=!ok;if(ok)shown++;});
  count.textContent='showing '+shown+' of '+groups.length+' rows';}
-document.querySelectorAll('.filters button').forEach(b=>b.addEventListener('click',()=>{kind=b.dataset.kind;
- document.querySelectorAll('.filters button').forEach(x=>x.classList.toggle('on',x===b));apply();}));
+function setKind(k){kind=k;document.querySelectorAll('.filters button').forEach(x=>x.classList.toggle('on',x.dataset.kind===k));apply();}
+function toggle(g,open){g.classList.toggle('open',open);g.rows[0].setAttribute('aria-expanded',String(g.classList.contains('open')));
+ if(g.classList.contains('open'))history.replaceState(null,'','#'+g.id);}
+document.querySelectorAll('.filters button').forEach(b=>b.addEventListener('click',()=>setKind(b.dataset.kind)));
 search.addEventListener('input',apply);errSel.addEventListener('change',apply);
-groups.forEach(g=>g.rows[0].addEventListener('click',()=>g.classList.toggle('open')));
-table.querySelectorAll('th.sortable').forEach((th,i)=>th.addEventListener('click',()=>{
+groups.forEach(g=>{const r=g.rows[0];
+ r.addEventListener('click',e=>{if(e.target.closest('a'))return;toggle(g);});
+ r.addEventListener('keydown',e=>{
+  if(e.key==='Enter'||e.key===' '){e.preventDefault();toggle(g);return;}
+  if(e.key!=='ArrowDown'&&e.key!=='ArrowUp')return;
+  e.preventDefault();const shown=Array.from(table.querySelectorAll('tbody.group:not([hidden])'));
+  const next=shown[shown.indexOf(g)+(e.key==='ArrowDown'?1:-1)];if(next)next.rows[0].focus();});});
+// A missing value (an errored row's reward) sorts as the lowest: first ascending, last descending.
+table.querySelectorAll('th.sortable').forEach(th=>th.addEventListener('click',()=>{
  const col=Number(th.dataset.col),numeric=th.dataset.type==='num';
  const dir=th.getAttribute('aria-sort')==='ascending'?-1:1;
  table.querySelectorAll('th.sortable').forEach(x=>x.removeAttribute('aria-sort'));
@@ -97,10 +117,17 @@ table.querySelectorAll('th.sortable').forEach((th,i)=>th.addEventListener('click
  const key=g=>g.rows[0].cells[col].dataset.v||'';
  const sorted=groups.slice().sort((a,b)=>{const x=key(a),y=key(b);
   if(numeric){const fx=x===''?NaN:Number(x),fy=y===''?NaN:Number(y);
-   if(isNaN(fx)&&isNaN(fy))return 0;if(isNaN(fx))return 1;if(isNaN(fy))return -1;return dir*(fx-fy);}
+   if(isNaN(fx)&&isNaN(fy))return 0;if(isNaN(fx))return -dir;if(isNaN(fy))return dir;return dir*(fx-fy);}
   return dir*x.localeCompare(y,undefined,{numeric:true});});
  sorted.forEach(g=>table.appendChild(g));}));
-apply();
+function follow(){const id=decodeURIComponent(location.hash.slice(1));const g=id&&document.getElementById(id);
+ if(!g||!g.classList.contains('group'))return;
+ if(g.hidden){search.value='';errSel.value='';setKind('all');}
+ toggle(g,true);g.rows[0].focus({preventScroll:true});g.scrollIntoView({block:'start'});}
+window.addEventListener('hashchange',follow);
+// On load too: the browser's own jump to the fragment takes the focus back to the page.
+window.addEventListener('load',follow);
+apply();follow();
 })();
 """
 
@@ -208,13 +235,20 @@ def _call_text(name: str, arguments: Any) -> str:
     return f"{name}(\n{json.dumps(arguments, ensure_ascii=False, indent=2)}\n)"
 
 
-def _conversation(path: str | None, words: list[str] | None = None) -> str:
+def _label(document: dict[str, Any] | None) -> str | None:
+    """The row's label as the trajectory recorded it (the report's rows do not carry it)."""
+    if document is None:
+        return None
+    label = ((document.get("extra") or {}).get("osmosis") or {}).get("label")
+    return None if label is None else _text(label)
+
+
+def _conversation(document: dict[str, Any] | None, words: list[str] | None = None) -> str:
     """A trajectory's steps: who spoke, what they said, the tools they called and the answers.
 
     ``words`` gets what the row's search covers: each message and each tool call.
     """
     words = [] if words is None else words
-    document = _read_trajectory(path)
     if document is None:
         return "<p class=meta>No trajectory was written for this attempt.</p>"
     parts = []
@@ -262,7 +296,30 @@ def _conversation(path: str | None, words: list[str] | None = None) -> str:
     return "".join(parts) or "<p class=meta>The trajectory has no steps.</p>"
 
 
-def _attempt_block(attempt: dict[str, Any], repeated: bool, words: list[str] | None = None) -> str:
+def _captured(attempt: dict[str, Any]) -> str:
+    """The attempt's traceback (open) and what it printed and logged (folded)."""
+    parts = []
+    if attempt.get("error_traceback"):
+        parts.append(
+            "<details open><summary>traceback</summary>"
+            f'<pre class="tb">{_e(_clip(str(attempt["error_traceback"])))}</pre></details>'
+        )
+    for name, key in (("printed", "printed"), ("logged", "workflow_log")):
+        text = attempt.get(key)
+        if text:
+            parts.append(
+                f"<details><summary>{name} ({len(str(text)):,} chars)</summary>"
+                f'<pre class="tb">{_e(_clip(str(text)))}</pre></details>'
+            )
+    return "".join(parts)
+
+
+def _attempt_block(
+    attempt: dict[str, Any],
+    repeated: bool,
+    words: list[str] | None = None,
+    document: dict[str, Any] | None = None,
+) -> str:
     reward = _num(attempt.get("reward"))
     status = attempt.get("status")
     head = [f"attempt {attempt.get('run_index', 0)}" if repeated else "conversation"]
@@ -275,6 +332,7 @@ def _attempt_block(attempt: dict[str, Any], repeated: bool, words: list[str] | N
     error = ""
     if attempt.get("err_message"):
         error = f'<div class="err">{_e(_clip(str(attempt["err_message"])))}</div>'
+    error += _captured(attempt)
     if status == "failed":
         # An errored rollout may have no trajectory: its prompt and diagnostics say what ran.
         if attempt.get("prompt"):
@@ -299,12 +357,67 @@ def _attempt_block(attempt: dict[str, Any], repeated: bool, words: list[str] | N
     )
     return (
         f'<div class="attempt"><h4>{" &middot; ".join(head)}</h4>{error}'
-        f"{_conversation(where, words)}{meta}</div>"
+        f"{_conversation(document, words)}{meta}</div>"
     )
 
 
 MAX_SEARCH_CHARS = 20_000
 """What a row's search covers of its prompts, messages and tool calls: the page stays small."""
+MAX_WHY_CHARS = 240
+"""How much of a reason, an answer or a label the collapsed row shows (the row opens to all)."""
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_WHY_CHARS else text[: MAX_WHY_CHARS - 1] + "\u2026"
+
+
+class Anchors:
+    """Each row's ``id``: ``row-<key>``, made safe for a URL, and unique on the page."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set()
+
+    def __call__(self, key: str) -> str:
+        base = "row-" + re.sub(r"[^A-Za-z0-9_.-]", "_", key)
+        anchor, n = base, 1
+        while anchor in self.taken:
+            n += 1
+            anchor = f"{base}-{n}"
+        self.taken.add(anchor)
+        return anchor
+
+
+def _why_cell(attempts: list[dict[str, Any]], errors: list[str], labels: list[str]) -> str:
+    """Why the row ended as it did, without opening it: the error or the grader's reason, then
+    the answer and the label. Sorted by error type, then by the reason."""
+    failures = Counter(
+        f"{a.get('error_type')}: {a.get('err_message') or ''}"
+        + (f" (at {a['error_where']})" if a.get("error_where") else "")
+        for a in attempts
+        if a.get("status") == "failed"
+    )
+    # Attempts that failed the same way are said once, with how many did.
+    error_text = "; ".join(
+        text + (f" (\u00d7{count})" if count > 1 else "") for text, count in failures.items()
+    )
+    missed = [a for a in attempts if a.get("passed") is not True] or attempts
+    reason = next((str(r) for a in missed if (r := (a.get("grader") or {}).get("reason"))), "")
+    answer = next((str(a["last_assistant"]) for a in missed if a.get("last_assistant")), "")
+    parts = []
+    if error_text:
+        parts.append(f'<div class="err">{_e(_short(error_text))}</div>')
+    if reason:
+        parts.append(f'<div class="said">{_e(_short(reason))}</div>')
+    said = [
+        f"{name}: {_e(_short(text))}"
+        for name, text in (("answer", answer), ("label", labels[0] if labels else ""))
+        if text
+    ]
+    if said:
+        parts.append(f'<div class="meta">{" &middot; ".join(said)}</div>')
+    sort_key = " ".join(errors) or reason
+    return f'<td class="why" data-v="{_e(sort_key)}">{"".join(parts)}</td>'
 
 
 def _row_group(
@@ -312,8 +425,12 @@ def _row_group(
     attempts: list[dict[str, Any]],
     baseline: dict[str, Any],
     columns: dict[str, bool],
+    anchors: Anchors | None = None,
 ) -> str:
     nodeid = verdict["nodeid"]
+    anchor = (anchors or Anchors())(str(verdict.get("row_key") or nodeid))
+    documents = [_read_trajectory(a.get("trajectory_filename")) for a in attempts]
+    labels = [label for d in documents if (label := _label(d))]
     outcome = row_outcome(verdict["verdict"], attempts)
     rewards = [r for r in (_num(a.get("reward")) for a in attempts) if r is not None]
     mean_reward = sum(rewards) / len(rewards) if rewards else None
@@ -337,7 +454,8 @@ def _row_group(
         "-" if _num(a.get("reward")) is None else _g(a["reward"]) for a in attempts
     )
     cells = [
-        f'<td data-v="{_e(verdict["row_key"])}">{_e(verdict["row_key"])}'
+        f'<td data-v="{_e(verdict["row_key"])}"><a class="anchor" href="#{anchor}" '
+        f'title="link to this row">#</a>{_e(verdict["row_key"])}'
         + "".join(f'<span class="tag {c}">{c}</span>' for c in changes)
         + "</td>",
         f'<td class="{outcome}" data-v="{OUTCOMES.index(outcome) if outcome in OUTCOMES else 9}">{OUTCOME_WORDS.get(outcome, outcome)}</td>',
@@ -361,7 +479,7 @@ def _row_group(
             f'<td class="num {"passed" if (delta or 0) > 0 else "failed"}" data-v="{"" if delta is None else delta}">'
             f"{_e(delta_html)}</td>"
         )
-    cells.append(f'<td class="err" data-v="{_e(" ".join(errors))}">{_e(_clip(error_text))}</td>')
+    cells.append(_why_cell(attempts, errors, labels))
     cells.append(
         f'<td class="num" data-v="{"" if latency is None else latency}">{_g(latency)}</td>'
     )
@@ -372,9 +490,9 @@ def _row_group(
         )
     repeated = len(attempts) > 1
     words: list[str] = []
-    detail = "".join(_attempt_block(a, repeated, words) for a in attempts) or (
-        "<p class=meta>No attempt was recorded for this row.</p>"
-    )
+    detail = "".join(
+        _attempt_block(a, repeated, words, d) for a, d in zip(attempts, documents, strict=True)
+    ) or ("<p class=meta>No attempt was recorded for this row.</p>")
     before = (baseline.get("regressed_answers") or {}).get(nodeid)
     if "regressed" in changes and before is not None:
         now = next((str(a["last_assistant"]) for a in attempts if a.get("last_assistant")), "")
@@ -391,12 +509,15 @@ def _row_group(
             error_text,
             *(str(a.get("last_assistant") or "") for a in attempts),
             *(str(a.get("prompt") or "") for a in attempts),
+            *labels,
+            *(str((a.get("grader") or {}).get("reason") or "") for a in attempts),
             *(" ".join(a.get("tool_calls") or []) for a in attempts),
             *words,
         ]
     ).lower()[:MAX_SEARCH_CHARS]
     return (
-        f'<tbody class="group" data-text="{_e(search_text)}"><tr class="row" data-outcome="{outcome}" '
+        f'<tbody class="group" id="{anchor}" data-text="{_e(search_text)}">'
+        f'<tr class="row" tabindex="0" aria-expanded="false" data-outcome="{outcome}" '
         f'data-errors="{_e(" ".join(errors))}" data-change="{" ".join(changes)}">{"".join(cells)}</tr>'
         f'<tr class="detail"><td colspan="{len(cells)}">{detail}</td></tr></tbody>'
     )
@@ -489,7 +610,7 @@ def _banners(document: dict[str, Any]) -> str:
             f"{float(gate.get('estimate') or 0):.1%}{_e(interval_text(interval))} vs "
             f"{float(gate.get('min_pass_rate') or 0):.1%}: {_e(gate.get('outcome'))}"
             f"{'' if gate.get('outcome') != 'undecided' else ' (' + ('passed' if ok else 'failed') + ')'}"
-            "</div>"
+            f"{_estimand(gate)}</div>"
         )
     elif isinstance(gate, dict):
         ok = bool(gate.get("passed"))
@@ -497,9 +618,17 @@ def _banners(document: dict[str, Any]) -> str:
         relation = ">=" if ok else "<"
         parts.append(
             f'<div class="banner {"good" if ok else "bad"}">gate: {_e(gate.get("measure", "pass rate"))} '
-            f"{(rate or 0):.1%} {_e(relation)} {(need or 0):.1%}: {'passed' if ok else 'failed'}</div>"
+            f"{(rate or 0):.1%} {_e(relation)} {(need or 0):.1%}: {'passed' if ok else 'failed'}"
+            f"{_estimand(gate)}</div>"
         )
     return "".join(parts)
+
+
+def _estimand(gate: dict[str, Any]) -> str:
+    """The gate's sentence saying what it judges (``gate.estimand``), under its line."""
+    if not gate.get("estimand"):
+        return ""
+    return f'<div class="estimand">judges {_e(gate["estimand"])}</div>'
 
 
 def _baseline_section(baseline: dict[str, Any]) -> str:
@@ -602,7 +731,7 @@ def render_parts(head: dict[str, Any]) -> Iterator[str]:
         headers.append(("pass@k", "num"))
     if columns["baseline"]:
         headers.append(("vs baseline", "num"))
-    headers += [("error", "text"), ("latency s", "num"), ("tokens", "num")]
+    headers += [("why", "text"), ("latency s", "num"), ("tokens", "num")]
     if columns["cost"]:
         headers.append(("cost", "num"))
     head_cells = "".join(
@@ -637,8 +766,9 @@ def render_parts(head: dict[str, Any]) -> Iterator[str]:
         '<span id="count" class="count"></span></div>'
         f'<table id="rows"><thead><tr>{head_cells}</tr></thead>'
     )
+    anchors = Anchors()
     for verdict, attempts in groups:
-        yield _row_group(verdict, attempts, baseline, columns)
+        yield _row_group(verdict, attempts, baseline, columns, anchors)
     yield f"</table><script>{_JS}</script></body></html>\n"
 
 

@@ -67,6 +67,27 @@ def _has_cassettes(directory: Path) -> bool:
     return directory.is_dir() and any(directory.rglob("*.json"))
 
 
+def check_policy_given(config: pytest.Config, settings: OsmosisSettings) -> None:
+    """Raise ``UsageError`` when :func:`choose_policy` would find nothing to answer the calls.
+
+    Checked at start-up, so the mistake is said as a usage error before any row runs.
+    """
+    s = settings
+    if s.policy or s.model:
+        return
+    cassettes = cassette_dir(config, settings)
+    recorded = _has_cassettes(cassettes)
+    if s.record_mode in (None, "none") and recorded:
+        return  # replay
+    if s.toml_model and (s.record_mode is not None or not recorded):
+        return
+    raise pytest.UsageError(
+        "pytest-osmosis: no policy to answer the rollouts' model calls. Pass "
+        "--osmosis-policy FILE:CALLABLE (a scripted policy), --osmosis-model LITELLM_ID (a real "
+        f"model), or record cassettes into {cassettes} first (--osmosis-record-mode once)."
+    )
+
+
 def choose_policy(
     config: pytest.Config,
     settings: OsmosisSettings,
@@ -88,14 +109,8 @@ def choose_policy(
     if inner is None:
         if mode in (None, "none") and _has_cassettes(cassettes):
             return RecordingPolicy(None, cassettes, "none")
-        if s.toml_model and (mode is not None or not _has_cassettes(cassettes)):
-            inner = _litellm_policy(s.toml_model, "the eval TOML's model_path", s)
-        else:
-            raise pytest.UsageError(
-                "pytest-osmosis: no policy to answer the rollouts' model calls. Pass "
-                "--osmosis-policy FILE:CALLABLE (a scripted policy), --osmosis-model LITELLM_ID (a real "
-                f"model), or record cassettes into {cassettes} first (--osmosis-record-mode once)."
-            )
+        check_policy_given(config, settings)
+        inner = _litellm_policy(str(s.toml_model), "the eval TOML's model_path", s)
     if mode is None or (mode == "none" and not _has_cassettes(cassettes)):
         return inner
     return RecordingPolicy(

@@ -317,8 +317,9 @@ class OsmosisSession:
         try:
             # Loaded first: a usage error must not leave a run directory behind.
             self.ensure_engine()
-        except pytest.UsageError as exc:
-            pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+        except pytest.UsageError:
+            # pytest says it as "ERROR: ..." with exit 4, as for one raised at start-up.
+            raise
         except Exception:
             return
         selected = [item.nodeid for item in items if _row_dataset(item) is not None]
@@ -341,9 +342,9 @@ class OsmosisSession:
                         key, ref.row, cassette_key=ref.cassette_key, dataset=ref.dataset
                     )
             self.rows.run_ahead([functools.partial(self.rows.submit_item, item) for item in items])
-        except pytest.UsageError as exc:
-            # A user mistake (no policy, a broken entrypoint): say it once and stop.
-            pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+        except pytest.UsageError:
+            # A user mistake found late (a broken entrypoint): said once, as a usage error.
+            raise
         except Exception:
             # The session remembers the engine's error; every row reports it when it runs.
             return

@@ -25,11 +25,14 @@ from osmosis_rollout.workspace import (
 from osmosis_rollout.workspace.user_code import load_object
 
 __all__ = [
+    "check_reference_file",
     "dataset_from_eval_config",
     "default_eval_config",
     "discover_entrypoint",
+    "file_not_found",
     "find_workspace",
     "load_callable",
+    "shown_path",
 ]
 
 
@@ -113,3 +116,64 @@ def dataset_from_eval_config(config: pytest.Config) -> list[str]:
         "Fix: pass the rows with --osmosis-dataset path/to/rows.jsonl, or save them as "
         f"data/{dataset}.jsonl in the workspace."
     )
+
+
+def shown_path(path: Path, base: Path) -> str:
+    """``path`` as the user would type it from ``base``: relative when under it."""
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+def file_not_found(flag: str, path: Path, base: Path, suffixes: tuple[str, ...]) -> str:
+    """The message for a missing file: the near name when there is one, else what is there.
+
+    A misspelled folder on the way (``rollouts/dmeo/main.py``) is corrected too when the
+    corrected path exists.
+    """
+    import difflib
+
+    folder = path.parent
+    if not folder.is_dir():
+        while not folder.is_dir() and folder != folder.parent:
+            folder = folder.parent
+        missing = path.relative_to(folder).parts
+        folders = sorted(p.name for p in folder.iterdir() if p.is_dir())
+        for close in difflib.get_close_matches(missing[0], folders, n=3, cutoff=0.6):
+            candidate = folder.joinpath(close, *missing[1:])
+            if candidate.is_file():
+                return (
+                    f"{flag}: file not found: {shown_path(path, base)} (there is no folder "
+                    f"{shown_path(path.parent, base)}); did you mean {shown_path(candidate, base)}?"
+                )
+        return (
+            f"{flag}: file not found: {shown_path(path, base)} "
+            f"(there is no folder {shown_path(path.parent, base)}; the nearest that exists is "
+            f"{shown_path(folder, base)})"
+        )
+    names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    near = difflib.get_close_matches(path.name, names, n=3, cutoff=0.5)
+    if near:
+        hint = "; did you mean " + " or ".join(shown_path(folder / n, base) for n in near) + "?"
+    else:
+        present = [n for n in names if n.endswith(suffixes)][:3]
+        where = shown_path(folder, base)
+        hint = (
+            f"; {where} has {', '.join(present)}"
+            if present
+            else f"; {where} has no {' or '.join(suffixes)} file"
+        )
+    return f"{flag}: file not found: {shown_path(path, base)}{hint}"
+
+
+def check_reference_file(flag: str, reference: str, base: Path) -> None:
+    """A ``FILE.py[:ATTR]`` reference whose file is missing is a ``UsageError`` with the near
+    name; a module reference is left to the import, which says what is missing."""
+    target = reference.rpartition(":")[0] if ":" in reference else reference
+    if not target.endswith(".py"):
+        return
+    path = Path(target).expanduser()
+    path = path if path.is_absolute() else base / path
+    if not path.is_file():
+        raise pytest.UsageError(file_not_found(flag, path, base, (".py",)))

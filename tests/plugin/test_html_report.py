@@ -226,7 +226,7 @@ def test_long_tool_arguments_are_laid_out_over_lines(tmp_path: Path) -> None:
 
 
 def _search_text(page: str, key: str) -> str:
-    start = page.index(f'<tbody class="group" data-text="{key} ')
+    start = page.index(f'<tbody class="group" id="row-{key}" data-text="{key} ')
     return page[start : page.index('"><tr', start)]
 
 
@@ -312,3 +312,111 @@ def test_a_regressed_row_fills_vs_baseline_and_shows_both_answers() -> None:
         '<div class="beside"><div><div class="who">baseline answer</div>It is 42.</div>'
         '<div><div class="who">this run\'s answer</div>It is 41.</div></div>'
     ) in page
+
+
+def _collapsed_row(page: str, key: str) -> str:
+    start = page.index(f'<tbody class="group" id="row-{key}"')
+    start = page.index('<tr class="row"', start)
+    return page[start : page.index("</tr>", start)]
+
+
+def _labelled_trajectory(path: Path, label: str) -> str:
+    path.write_text(
+        json.dumps({"steps": [], "extra": {"osmosis": {"label": label, "reward": 0.0}}}),
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+def test_a_collapsed_row_shows_its_reason_answer_and_label(tmp_path: Path) -> None:
+    trajectory = _labelled_trajectory(tmp_path / "t.json", "forty-two")
+    page = render(
+        _document(
+            [
+                _attempt(
+                    "a",
+                    reward=0.0,
+                    last_assistant="The answer is 41",
+                    grader={"reason": "expected 42, got 41"},
+                    trajectory_filename=trajectory,
+                ),
+                _attempt(
+                    "b", status="failed", reward=None, error_type="timeout", err_message="slow"
+                ),
+            ]
+        )
+    )
+    row = _collapsed_row(page, "a")
+    assert "expected 42, got 41" in row
+    assert "The answer is 41" in row
+    assert "forty-two" in row
+    assert "timeout: slow" in _collapsed_row(page, "b")
+
+
+def test_attempts_that_failed_the_same_way_are_said_once_in_the_row() -> None:
+    failed = {"status": "failed", "reward": None, "error_type": "timeout", "err_message": "slow"}
+    page = render(_document([_attempt("a", **failed), _attempt("a", run_index=1, **failed)]))
+    assert "timeout: slow (\u00d72)</div>" in _collapsed_row(page, "a")
+
+
+def test_search_covers_the_label(tmp_path: Path) -> None:
+    trajectory = _labelled_trajectory(tmp_path / "t.json", "Forty-Two")
+    page = render(_document([_attempt("a", trajectory_filename=trajectory)]))
+    assert "forty-two" in page[page.index('data-text="a ') :].split('"><tr', 1)[0]
+
+
+def test_an_attempt_shows_its_traceback_and_what_it_printed() -> None:
+    page = render(
+        _document(
+            [
+                _attempt(
+                    "a",
+                    status="failed",
+                    reward=None,
+                    error_type="workflow_error",
+                    err_message="ValueError: no",
+                    error_traceback='File "rollouts/demo/main.py", line 42, in run\nValueError: no',
+                    error_where="rollouts/demo/main.py:42 in run",
+                    printed="hello from the rollout",
+                )
+            ]
+        )
+    )
+    detail = page[page.index('<tr class="detail"') :]
+    assert "traceback" in detail and "rollouts/demo/main.py&quot;, line 42, in run" in detail
+    assert "printed" in detail and "hello from the rollout" in detail
+    assert "workflow_error: ValueError: no (at rollouts/demo/main.py:42 in run)" in (
+        _collapsed_row(page, "a")
+    )
+
+
+def test_each_row_has_a_deep_link_and_takes_keyboard_focus() -> None:
+    page = render(_document([_attempt("case 1/a")]))
+    assert '<tbody class="group" id="row-case_1_a"' in page
+    assert 'href="#row-case_1_a"' in page
+    row = page[page.index('<tr class="row"') :]
+    assert row.startswith('<tr class="row" tabindex="0" aria-expanded="false"')
+
+
+def test_rows_with_one_key_in_two_datasets_get_distinct_anchors() -> None:
+    first = _attempt("a")
+    second = _attempt("a", nodeid="data/u.jsonl::a")
+    page = render(_document([first, second]))
+    assert 'id="row-a"' in page and 'id="row-a-2"' in page
+
+
+def test_the_gate_card_states_what_the_gate_judges() -> None:
+    estimand = "the pass rate on the task the 4 rows are drawn from (every row must pass)"
+    page = render(
+        _document(
+            [_attempt("a")],
+            gate={
+                "min_pass_rate": 0.5,
+                "pass_rate": 1.0,
+                "passed": True,
+                "measure": "pass rate",
+                "estimand": estimand,
+            },
+        )
+    )
+    assert f"judges {estimand}" in page

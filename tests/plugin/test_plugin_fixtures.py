@@ -132,10 +132,10 @@ async def test_an_async_user_test():
     result.assert_outcomes(passed=4 + 2 + 1)
 
 
-def test_the_help_lists_every_option_in_the_osmosis_group(pytester: pytest.Pytester) -> None:
+def test_the_help_lists_every_option_in_an_osmosis_group(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     out = result.stdout.str()
-    assert "osmosis rollouts (pytest-osmosis):" in out
+    assert "osmosis: selection (which rows run, and how many times):" in out
     for flag in (
         "--osmosis-dataset",
         "--osmosis-policy",

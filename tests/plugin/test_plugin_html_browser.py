@@ -167,3 +167,52 @@ def test_the_browser_check_sees_an_external_request_when_there_is_one(
     browser.open(page.as_uri())
     assert browser.external_requests == ["http://127.0.0.1:9/x.png"]
     assert "bad" in browser.console_errors
+
+
+def test_errored_rows_sort_with_the_lowest_rewards_both_ways(
+    report: Path, browser: Browser
+) -> None:
+    browser.open(report.as_uri())
+    reward = "document.querySelector('th[data-col=\"2\"]').click()"
+    browser.eval(reward)
+    assert sorted(browser.eval(VISIBLE_KEYS)[:2]) == ["case-10", "case-7"]
+    browser.eval(reward)
+    assert sorted(browser.eval(VISIBLE_KEYS)[-2:]) == ["case-10", "case-7"]
+    assert browser.console_errors == []
+
+
+def test_a_deep_link_opens_its_row_and_clicking_a_row_sets_the_link(
+    report: Path, browser: Browser
+) -> None:
+    browser.open(report.as_uri() + "#row-case-7")
+    assert browser.eval("document.getElementById('row-case-7').classList.contains('open')")
+    assert browser.eval("document.querySelectorAll('tbody.group.open').length") == 1
+    focused = "document.activeElement.closest('tbody').id"
+    assert browser.eval(focused) == "row-case-7"  # Tab and Enter go on from the linked row
+    browser.eval("document.querySelector('#row-case-3 tr.row').click()")
+    assert browser.eval("location.hash") == "#row-case-3"
+    assert browser.console_errors == []
+
+
+def test_a_row_opens_from_the_keyboard(report: Path, browser: Browser) -> None:
+    browser.open(report.as_uri())
+    browser.eval(
+        "{ const r = document.querySelector('#row-case-2 tr.row'); r.focus();"
+        "r.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true})) }"
+    )
+    assert browser.eval("document.activeElement.closest('tbody').id") == "row-case-2"
+    assert browser.eval("document.getElementById('row-case-2').classList.contains('open')")
+    assert (
+        browser.eval("document.querySelector('#row-case-2 tr.row').getAttribute('aria-expanded')")
+        == "true"
+    )
+
+
+def test_the_why_column_shows_each_failed_rows_reason_without_opening_it(
+    report: Path, browser: Browser
+) -> None:
+    browser.open(report.as_uri())
+    why = "document.querySelector('#row-case-7 tr.row').innerText"
+    assert "the model exploded" in browser.eval(why)
+    below = browser.eval("document.querySelector('#row-case-1 tr.row').innerText")
+    assert "answer: I do not know" in below and "label: " in below
