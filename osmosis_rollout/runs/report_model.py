@@ -232,7 +232,14 @@ class Fingerprint(_Open):
     """What a row's result depends on: a resume runs the row again when any of it changed."""
 
     row: str = Field(description="hash of the row's content and label")
-    entrypoint: str | None = Field(description="the rollout entrypoint and its file's hash")
+    entrypoint: str | None = Field(
+        description="the rollout entrypoint and a hash of every file of its folder (or package)"
+    )
+    env: str | None = Field(
+        default=None,
+        description="a hash of the environment variables the rollout declares it reads "
+        "(OSMOSIS_ENV in its entrypoint); never their values",
+    )
     policy: str | None = Field(description="the policy (a scripted policy with its file's hash)")
     pass_threshold: float = Field(description="the pass threshold")
     row_pass: str = Field(description="the row rule over attempts (--osmosis-row-pass)")
