@@ -177,7 +177,11 @@ def rollout_output(rollout_id: str) -> Iterator[RolloutOutput]:
     try:
         yield output
     finally:
-        _CURRENT.reset(token)
+        # A rollout coroutine closed by the garbage collector after its loop stopped (a run
+        # cut short) finishes in another context, where the token means nothing: its
+        # context dies with it, so there is nothing to restore.
+        with contextlib.suppress(ValueError):
+            _CURRENT.reset(token)
         output.flush()
 
 
