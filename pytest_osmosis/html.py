@@ -459,8 +459,28 @@ def _cards(document: dict[str, Any], outcomes: Counter[str]) -> str:
     )
 
 
+def _verdict_banner(verdict: dict[str, Any]) -> str:
+    """The run's verdict (report.json's ``verdict``, as the exit status and JUnit hold it):
+    its outcome, then each reason that is not a plain pass."""
+    outcome = str(verdict.get("outcome"))
+    reasons = [r for r in verdict.get("reasons") or [] if isinstance(r, dict)]
+    shown = [r for r in reasons if r.get("outcome") != "passed" or r.get("kind") == "gate"]
+    lines = "".join(f"<br>{_e(r.get('line'))}" for r in shown)
+    css = "good" if outcome == "passed" else "bad"
+    return (
+        f'<div class="banner {css}" data-verdict="{_e(outcome)}">Verdict: {_e(outcome.upper())} '
+        f"(exit status {_e(verdict.get('exit_status'))}){lines}</div>"
+    )
+
+
 def _banners(document: dict[str, Any]) -> str:
     summary = document["summary"]
+    verdict = document.get("verdict")
+    if isinstance(verdict, dict):
+        # Decided once for the whole run: the gates and how it ended are among its reasons.
+        ungraded = ungraded_line(summary, (document.get("config") or {}).get("entrypoint"))
+        extra = f'<div class="banner bad">{_e(ungraded)}</div>' if ungraded else ""
+        return _verdict_banner(verdict) + extra
     parts = []
     if summary.get("complete") is False:
         not_run = summary.get("not_run")

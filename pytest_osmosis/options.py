@@ -157,6 +157,18 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("progress_interval", "seconds between plain progress lines (default 30)", "S"),
     OptionSpec("price_in", "cost: US dollars per million prompt tokens", "USD"),
     OptionSpec("price_out", "cost: US dollars per million completion tokens", "USD"),
+    OptionSpec(
+        "markdown",
+        "also write the run's markdown summary here (verdict, gates, worst rows, baseline "
+        "changes; appended to $GITHUB_STEP_SUMMARY when that is set)",
+        "PATH",
+    ),
+    OptionSpec(
+        "overwrite",
+        "replace a report, HTML, markdown file or run folder an earlier run wrote (refused "
+        "otherwise, exit 4)",
+        kind="flag",
+    ),
 )
 
 
@@ -198,7 +210,7 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 PATH_STEMS = frozenset(
-    {"dataset", "config", "output", "report", "cassette_dir", "baseline", "html"}
+    {"dataset", "config", "output", "report", "cassette_dir", "baseline", "html", "markdown"}
 )
 """Options naming a file or directory: from the ini file, relative to the ini file's directory."""
 REF_STEMS = frozenset({"policy", "rollout"})
@@ -367,6 +379,8 @@ class OsmosisSettings:
     price_out: float | None = None
     progress: str = "auto"
     progress_interval: float = 30.0
+    markdown: str | None = None
+    overwrite: bool = False
 
     @property
     def active(self) -> bool:
@@ -475,6 +489,8 @@ def resolve_settings(
         policy_host=policy_host,
         preflight_only=_flag(config, "preflight_only"),
         html=raw_value(config, "html"),
+        markdown=raw_value(config, "markdown"),
+        overwrite=_flag(config, "overwrite"),
         toml_model=toml.get("model"),
         **_prices(pick("price_in"), pick("price_out")),
         progress=_progress_mode(raw_value(config, "progress")),

@@ -176,6 +176,12 @@ class OsmosisSession:
             "grader_timeout": s.grader_timeout,
             "min_pass_rate": s.min_pass_rate,
             "confidence": s.confidence,  # of the summary's intervals, for a rebuilt report
+            "gate_confidence": s.gate_confidence,
+            "gate_undecided": s.gate_undecided,
+            "baseline": s.baseline,
+            "allow_partial_baseline": s.allow_partial_baseline,
+            "fail_on_regression": s.fail_on_regression,
+            "require_grader": s.require_grader,
             "output": str(self.output),
         }
 
