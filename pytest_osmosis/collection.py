@@ -129,6 +129,9 @@ class RowItem(pytest.Item):
         #: The key its cassettes are recorded under (see ``policy_choice.CassetteKeys``).
         self.cassette_key = cassette_key
         self.stash[ROW_KEY] = RowRef(row, cassette_key=cassette_key, dataset=self.dataset)
+        self._waited: tuple[RowVerdict, str] | BaseException | None = None
+        """What :meth:`setup` waited for: the verdict and the threshold's own outcome, or
+        why there is none."""
 
     @property
     def dataset(self) -> str:
@@ -138,20 +141,42 @@ class RowItem(pytest.Item):
         line = f" line {self.row.line}" if getattr(self.row, "line", None) else ""
         return f"{self.name} ({self.path.name}{line})"
 
-    def runtest(self) -> None:
+    def setup(self) -> None:
+        """Wait for the row's rollouts (started ahead): the row's setup, as a fixture is a
+        test's. A row whose rollout errored never reached its assertion (the reward), so it
+        fails here: pytest counts it as an error (``E``) and JUnit files it as ``<error>``,
+        as they do a broken fixture. With a pass-rate gate the gate counts it instead (see
+        :meth:`runtest`)."""
+        super().setup()
         session = ensure_session(self.config)
         try:
             verdict = session.wait_for_row(
                 self.nodeid, self.row, cassette_key=self.cassette_key, dataset=self.dataset
             )
         except pytest.UsageError as exc:
-            raise OsmosisUsageFailure(str(exc)) from exc
+            self._waited = OsmosisUsageFailure(str(exc))
+            return
         except Exception as exc:
-            raise OsmosisUsageFailure(
+            self._waited = OsmosisUsageFailure(
                 f"could not start the rollouts: {type(exc).__name__}: {exc}"
-            ) from exc
+            )
+            return
         builtin = verdict.outcome
         self._record(session, verdict)
+        self._waited = (verdict, builtin)
+        errored = any(a.status == "failed" for a in verdict.attempts)
+        if builtin == verdict.outcome == "failed" and errored and not _gated(session):
+            self._show_printed(verdict, "setup")
+            pytest.fail(self._failure_message(session, verdict), pytrace=False)
+
+    def runtest(self) -> None:
+        session = ensure_session(self.config)
+        waited = self._waited
+        if isinstance(waited, BaseException):
+            raise waited
+        if waited is None:
+            raise OsmosisUsageFailure("the row's rollouts were not waited for (no setup ran)")
+        verdict, builtin = waited
         if verdict.outcome != builtin:
             self._decided_by_hook(builtin, verdict.outcome, verdict)
         if verdict.outcome == "skipped":
@@ -159,24 +184,27 @@ class RowItem(pytest.Item):
                 "the grader removed the sample (remove_sample=True)", _use_item_location=True
             )
         if verdict.outcome == "failed":
-            message = failure_message(
-                row_desc=self.describe(),
-                verdict=verdict,
-                threshold=session.settings.pass_threshold,
-                rule=session.settings.row_pass,
-                label=self.row.label,
-                log_path=str(session.output / "rollouts.log"),
-                rerun=rerun_command(self.config, self.path, self.name),
-                prompt=_prompt_text(self.row),
-            )
-            if session.settings.min_pass_rate is not None:
+            message = self._failure_message(session, verdict)
+            if _gated(session):
                 # A pass-rate gate counts this miss and decides the run (its own test case,
                 # see gate_cases): the row is an expected failure, as pytest's xfail is.
                 pytest.xfail(message.splitlines()[0])
-            self._show_printed(verdict)
+            self._show_printed(verdict, "call")
             pytest.fail(message, pytrace=False)
 
-    def _show_printed(self, verdict: RowVerdict) -> None:
+    def _failure_message(self, session: OsmosisSession, verdict: RowVerdict) -> str:
+        return failure_message(
+            row_desc=self.describe(),
+            verdict=verdict,
+            threshold=session.settings.pass_threshold,
+            rule=session.settings.row_pass,
+            label=self.row.label,
+            log_path=str(session.output / "rollouts.log"),
+            rerun=rerun_command(self.config, self.path, self.name),
+            prompt=_prompt_text(self.row),
+        )
+
+    def _show_printed(self, verdict: RowVerdict, when: str) -> None:
         """What this row's rollouts printed, as the failure's "Captured rollout output"
         section (with ``-s`` it went to the terminal as it was printed)."""
         if self.config.getoption("capture", None) == "no":
@@ -188,7 +216,7 @@ class RowItem(pytest.Item):
         text = "\n".join(
             (f"attempt {a.run_index}:\n" if many else "") + str(a.printed) for a in printed
         )
-        self.add_report_section("call", "rollout output", text + "\n")
+        self.add_report_section(when, "rollout output", text + "\n")
 
     def teardown(self) -> None:
         """Let go of the row's content: its rollouts have run and its report is written.
@@ -197,6 +225,7 @@ class RowItem(pytest.Item):
         parsed record do not, so a 10,000-row run does not hold every row until it ends.
         """
         super().teardown()
+        self._waited = None
         row = self.row
         if row.raw or row.initial_messages or row.metadata:
             self.row = dataclasses.replace(row, raw={}, initial_messages=[], metadata=None)
@@ -265,6 +294,11 @@ class RowItem(pytest.Item):
         line = getattr(self.row, "line", None)
         # The row's line in the dataset (0-based, as pytest counts), so skips point at it.
         return self.path, (line - 1 if line else 0), self.name
+
+
+def _gated(session: OsmosisSession) -> bool:
+    """A pass-rate gate decides the run: a row that misses is an expected failure."""
+    return session.settings.min_pass_rate is not None
 
 
 def _hook_outcome(decided: Any) -> str:

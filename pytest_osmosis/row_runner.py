@@ -335,7 +335,9 @@ class RowRunner:
         """Move a finished row's record from the item onto its call report, journaling the
         reported version where the row ran."""
         report = yield
-        if report.when == "call" and RECORD_KEY in item.stash:
+        # The row's outcome report: its call, or its setup when the row errored there.
+        outcome = report.when == "call" or (report.when == "setup" and report.failed)
+        if outcome and RECORD_KEY in item.stash:
             record = item.stash[RECORD_KEY]
             del item.stash[RECORD_KEY]
             self.book.journal(self.book.get(item.nodeid), record, reported=True)
