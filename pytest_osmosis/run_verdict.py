@@ -122,7 +122,7 @@ def decide(
             name="rows",
             outcome="passed" if not failed_rows else "tolerated" if gated else "failed",
             line=rows_line(rows)
-            + (" (counted by the pass-rate gate)" if failed_rows and gated else ""),
+            + (", counted by the pass-rate gate" if failed_rows and gated else ""),
         )
     )
     for line, passed in gates:

@@ -313,11 +313,18 @@ class RunSummary:
         if decided is None or decided.signal != osmosis.signals.received:
             decided = self._decide(session, exitstatus)
         written, failures, head = self._write_files(decided)
-        if osmosis.signals.received != decided.signal:
-            # A signal while the files were written: the run was interrupted, and its
-            # files must not say it was complete.
+        # Read from the journal now: a run-finished hook may move the run directory.
+        segments = self._segments(head)
+        report_json = str(osmosis.output / "report.json")
+        osmosis.config.hook.pytest_osmosis_run_finished(
+            summary=head["summary"], report_path=report_json if report_json in written else None
+        )
+        if osmosis.signals.received != decided.signal and self._journal_still_there():
+            # A signal while the files were written (or a run-finished hook ran): the run
+            # was interrupted, and its files must not say it was complete.
             decided = self._decide(session, exitstatus)
             written, failures, head = self._write_files(decided)
+            segments = self._segments(head)
         _, step_failures = self._append_step_summary(head)
         failures = [*failures, *step_failures]
         verdict = decided.verdict
@@ -326,13 +333,9 @@ class RunSummary:
             # exit status and the terminal say the outcome is not all on disk.
             verdict = decided.with_disk(failures, gated=osmosis.settings.min_pass_rate is not None)
         self.verdict = verdict
-        report = osmosis.report
         self.result = {
             "summary": head["summary"],
-            # Read from the journal now: a run-finished hook may move the run directory.
-            "segments": summary_segments(
-                report, head["summary"], entrypoint=(head.get("config") or {}).get("entrypoint")
-            ),
+            "segments": segments,
             "not_run": head["not_run"],
             "gate_lines": decided.gates.lines,
             "paths": [
@@ -342,10 +345,15 @@ class RunSummary:
         }
         if session.exitstatus in _VERDICT_STATUSES:
             session.exitstatus = verdict.exit_status
-        report_json = str(osmosis.output / "report.json")
-        osmosis.config.hook.pytest_osmosis_run_finished(
-            summary=head["summary"], report_path=report_json if report_json in written else None
-        )
+
+    def _segments(self, head: dict[str, Any]) -> list[Any]:
+        entrypoint = (head.get("config") or {}).get("entrypoint")
+        return summary_segments(self.session.report, head["summary"], entrypoint=entrypoint)
+
+    def _journal_still_there(self) -> bool:
+        """The run folder was not moved away (by a run-finished hook): its files may be
+        written again."""
+        return (self.session.output / JOURNAL_FILENAME).exists()
 
     def _grader_required(self, head: dict[str, Any]) -> list[tuple[str, bool]]:
         """The ``--osmosis-require-grader`` verdict when rows ran ungraded (it fails the run)."""
