@@ -97,7 +97,7 @@ def osmosis_row_fixture(request: pytest.FixtureRequest) -> Any:
 
 
 def osmosis_result_fixture(request: pytest.FixtureRequest) -> Any:
-    from pytest_osmosis.session import ensure_session
+    from pytest_osmosis.run.session import ensure_session
 
     row = request.getfixturevalue("osmosis_row")
     session = ensure_session(request.config)
@@ -170,7 +170,7 @@ def osmosis_run_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
     from osmosis_rollout.controller import PolicyServer
     from osmosis_rollout.execution import execute_in_process
     from osmosis_rollout.transport.wire import to_wire_result
-    from pytest_osmosis.scheduler import RolloutScheduler
+    from pytest_osmosis.run.scheduler import RolloutScheduler
 
     # A private loop on its own thread, so the fixture works from sync and async tests.
     loop = RolloutScheduler(concurrency=1)

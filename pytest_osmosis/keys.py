@@ -1,7 +1,7 @@
 """Typed stash keys and the report attribute, in a module light enough for every pytest start-up.
 
 The session itself is not stashed: it is a plugin registered as :data:`SESSION_PLUGIN` (see
-:func:`pytest_osmosis.session.get_session`).
+:func:`pytest_osmosis.run.session.get_session`).
 """
 
 from __future__ import annotations

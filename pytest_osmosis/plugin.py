@@ -46,7 +46,7 @@ def pytest_load_initial_conftests(
         getattr(known, dest, None) or early_config.getini(dest)
         for dest in ("osmosis_dataset", "osmosis_config")
     ):
-        from pytest_osmosis.rollout_output import install_router, route_pytest_capture
+        from pytest_osmosis.run.rollout_log import install_router, route_pytest_capture
 
         early_config.add_cleanup(install_router())
         result = yield
@@ -57,9 +57,9 @@ def pytest_load_initial_conftests(
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_osmosis import newhooks
+    from pytest_osmosis import hookspecs
 
-    pluginmanager.add_hookspecs(newhooks)
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -90,7 +90,7 @@ def pytest_collection_modifyitems(
 ) -> None:
     if DATASETS_KEY not in config.stash:
         return
-    from pytest_osmosis.preflight import order_preflight_items
+    from pytest_osmosis.collect.preflight import order_preflight_items
 
     order_preflight_items(session, items)
 
@@ -100,21 +100,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if config.pluginmanager.has_plugin(SESSION_PLUGIN) or not _fixtures.has_marker_rows(session):
         return
-    from pytest_osmosis.session import ensure_session
+    from pytest_osmosis.run.session import ensure_session
 
     ensure_session(config)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    from pytest_osmosis.distribution import make_scheduler
+    from pytest_osmosis.collect.xdist_groups import make_scheduler
 
     return make_scheduler(config, log)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    from pytest_osmosis.distribution import share_run_name
+    from pytest_osmosis.collect.xdist_groups import share_run_name
 
     share_run_name(node)
 

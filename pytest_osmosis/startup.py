@@ -1,7 +1,7 @@
 """From the command line to a registered session, when datasets are configured.
 
 Resolve the settings (command line, ini, then the eval TOML's values as defaults), find the
-workspace and the rollout entrypoint, register the :class:`~pytest_osmosis.session.OsmosisSession`
+workspace and the rollout entrypoint, register the :class:`~pytest_osmosis.run.session.OsmosisSession`
 plugin, and point pytest's collection at the dataset files.
 """
 
@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from pytest_osmosis.collect.preflight import PreflightPlugin, preflight_anchor
 from pytest_osmosis.keys import DATASETS_KEY
 from pytest_osmosis.options import OsmosisSettings, raw_value, resolve_path, resolve_settings
-from pytest_osmosis.outputs import check_output_paths, refuse_overwrites
-from pytest_osmosis.preflight import PreflightPlugin, preflight_anchor
-from pytest_osmosis.session import OsmosisSession, ensure_session, is_worker
-from pytest_osmosis.workspace import (
+from pytest_osmosis.results.output_paths import check_output_paths, refuse_overwrites
+from pytest_osmosis.run.session import OsmosisSession, ensure_session, is_worker
+from pytest_osmosis.run.workspace import (
     dataset_from_eval_config,
     default_eval_config,
     discover_entrypoint,
@@ -105,7 +105,7 @@ def configure_session(config: pytest.Config) -> None:
     config.stash[DATASETS_KEY] = {p.resolve() for p in dataset_paths}
     if settings.baseline:
         # Fail before any rollout runs, not after all of them.
-        from pytest_osmosis.gates import load_baseline
+        from pytest_osmosis.results.gates import load_baseline
 
         load_baseline(
             resolve_path(config, settings.baseline), allow_partial=settings.allow_partial_baseline
@@ -233,10 +233,10 @@ def _point_collection_at_datasets(config: pytest.Config, dataset_paths: list[Pat
 
 
 def dataset_collector(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    """A :class:`~pytest_osmosis.collection.DatasetFile` for a configured dataset, else ``None``."""
+    """A :class:`~pytest_osmosis.collect.items.DatasetFile` for a configured dataset, else ``None``."""
     datasets = parent.config.stash.get(DATASETS_KEY, None)
     if not datasets or file_path.resolve() not in datasets:
         return None
-    from pytest_osmosis.collection import DatasetFile
+    from pytest_osmosis.collect.items import DatasetFile
 
     return DatasetFile.from_parent(parent, path=file_path)

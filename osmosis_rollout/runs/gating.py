@@ -1,8 +1,8 @@
 """Gate decisions with a stated confidence: pass-rate gates, the paired regression test, and
 where further attempts go.
 
-The plugin's gates (:mod:`pytest_osmosis.gates`), its ``--osmosis-n auto`` rounds
-(:mod:`pytest_osmosis.auto_repeats`) and the simulation benchmark (``bench/bench_gate_sim.py``)
+The plugin's gates (:mod:`pytest_osmosis.results.gates`), its ``--osmosis-n auto`` rounds
+(:mod:`pytest_osmosis.run.auto_repeats`) and the simulation benchmark (``bench/bench_gate_sim.py``)
 all decide through these functions, so the benchmark's error rates are the plugin's.
 The statistics themselves, with their references, are in :mod:`osmosis_rollout.runs.stats`.
 

@@ -85,7 +85,7 @@ class JournalRow:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     fingerprint: dict[str, Any] | None = None
-    """What the row's result depends on (see :mod:`pytest_osmosis.resume`); None in a
+    """What the row's result depends on (see :mod:`pytest_osmosis.results.resume`); None in a
     journal written before fingerprints."""
     run_id: str | None = None
     """The run that wrote the row."""

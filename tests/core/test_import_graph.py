@@ -141,69 +141,73 @@ def test_the_checker_finds_a_cycle_hidden_in_a_function_and_under_type_checking(
     assert cycles(import_graph("pkg", tmp_path)) == [["pkg.a", "pkg.b"]]
 
 
-PLUGIN_LAYERS: dict[str, int] = {
-    # 0: settings, keys and other leaves
-    "pytest_osmosis.keys": 0,
-    "pytest_osmosis.options": 0,
-    "pytest_osmosis.workspace": 0,
-    "pytest_osmosis.newhooks": 0,
-    "pytest_osmosis.rollout_output": 0,
-    "pytest_osmosis.signals": 0,
-    # 1: verdicts, statistics, report writers, gates
-    "pytest_osmosis.verdict": 1,
-    "pytest_osmosis.reporting": 1,
-    "pytest_osmosis.progress": 1,
-    "pytest_osmosis.html": 1,
-    "pytest_osmosis.gates": 1,
-    "pytest_osmosis.completion": 1,
-    "pytest_osmosis.outputs": 1,
-    "pytest_osmosis.run_folder": 1,
-    "pytest_osmosis.report_redaction": 1,
-    # 2: running rollouts: scheduler, runners, and the engine that wires them
-    "pytest_osmosis.watchdog": 2,
-    "pytest_osmosis.scheduler": 2,
-    "pytest_osmosis.runners": 2,
-    "pytest_osmosis.policy_choice": 2,
-    "pytest_osmosis.rollout_servers": 2,
-    "pytest_osmosis.engine": 2,
-    "pytest_osmosis.live": 2,
-    "pytest_osmosis.auto_repeats": 2,
-    "pytest_osmosis.rows": 2,
-    "pytest_osmosis.resume": 2,
-    # 3: the session and its plugin objects: the rows, resume, the summary
-    "pytest_osmosis.row_runner": 3,
-    "pytest_osmosis.summary": 3,
-    "pytest_osmosis.session": 3,
-    # 4: what pytest drives: start-up, collection, preflight, fixtures, xdist glue
-    "pytest_osmosis.startup": 4,
-    "pytest_osmosis.collection": 4,
-    "pytest_osmosis.preflight": 4,
-    "pytest_osmosis.fixtures": 4,
-    "pytest_osmosis.distribution": 4,
-    # 5: the entry point and the package
-    "pytest_osmosis.plugin": 5,
-    "pytest_osmosis": 5,
-}
-"""The plugin's layers: a module imports only modules of its own layer or below."""
+PLUGIN_LAYERS = ("base", "results", "display", "run", "collect", "root")
+"""The plugin's layers, lowest first: a module imports only its own layer or those below.
+
+A module's layer is its folder (``pytest_osmosis/run/engine.py`` is in ``run``); a module at
+the package's root is in ``root``, the top (the entry point, start-up, fixtures), except the
+few leaves every folder reads, in ``base``. Each folder's ``__init__`` says the same in words.
+"""
+
+PLUGIN_BASE = {"keys", "options", "signals", "hookspecs"}
+"""Root modules that import no other plugin module's folder: stash keys, settings, signals, hook specs."""
 
 
-def test_every_plugin_module_has_a_layer() -> None:
-    unplaced = sorted(set(_modules("pytest_osmosis")) - set(PLUGIN_LAYERS))
+def _plugin_layer(module: str, root: Path = ROOT) -> str:
+    package, *parts = module.split(".")
+    if len(parts) == 1 and parts[0] in PLUGIN_BASE:
+        return "base"
+    if parts and (root / package / parts[0]).is_dir():
+        return parts[0]
+    return "root"
+
+
+def upward_imports(package: str = "pytest_osmosis", root: Path = ROOT) -> list[str]:
+    """Every import of a module in a higher layer than the importer's, with its line."""
+    rank = {layer: n for n, layer in enumerate(PLUGIN_LAYERS)}
+    upward = []
+    for source, targets in sorted(import_graph(package, root).items()):
+        for target, line in sorted(targets.items()):
+            low, high = _plugin_layer(source, root), _plugin_layer(target, root)
+            if rank[high] > rank[low]:
+                upward.append(f"{source} ({low}) imports {target} ({high}) at line {line}")
+    return upward
+
+
+def test_every_plugin_folder_has_a_layer() -> None:
+    folders = {p.name for p in (ROOT / "pytest_osmosis").iterdir() if (p / "__init__.py").exists()}
+    unplaced = sorted(folders - set(PLUGIN_LAYERS))
     assert not unplaced, f"place {unplaced} in PLUGIN_LAYERS (tests/core/test_import_graph.py)"
 
 
 def test_plugin_modules_import_only_their_layer_or_below() -> None:
-    graph = import_graph("pytest_osmosis")
-    upward = [
-        f"{source} (layer {PLUGIN_LAYERS[source]}) imports {target} "
-        f"(layer {PLUGIN_LAYERS[target]}) at line {line}"
-        for source, targets in sorted(graph.items())
-        for target, line in sorted(targets.items())
-        if source in PLUGIN_LAYERS
-        and target in PLUGIN_LAYERS
-        and PLUGIN_LAYERS[target] > PLUGIN_LAYERS[source]
-    ]
+    upward = upward_imports()
     assert not upward, "\n".join(upward)
+
+
+def test_the_layer_check_reads_the_folders(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    for folder in ("results", "run"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "options.py").write_text("")
+    (package / "plugin.py").write_text("from pkg.run import engine\n")
+    (package / "run" / "engine.py").write_text(
+        "from pkg.results import report\nimport pkg.options\n"
+    )
+    (package / "results" / "report.py").write_text(
+        "def f():\n    from pkg.run.engine import g\n    from pkg import plugin\n"
+    )
+    assert upward_imports("pkg", tmp_path) == [
+        "pkg.results.report (results) imports pkg.plugin (root) at line 3",
+        "pkg.results.report (results) imports pkg.run.engine (run) at line 2",
+    ]
+
+
+def test_the_plugin_root_holds_at_most_ten_modules() -> None:
+    root = sorted(p.name for p in (ROOT / "pytest_osmosis").glob("*.py"))
+    assert len(root) <= 10, f"group these into the plugin's folders: {root}"
 
 
 RUNTIME_LAYERS: dict[str, int] = {

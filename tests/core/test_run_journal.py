@@ -292,7 +292,7 @@ def test_a_journal_line_has_the_bytes_of_its_values_redacted_then_encoded(
 def test_the_report_redacts_journal_lines_written_before_their_secret_was_known(
     tmp_path: Path,
 ) -> None:
-    from pytest_osmosis.reporting import RunReport
+    from pytest_osmosis.results.report import RunReport
 
     secret = "sk-secret-0123456789"
     texts = [f"key {secret}", f"line one\nkey {secret}", f"caf\u00e9 {secret}", "no secret here"]

@@ -7,7 +7,7 @@ import pytest
 
 from osmosis_rollout.integrations._litellm import import_litellm
 from pytest_osmosis.options import DEFAULT_CONCURRENCY, resolve_settings
-from pytest_osmosis.policy_choice import choose_policy
+from pytest_osmosis.run.policy_choice import choose_policy
 
 SERVER = "http://127.0.0.1:9/v1"  # an OpenAI-compatible server of your own (never called here)
 

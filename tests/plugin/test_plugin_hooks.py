@@ -1,4 +1,4 @@
-"""The hooks pytest-osmosis offers users (``pytest_osmosis.newhooks``)."""
+"""The hooks pytest-osmosis offers users (``pytest_osmosis.hookspecs``)."""
 
 from __future__ import annotations
 

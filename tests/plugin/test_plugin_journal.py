@@ -15,7 +15,7 @@ import pytest
 from journal_workspace import executed, journal_lines, row_ids, write_workspace
 
 from osmosis_rollout.runs.report import rebuild_report
-from pytest_osmosis.completion import EXIT_WRITE_FAILED
+from pytest_osmosis.results.stopped import EXIT_WRITE_FAILED
 
 PREFLIGHT = 2
 RUN = (

@@ -29,7 +29,7 @@ import pytest
 def pytest_sessionfinish(session):
     # Every row has been reported; the plugin has not built its report yet.
     from osmosis_rollout.runs.journal import JournalRow
-    from pytest_osmosis.verdict import AttemptResult, RowVerdict
+    from pytest_osmosis.results.verdict import AttemptResult, RowVerdict
 
     gc.collect()
     alive = {"AttemptResult": 0, "RowVerdict": 0, "JournalRow": 0}
@@ -137,7 +137,7 @@ def test_the_end_of_a_run_reads_its_rows_back_one_at_a_time_and_keeps_none(
 def test_the_html_report_is_rendered_row_by_row_into_the_same_page(
     workspace: Callable[..., Path], pytester: pytest.Pytester
 ) -> None:
-    from pytest_osmosis.html import render
+    from pytest_osmosis.results.html import render
 
     root = workspace(multiply_rows(3))
     result = pytester.runpytest(

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from pytest_osmosis.gates import apply_gates, compare, load_baseline
 from pytest_osmosis.options import OsmosisSettings, RowPassRule, parse_row_pass
-from pytest_osmosis.report_redaction import _RolloutRecords
-from pytest_osmosis.reporting import RowRecord, RunReport
-from pytest_osmosis.verdict import (
+from pytest_osmosis.results.gates import apply_gates, compare, load_baseline
+from pytest_osmosis.results.report import RowRecord, RunReport
+from pytest_osmosis.results.report_redaction import _RolloutRecords
+from pytest_osmosis.results.verdict import (
     AttemptResult,
     attempt_passes,
     classify,
@@ -375,7 +375,7 @@ def test_rollout_ids_are_readable_unique_single_path_segments() -> None:
     import re
 
     from osmosis_rollout._internal.ids import is_valid_rollout_id
-    from pytest_osmosis.runners import make_rollout_id
+    from pytest_osmosis.run.attempts import make_rollout_id
 
     # 32 random bits each: 200 ids collide with a chance of about 5 in a million.
     ids = {make_rollout_id("data/test.jsonl::row 7", 2) for _ in range(200)}
@@ -421,7 +421,7 @@ def test_every_report_file_and_the_terminal_summary_come_from_one_reading_of_the
 ) -> None:
     from osmosis_rollout.runs.journal import read_journal
     from osmosis_rollout.runs.report import build_report
-    from pytest_osmosis.reporting import summary_lines
+    from pytest_osmosis.results.report import summary_lines
 
     report = _journaled_report(tmp_path, [5000.0, 9000.0, 5000.0, 9000.0, 1000.0, 9000.0])
     selected = [f"data.jsonl::row-{i}" for i in range(7)]  # row-6 never ran
@@ -455,7 +455,7 @@ def test_every_report_file_and_the_terminal_summary_come_from_one_reading_of_the
 
 
 def test_a_row_read_back_takes_its_reported_key_order_whatever_keys_it_has() -> None:
-    from pytest_osmosis.reporting import _in_order
+    from pytest_osmosis.results.report import _in_order
 
     order = ("b", "a", "c")
     assert list(_in_order({"a": 1, "b": 2, "c": 3}, order).items()) == [

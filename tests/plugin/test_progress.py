@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_osmosis.progress import (
+from pytest_osmosis.display.progress import (
     Field,
     ProgressDisplay,
     ProgressState,
@@ -15,7 +15,7 @@ from pytest_osmosis.progress import (
     progress_line,
     progress_segments,
 )
-from pytest_osmosis.reporting import format_cost
+from pytest_osmosis.results.report import format_cost
 
 
 class Clock:

@@ -19,7 +19,7 @@ from osmosis_rollout.runs.report_model import (
     read_report,
     report_json_schema,
 )
-from pytest_osmosis.verdict import AttemptResult
+from pytest_osmosis.results.verdict import AttemptResult
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLISHED = REPO / "docs" / "report.schema.json"

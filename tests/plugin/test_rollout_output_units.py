@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_osmosis.rollout_output import RolloutsLogHandler, install_router, rollout_output
+from pytest_osmosis.run.rollout_log import RolloutsLogHandler, install_router, rollout_output
 
 
 def test_lines_inside_a_rollout_are_logged_and_a_stderr_handler_does_not_loop(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from osmosis_rollout.runs.journal import read_journal
-from pytest_osmosis.reporting import RowRecord, RunReport
-from pytest_osmosis.rows import RowBook, RowState
-from pytest_osmosis.run_folder import RunFolder
+from pytest_osmosis.results.report import RowRecord, RunReport
+from pytest_osmosis.results.rows import RowBook, RowState
+from pytest_osmosis.results.run_folder import RunFolder
 
 FINGERPRINT = {
     "row": "x",

@@ -10,7 +10,7 @@ import pytest
 
 from osmosis_rollout.errors import RunFolderError
 from osmosis_rollout.runs.journal import RUN_SCHEMA
-from pytest_osmosis.run_folder import RunFolder
+from pytest_osmosis.results.run_folder import RunFolder
 
 
 def test_a_second_claim_names_the_holder_and_a_released_folder_can_be_claimed(

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_osmosis.scheduler import RolloutLoopBlocked, RolloutLoopStopped, RolloutScheduler
+from pytest_osmosis.run.scheduler import RolloutLoopBlocked, RolloutLoopStopped, RolloutScheduler
 
 
 @pytest.fixture
@@ -259,7 +259,7 @@ def test_close_does_not_wait_for_a_loop_blocked_right_now() -> None:
 
 _CTRL_C_WHILE_WAITING = """
 import asyncio, os, signal, threading
-from pytest_osmosis.scheduler import RolloutScheduler
+from pytest_osmosis.run.scheduler import RolloutScheduler
 
 hit = []
 original = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
@@ -303,7 +303,7 @@ def test_ctrl_c_while_waiting_stops_the_wait_and_never_reaches_the_rollout() -> 
 
 _CTRL_C_WHILE_BLOCKED = """
 import asyncio, os, signal, threading, time
-from pytest_osmosis.scheduler import RolloutScheduler
+from pytest_osmosis.run.scheduler import RolloutScheduler
 
 blocking = threading.Event()
 

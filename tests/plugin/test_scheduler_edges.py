@@ -15,11 +15,11 @@ import pytest
 
 _SIGNAL_AT_EVERY_POINT = """
 import asyncio, signal, sys, time
-import pytest_osmosis.scheduler
-from pytest_osmosis.scheduler import RolloutScheduler
+import pytest_osmosis.run.scheduler
+from pytest_osmosis.run.scheduler import RolloutScheduler
 
 mode = sys.argv[1]
-SCHEDULER = pytest_osmosis.scheduler.__file__
+SCHEDULER = pytest_osmosis.run.scheduler.__file__
 
 
 def handler(signum, frame):  # what pytest (and the run's SignalWatch) install
@@ -110,7 +110,7 @@ def test_a_signal_at_any_point_of_a_wait_interrupts_it_once_and_leaves_the_sched
 
 _SIGNAL_FROM_A_ROLLOUT = """
 import asyncio, signal, threading
-from pytest_osmosis.scheduler import RolloutScheduler
+from pytest_osmosis.run.scheduler import RolloutScheduler
 
 received = []
 

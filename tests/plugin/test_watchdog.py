@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_osmosis.watchdog import LoopBlock, LoopWatchdog
+from pytest_osmosis.run.watchdog import LoopBlock, LoopWatchdog
 
 
 @pytest.fixture

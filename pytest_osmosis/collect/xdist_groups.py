@@ -46,7 +46,7 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def share_run_name(node: Any) -> None:
     """Give workers the controller's run name, so one run writes one directory."""
-    from pytest_osmosis.session import get_session
+    from pytest_osmosis.run.session import get_session
 
     session = get_session(node.config)
     if session is not None:

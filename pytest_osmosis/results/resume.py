@@ -208,7 +208,7 @@ def _rows(count: int) -> str:
 
 
 class ResumeHost(Protocol):
-    """What a resume needs from the session (:class:`~pytest_osmosis.session.OsmosisSession`)."""
+    """What a resume needs from the session (:class:`~pytest_osmosis.run.session.OsmosisSession`)."""
 
     settings: OsmosisSettings
     output: Path

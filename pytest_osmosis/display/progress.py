@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from pytest_osmosis.reporting import format_cost
+from pytest_osmosis.results.report import format_cost
 
 DEFAULT_INTERVAL_SEC = 30.0
 """Seconds between two plain lines (``--osmosis-progress-interval``)."""

@@ -30,7 +30,7 @@ from osmosis_rollout.runs.gating import (
 )
 from osmosis_rollout.runs.report_model import ReportFileError, read_report
 from pytest_osmosis.options import OsmosisSettings
-from pytest_osmosis.reporting import RunReport
+from pytest_osmosis.results.report import RunReport
 
 
 def _row_rewards(attempts: list[dict[str, Any]]) -> dict[str, float]:

@@ -4,9 +4,9 @@
 gate's line and outcome, pytest's failures that are not rows, the files that could not be
 written) and returns one :class:`~osmosis_rollout.runs.report_model.RunVerdict`. Every
 output reads that object and nothing else: the exit status (:attr:`RunVerdict.exit_status`),
-pytest's own counts and JUnit (each gate is a test case, :mod:`pytest_osmosis.gate_cases`),
+pytest's own counts and JUnit (each gate is a test case, :mod:`pytest_osmosis.results.gate_cases`),
 ``report.json``'s ``verdict``, the HTML banner and the markdown summary
-(:mod:`pytest_osmosis.markdown`).
+(:mod:`pytest_osmosis.results.markdown`).
 
 With a pass-rate gate (``--osmosis-min-pass-rate``) the gate decides: a row below the
 threshold is an expected failure (pytest's ``xfailed``) that the gate counts, and the rows'
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from osmosis_rollout.runs.report_model import RunVerdict, VerdictReason
-from pytest_osmosis.reporting import failed_parts
+from pytest_osmosis.results.report import failed_parts
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -36,14 +36,14 @@ EXIT_INTERRUPTED = 2
 """pytest's own status for an interrupted run (``pytest.ExitCode.INTERRUPTED``)."""
 EXIT_WRITE_FAILED = 12
 """A run whose journal or report could not be written (kept equal to
-:data:`pytest_osmosis.completion.EXIT_WRITE_FAILED`)."""
+:data:`pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`)."""
 
 GATE_PREFIXES = (
     ("gate: ", "min-pass-rate"),
     ("baseline gate: ", "regression"),
     ("require-grader: ", "require-grader"),
 )
-"""How a gate's line (:class:`~pytest_osmosis.gates.GateResult` ``verdicts``) names it."""
+"""How a gate's line (:class:`~pytest_osmosis.results.gates.GateResult` ``verdicts``) names it."""
 
 
 @dataclass(frozen=True)

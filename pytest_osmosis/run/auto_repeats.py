@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 
 from osmosis_rollout.runs.gating import RowCounts, auto_round
 from pytest_osmosis.options import OsmosisSettings
-from pytest_osmosis.verdict import STATUS_SKIPPED, AttemptResult, attempt_passes
+from pytest_osmosis.results.verdict import STATUS_SKIPPED, AttemptResult, attempt_passes
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
-    from pytest_osmosis.engine import Engine
+    from pytest_osmosis.run.engine import Engine
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ a window of rows submitted ahead of the item pytest is running (:meth:`RowRunner
 decides each row's verdict on the rollouts' loop as its last attempt finishes and journals
 it there (so a crash loses no finished row), hands the verdict to the item that waits for
 the row (:meth:`RowRunner.wait_for_row`), and moves the item's record onto its call report.
-Each row's state lives on its :class:`~pytest_osmosis.rows.Row`.
+Each row's state lives on its :class:`~pytest_osmosis.results.rows.Row`.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from pytest_osmosis.keys import RECORD_KEY, REPORT_ATTR, WORD_ATTR, row_ref
-from pytest_osmosis.reporting import reward_word, row_record
-from pytest_osmosis.rows import Row, RowBook, RowState
-from pytest_osmosis.scheduler import RolloutLoopStopped, RolloutScheduler
-from pytest_osmosis.verdict import AttemptResult, RowVerdict, row_verdict
+from pytest_osmosis.results.report import reward_word, row_record
+from pytest_osmosis.results.rows import Row, RowBook, RowState
+from pytest_osmosis.results.verdict import AttemptResult, RowVerdict, row_verdict
+from pytest_osmosis.run.scheduler import RolloutLoopStopped, RolloutScheduler
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
-    from pytest_osmosis.engine import Engine
     from pytest_osmosis.options import OsmosisSettings
-    from pytest_osmosis.run_folder import RunFolder
+    from pytest_osmosis.results.run_folder import RunFolder
+    from pytest_osmosis.run.engine import Engine
 
 __all__ = ["ROWS_PLUGIN", "RowRunner", "RowWatcher", "RunHost"]
 
@@ -41,7 +41,7 @@ WAIT_TICK_SEC = 0.1
 
 
 class RowWatcher(Protocol):
-    """What the rows tell the live progress display (:mod:`pytest_osmosis.live`)."""
+    """What the rows tell the live progress display (:mod:`pytest_osmosis.display.live`)."""
 
     def row_done(self, key: str, verdict: RowVerdict) -> None:
         """A row's rollouts all finished (called on the rollouts' thread)."""
@@ -54,7 +54,7 @@ class RowWatcher(Protocol):
 
 
 class RunHost(Protocol):
-    """What the rows need from the session (:class:`~pytest_osmosis.session.OsmosisSession`)."""
+    """What the rows need from the session (:class:`~pytest_osmosis.run.session.OsmosisSession`)."""
 
     settings: OsmosisSettings
     folder: RunFolder

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_osmosis.scheduler import RolloutScheduler
+from pytest_osmosis.run.scheduler import RolloutScheduler
 
 SERVE_START_TIMEOUT_SEC = 60.0
 SERVE_STOP_TIMEOUT_SEC = 10.0

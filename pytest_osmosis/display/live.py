@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
+from pytest_osmosis.display.progress import ProgressDisplay, ProgressState, Terminal
 from pytest_osmosis.keys import DATASETS_KEY, REPORT_ATTR, ROW_KEY
-from pytest_osmosis.progress import ProgressDisplay, ProgressState, Terminal
-from pytest_osmosis.reporting import row_errored
+from pytest_osmosis.results.report import row_errored
 
 if TYPE_CHECKING:
-    from pytest_osmosis.verdict import RowVerdict
+    from pytest_osmosis.results.verdict import RowVerdict
 
 
 def display_mode(config: pytest.Config, mode: str) -> Literal["bar", "line"] | None:

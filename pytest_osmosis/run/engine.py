@@ -19,19 +19,19 @@ import pytest
 
 from osmosis_rollout.redaction import Redactor, redact_handler
 from osmosis_rollout.rollout_notes import taking_notes
-from pytest_osmosis.live import show_startup_step
+from pytest_osmosis.display.live import show_startup_step
 from pytest_osmosis.options import DEFAULT_CONCURRENCY, OsmosisSettings
-from pytest_osmosis.policy_choice import choose_policy
-from pytest_osmosis.rollout_output import RolloutsLogHandler
-from pytest_osmosis.rollout_servers import (
+from pytest_osmosis.run.attempts import AttemptRunner, InProcessRunner, RunPaths, ServerRunner
+from pytest_osmosis.run.policy_choice import choose_policy
+from pytest_osmosis.run.rollout_log import RolloutsLogHandler
+from pytest_osmosis.run.rollout_servers import (
     ServedServer,
     check_servers,
     close_clients,
     make_clients,
     start_server_subprocess,
 )
-from pytest_osmosis.runners import AttemptRunner, InProcessRunner, RunPaths, ServerRunner
-from pytest_osmosis.scheduler import RolloutScheduler
+from pytest_osmosis.run.scheduler import RolloutScheduler
 
 if TYPE_CHECKING:
     from osmosis_rollout.backend.base import ExecutionBackend
@@ -73,7 +73,7 @@ def load_backend(config: pytest.Config, entrypoint: str | None) -> tuple[Executi
     from osmosis_rollout.workspace.entrypoint import load_entrypoint
 
     if entrypoint is None:
-        from pytest_osmosis.workspace import discover_entrypoint, find_workspace
+        from pytest_osmosis.run.workspace import discover_entrypoint, find_workspace
 
         workspace = find_workspace([Path(config.invocation_params.dir), Path(config.rootpath)])
         entrypoint = discover_entrypoint(workspace)
@@ -103,7 +103,7 @@ def ray_backend(
     from osmosis_rollout.errors import UsageError
 
     if entrypoint is None:
-        from pytest_osmosis.workspace import discover_entrypoint, find_workspace
+        from pytest_osmosis.run.workspace import discover_entrypoint, find_workspace
 
         workspace = find_workspace([Path(config.invocation_params.dir), Path(config.rootpath)])
         entrypoint = discover_entrypoint(workspace)
@@ -311,7 +311,7 @@ def start_engine(
     closers.insert(0, restore)
     if config.getoption("capture", None) == "no":
         # -s: the user asked to see what runs print; rollouts' prints join the terminal.
-        from pytest_osmosis.rollout_output import echo_to_terminal
+        from pytest_osmosis.run.rollout_log import echo_to_terminal
 
         closers.insert(0, echo_to_terminal(redactor))
     # What each rollout logs is kept on its own row too (the grader's reason).

@@ -8,7 +8,7 @@ bounds how many rollouts run at once, so they start in item order and the row py
 is among the first to finish. Signals stop pytest's thread, never the loop's
 (:mod:`pytest_osmosis.signals`); :meth:`~RolloutScheduler.close` then cancels what is left.
 
-A :class:`~pytest_osmosis.watchdog.LoopWatchdog` names sync code that blocks the loop. A loop
+A :class:`~pytest_osmosis.run.watchdog.LoopWatchdog` names sync code that blocks the loop. A loop
 blocked past :attr:`RolloutScheduler.block_limit` (the item deadline) is given up: every
 rollout pending or submitted later fails with :class:`RolloutLoopBlocked`, naming the line, and
 the blocked (daemon) thread is left to the process's exit.
@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from pytest_osmosis.watchdog import LoopBlock, LoopWatchdog
+from pytest_osmosis.run.watchdog import LoopBlock, LoopWatchdog
 
 T = TypeVar("T")
 

@@ -43,7 +43,7 @@ from osmosis_rollout.runs.journal import (
     read_journal_lines,
 )
 from osmosis_rollout.runs.report import report_head, row_errored, row_verdict_entry, summarize
-from pytest_osmosis.verdict import RowVerdict
+from pytest_osmosis.results.verdict import RowVerdict
 
 RowRecord = JournalRow
 """What the controller keeps per row: its verdict, its attempts' index rows, its statistics."""

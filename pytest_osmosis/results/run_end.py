@@ -6,7 +6,7 @@ reports arrive there), and at the end reads the rows back from the journal: ever
 exit status included, covers the rows pytest reported and the rows a resume kept; a row that
 finished ahead of pytest when ``-x`` or ``--maxfail`` stopped it counts nowhere (pytest does
 not count it either) and is a row not run, while after a signal every journaled row counts.
-Then it applies the gates, decides the run's verdict (:mod:`~pytest_osmosis.run_verdict`),
+Then it applies the gates, decides the run's verdict (:mod:`~pytest_osmosis.results.run_verdict`),
 runs each gate as a test case, writes ``run.json``, ``report.json`` and the other report
 files with that verdict, makes it the exit status and prints the ``osmosis summary`` section.
 """
@@ -25,21 +25,21 @@ import pytest
 
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME
 from osmosis_rollout.runs.report_model import RunVerdict
-from pytest_osmosis.completion import how_it_ended, incomplete_lines
 from pytest_osmosis.keys import REPORT_ATTR, WORD_ATTR
 from pytest_osmosis.options import resolve_path
-from pytest_osmosis.outputs import OutputWrite, write_outputs
-from pytest_osmosis.reporting import RowRecord, summary_segments, ungraded_line
-from pytest_osmosis.run_verdict import RowMiss, decide
+from pytest_osmosis.results.output_paths import OutputWrite, write_outputs
+from pytest_osmosis.results.report import RowRecord, summary_segments, ungraded_line
+from pytest_osmosis.results.run_verdict import RowMiss, decide
+from pytest_osmosis.results.stopped import how_it_ended, incomplete_lines
 
 if TYPE_CHECKING:
-    from pytest_osmosis.completion import SignalWatch
-    from pytest_osmosis.gates import GateResult
     from pytest_osmosis.options import OsmosisSettings
-    from pytest_osmosis.reporting import RunReport
-    from pytest_osmosis.resume import Resume
-    from pytest_osmosis.rows import RowBook
-    from pytest_osmosis.run_folder import RunFolder
+    from pytest_osmosis.results.gates import GateResult
+    from pytest_osmosis.results.report import RunReport
+    from pytest_osmosis.results.resume import Resume
+    from pytest_osmosis.results.rows import RowBook
+    from pytest_osmosis.results.run_folder import RunFolder
+    from pytest_osmosis.results.stopped import SignalWatch
 
 __all__ = ["SUMMARY_PLUGIN", "RunSummary", "SummaryHost"]
 
@@ -103,7 +103,7 @@ class Decided:
 
 
 class SummaryHost(Protocol):
-    """What the summary reads of the session (:class:`~pytest_osmosis.session.OsmosisSession`)."""
+    """What the summary reads of the session (:class:`~pytest_osmosis.run.session.OsmosisSession`)."""
 
     config: pytest.Config
     settings: OsmosisSettings
@@ -152,7 +152,7 @@ class RunSummary:
         """Count the gate cases in pytest's progress, once collection (xdist's too) is over."""
         session = self._pytest_session
         if self._planned is None and session is not None and not self.session.is_worker:
-            from pytest_osmosis.gate_cases import planned_gates
+            from pytest_osmosis.results.gate_cases import planned_gates
 
             self._planned = planned_gates(self.session.settings)
             session.testscollected += self._planned
@@ -218,7 +218,7 @@ class RunSummary:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         """Once every row is reported, decide the run's verdict and run each gate as a test
-        case (:mod:`~pytest_osmosis.gate_cases`), while pytest still counts and reports tests.
+        case (:mod:`~pytest_osmosis.results.gate_cases`), while pytest still counts and reports tests.
 
         Registered after the session plugin, so this wrapper is outside the session's (the
         engine is stopped by then), and before the terminal's own wrapper finishes the
@@ -230,7 +230,7 @@ class RunSummary:
         osmosis = self.session
         if osmosis.is_worker or osmosis.config.option.collectonly or not self._has_rows():
             return result
-        from pytest_osmosis.gate_cases import run_gate_cases
+        from pytest_osmosis.results.gate_cases import run_gate_cases
 
         exitstatus = pytest.ExitCode.TESTS_FAILED if session.testsfailed else pytest.ExitCode.OK
         decided = self._decide(session, exitstatus)
@@ -243,8 +243,8 @@ class RunSummary:
         (controller only).
 
         A file that cannot be written is reported after the summary, and the run exits
-        :data:`~pytest_osmosis.completion.EXIT_WRITE_FAILED`. A signal received after the
-        verdict was decided (pytest writing its reports) makes the run interrupted: it is
+        :data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`. A signal received after
+        the verdict was decided (pytest writing its reports) makes the run interrupted: it is
         decided again, and the files say so.
         """
         osmosis = self.session
@@ -268,7 +268,7 @@ class RunSummary:
 
     def _decide(self, session: pytest.Session, exitstatus: int) -> Decided:
         """Finish the report over the rows this run counts, apply the gates and decide."""
-        from pytest_osmosis.gates import apply_gates
+        from pytest_osmosis.results.gates import apply_gates
 
         osmosis = self.session
         report, plan, stop = osmosis.report, osmosis.resume.plan, osmosis.folder.write_failure
@@ -404,7 +404,7 @@ class RunSummary:
                 )
             )
         if settings.html:
-            from pytest_osmosis.html import write_html
+            from pytest_osmosis.results.html import write_html
 
             html_path = resolve_path(osmosis.config, settings.html)
 
@@ -414,7 +414,7 @@ class RunSummary:
             writes.append(OutputWrite("HTML report", settings.html, html))
         if settings.markdown:
             from osmosis_rollout._internal.atomic import write_text_atomic
-            from pytest_osmosis.markdown import render_markdown
+            from pytest_osmosis.results.markdown import render_markdown
 
             markdown_path = resolve_path(osmosis.config, settings.markdown)
             writes.append(
@@ -433,7 +433,11 @@ class RunSummary:
     def _append_step_summary(self, head: dict[str, Any]) -> tuple[list[str], list[str]]:
         """Append the markdown summary to ``$GITHUB_STEP_SUMMARY`` when GitHub Actions set it
         (once, with the final verdict)."""
-        from pytest_osmosis.markdown import STEP_SUMMARY_ENV, append_markdown, render_markdown
+        from pytest_osmosis.results.markdown import (
+            STEP_SUMMARY_ENV,
+            append_markdown,
+            render_markdown,
+        )
 
         target = os.environ.get(STEP_SUMMARY_ENV)
         if not target:

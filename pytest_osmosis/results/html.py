@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_rollout.runs.gating import RegressionTest, percent
-from pytest_osmosis.reporting import (
+from pytest_osmosis.results.report import (
     failed_parts,
     format_cost,
     interval_text,

@@ -16,7 +16,7 @@ A run claims its folder before it writes anything there (:meth:`RunFolder.claim`
 A run that never ran a row leaves the folder as it found it (:meth:`RunFolder.abandon`).
 A run file that cannot be written (a full disk) is remembered (:meth:`RunFolder.write_failed`):
 the run takes no new rows, ends incomplete and exits
-:data:`~pytest_osmosis.completion.EXIT_WRITE_FAILED`.
+:data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`.
 """
 
 from __future__ import annotations

@@ -20,10 +20,10 @@ import pytest
 
 from pytest_osmosis.keys import RECORD_KEY, ROW_KEY, RowRef
 from pytest_osmosis.options import OPTIONS
-from pytest_osmosis.policy_choice import CassetteKeys
-from pytest_osmosis.reporting import row_record
-from pytest_osmosis.session import OsmosisSession, ensure_session
-from pytest_osmosis.verdict import RowVerdict, failure_message
+from pytest_osmosis.results.report import row_record
+from pytest_osmosis.results.verdict import RowVerdict, failure_message
+from pytest_osmosis.run.policy_choice import CassetteKeys
+from pytest_osmosis.run.session import OsmosisSession, ensure_session
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr

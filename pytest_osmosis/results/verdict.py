@@ -44,7 +44,7 @@ class AttemptResult:
     last_assistant: str | None = None
     tool_calls: list[str] | None = None
     """The tool calls of the sample, one ``name({arguments})`` line each, clipped and bounded
-    (:func:`pytest_osmosis.runners.tool_call_lines`); None when it made none."""
+    (:func:`pytest_osmosis.run.attempts.tool_call_lines`); None when it made none."""
     policy_calls: int = 0
     error_phase: str | None = None
     """``workflow`` or ``grader`` when user code in that phase failed an in-process rollout."""
@@ -61,7 +61,7 @@ class AttemptResult:
     rollout may have left no trajectory to read it from."""
     printed: str | None = None
     """What the rollout printed (in-process), its first lines: the failure's "Captured
-    rollout output" section (:mod:`pytest_osmosis.rollout_output`)."""
+    rollout output" section (:mod:`pytest_osmosis.run.rollout_log`)."""
     ungraded: str | None = None
     """Why a rollout that ran has no reward: ``no_grader`` (the rollout defines none),
     ``no_label`` (the row has neither ground_truth nor metadata) or ``not_graded``."""
@@ -125,7 +125,7 @@ class RowVerdict:
     scored_attempts: int = 0
     record: JournalRow | None = field(default=None, compare=False, repr=False)
     """The row's record as it was journaled where the row finished
-    (:func:`pytest_osmosis.reporting.row_record`), for its report to reuse; None when it was
+    (:func:`pytest_osmosis.results.report.row_record`), for its report to reuse; None when it was
     not journaled there or no longer matches the attempts."""
 
     def stats(self) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_osmosis.reporting import interval_text
-from pytest_osmosis.run_verdict import RowMiss
+from pytest_osmosis.results.report import interval_text
+from pytest_osmosis.results.run_verdict import RowMiss
 
 __all__ = ["SHOWN_ROWS", "STEP_SUMMARY_ENV", "append_markdown", "render_markdown"]
 

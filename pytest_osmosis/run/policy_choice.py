@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from pytest_osmosis.options import DEFAULT_CONCURRENCY, OsmosisSettings, resolve_path
-from pytest_osmosis.workspace import load_callable
+from pytest_osmosis.run.workspace import load_callable
 
 if TYPE_CHECKING:
     from osmosis_rollout.policy.recording import RecordMode

@@ -4,16 +4,16 @@ An :class:`OsmosisSession` is registered with pytest's plugin manager as
 ``"osmosis-session"`` (as pytest's own ``LFPlugin`` and pytest-xdist's ``DSession`` are):
 when datasets are configured, at ``pytest_configure`` (see :mod:`pytest_osmosis.startup`);
 for tests parametrized by ``@pytest.mark.osmosis_dataset``, once collection found one.
-It owns the settings, the run folder (:mod:`~pytest_osmosis.run_folder`) and the engine's
+It owns the settings, the run folder (:mod:`~pytest_osmosis.results.run_folder`) and the engine's
 lifetime, and registers beside itself, as pytest's ``cacheprovider`` registers ``LFPlugin``
 and ``NFPlugin``, one plugin object per concern:
 
-- ``osmosis-rows``: :class:`~pytest_osmosis.row_runner.RowRunner`, the rows' rollouts, run
-  ahead of pytest, each row one :class:`~pytest_osmosis.rows.Row`;
-- ``osmosis-resume``: :class:`~pytest_osmosis.resume.Resume`, which journaled rows stand;
-- ``osmosis-summary``: :class:`~pytest_osmosis.summary.RunSummary`, the run's verdict,
+- ``osmosis-rows``: :class:`~pytest_osmosis.run.row_runner.RowRunner`, the rows' rollouts, run
+  ahead of pytest, each row one :class:`~pytest_osmosis.results.rows.Row`;
+- ``osmosis-resume``: :class:`~pytest_osmosis.results.resume.Resume`, which journaled rows stand;
+- ``osmosis-summary``: :class:`~pytest_osmosis.results.run_end.RunSummary`, the run's verdict,
   report files, gates and terminal summary;
-- ``osmosis-redaction``: :class:`~pytest_osmosis.report_redaction.ReportRedaction`.
+- ``osmosis-redaction``: :class:`~pytest_osmosis.results.report_redaction.ReportRedaction`.
 
 Collection only reads datasets (cheap: ``--co`` never imports the rollout or starts a
 server). The rollout engine (policy endpoint, backend or servers, scheduler) is started the
@@ -34,23 +34,23 @@ import pytest
 
 from osmosis_rollout.errors import RunFolderError
 from osmosis_rollout.redaction import Redactor, redact_url
-from pytest_osmosis.completion import SignalWatch
 from pytest_osmosis.keys import SESSION_PLUGIN, row_ref
 from pytest_osmosis.options import OsmosisSettings, resolve_path, resolve_settings
-from pytest_osmosis.report_redaction import REDACTION_PLUGIN, ReportRedaction
-from pytest_osmosis.reporting import RunReport
-from pytest_osmosis.resume import RESUME_PLUGIN, Resume, row_fingerprint, run_fingerprint
-from pytest_osmosis.row_runner import ITEM_GRACE_SEC, ROWS_PLUGIN, RowRunner
-from pytest_osmosis.rows import RowBook
-from pytest_osmosis.run_folder import RunFolder
-from pytest_osmosis.runners import RunPaths
-from pytest_osmosis.summary import SUMMARY_PLUGIN, RunSummary
+from pytest_osmosis.results.report import RunReport
+from pytest_osmosis.results.report_redaction import REDACTION_PLUGIN, ReportRedaction
+from pytest_osmosis.results.resume import RESUME_PLUGIN, Resume, row_fingerprint, run_fingerprint
+from pytest_osmosis.results.rows import RowBook
+from pytest_osmosis.results.run_end import SUMMARY_PLUGIN, RunSummary
+from pytest_osmosis.results.run_folder import RunFolder
+from pytest_osmosis.results.stopped import SignalWatch
+from pytest_osmosis.run.attempts import RunPaths
+from pytest_osmosis.run.row_runner import ITEM_GRACE_SEC, ROWS_PLUGIN, RowRunner
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
-    from pytest_osmosis.auto_repeats import AutoRepeats
-    from pytest_osmosis.engine import Engine
-    from pytest_osmosis.verdict import RowVerdict
+    from pytest_osmosis.results.verdict import RowVerdict
+    from pytest_osmosis.run.auto_repeats import AutoRepeats
+    from pytest_osmosis.run.engine import Engine
 
 UNBOUNDED_ITEM_DEADLINE_SEC = 3600.0
 
@@ -226,7 +226,7 @@ class OsmosisSession:
         if self.engine_error is not None:
             raise self.engine_error
         from osmosis_rollout.errors import UsageError
-        from pytest_osmosis.engine import start_engine
+        from pytest_osmosis.run.engine import start_engine
 
         try:
             self.engine = start_engine(
@@ -289,7 +289,7 @@ class OsmosisSession:
                 self.folder.claim(resume=bool(self.settings.resume))
             except RunFolderError as exc:
                 raise pytest.UsageError(f"pytest-osmosis: {exc}") from exc
-        from pytest_osmosis.live import start_live_progress
+        from pytest_osmosis.display.live import start_live_progress
 
         def running() -> int:
             engine = self.engine
@@ -343,7 +343,7 @@ class OsmosisSession:
                 self.folder.write_failed(exc, "run.json")
         try:
             if self.settings.n_auto:  # issue 29: every row's attempts, in rounds, first
-                from pytest_osmosis.auto_repeats import AutoRow, run_rounds
+                from pytest_osmosis.run.auto_repeats import AutoRow, run_rounds
 
                 refs = [(item.nodeid, ref) for item in items if (ref := row_ref(item))]
                 self.auto = run_rounds(

@@ -12,7 +12,7 @@ the journal: the record written where it finished, until pytest reports it, and 
 journal holds the version its report carries.
 
 The journal is where a row's verdict lives: :class:`RowBook` is the one writer of the
-rows' journal lines (through the run's :class:`~pytest_osmosis.reporting.RunReport`), and
+rows' journal lines (through the run's :class:`~pytest_osmosis.results.report.RunReport`), and
 the summary, the exit status, the gates, the report files and a later resume read the
 journal back.
 """
@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME, JournalRow
 
 if TYPE_CHECKING:
-    from pytest_osmosis.reporting import RunReport
-    from pytest_osmosis.run_folder import RunFolder
-    from pytest_osmosis.verdict import RowVerdict
+    from pytest_osmosis.results.report import RunReport
+    from pytest_osmosis.results.run_folder import RunFolder
+    from pytest_osmosis.results.verdict import RowVerdict
 
 __all__ = ["Row", "RowBook", "RowState"]
 
@@ -61,7 +61,7 @@ class Row:
     dataset: str | None
     """The dataset file, for a row that goes into the run's report (None: marker rows)."""
     fingerprint: dict[str, Any] | None = None
-    """What its result depends on (see :mod:`pytest_osmosis.resume`)."""
+    """What its result depends on (see :mod:`pytest_osmosis.results.resume`)."""
     state: RowState = RowState.SELECTED
     settled: concurrent.futures.Future[RowVerdict | None] | None = field(
         default_factory=concurrent.futures.Future

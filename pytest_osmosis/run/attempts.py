@@ -23,15 +23,15 @@ from osmosis_rollout import ExecutionBackend, ExecutionRequest, RolloutContext, 
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.execution import execute_in_process
 from osmosis_rollout.transport.wire import to_wire_result
-from pytest_osmosis.rollout_output import rollout_output
-from pytest_osmosis.verdict import AttemptResult, classify
+from pytest_osmosis.results.verdict import AttemptResult, classify
+from pytest_osmosis.run.rollout_log import rollout_output
 
 if TYPE_CHECKING:
     from osmosis_rollout.controller import PolicyServer, RolloutClient
     from osmosis_rollout.dataset import DatasetRow
     from osmosis_rollout.policy import TokenPrices
     from osmosis_rollout.rollout_notes import RolloutNotes
-    from pytest_osmosis.rollout_servers import ServedServer
+    from pytest_osmosis.run.rollout_servers import ServedServer
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

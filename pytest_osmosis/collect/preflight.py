@@ -137,7 +137,7 @@ def preflight_anchor(config: pytest.Config, datasets: list[Path]) -> Path | None
 def order_preflight_items(session: pytest.Session, items: list[pytest.Item]) -> None:
     """Run the preflight items first; with ``--osmosis-preflight-only`` deselect the rows."""
     from pytest_osmosis.keys import ROW_KEY
-    from pytest_osmosis.session import get_session
+    from pytest_osmosis.run.session import get_session
 
     osmosis = get_session(session.config)
     if osmosis is None or not osmosis.settings.active:
