@@ -188,3 +188,18 @@ def test_the_report_names_the_run_its_times_and_the_tool_version(
     }
     assert report["run_id"] and report["tool_version"] == version("pytest-osmosis")
     assert report["started_at"] <= report["finished_at"]
+
+
+def test_under_xdist_the_gate_case_runs_once_on_the_controller_over_every_row(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace(multiply_rows(8, wrong={0, 5}))
+    result = pytester.runpytest_subprocess(
+        DATASET, POLICY, "--osmosis-min-pass-rate=0.8", "-n", "2", *OUTPUTS
+    )
+    run = seen(result, root)
+    assert run.exit_status == pytest.ExitCode.TESTS_FAILED
+    assert run.outcomes == {"failed": 1, "passed": 6 + PREFLIGHT, "xfailed": 2}, run.last_line
+    result.stdout.fnmatch_lines(["FAILED osmosis-gate::min-pass-rate - gate: pass rate 75.0% < *"])
+    assert run.junit_count("failures") == 1 and run.junit_count("skipped") == 2
+    assert run.report["verdict"]["outcome"] == "failed"
