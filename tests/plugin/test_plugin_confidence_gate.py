@@ -4,9 +4,9 @@ confidence, and the paired regression test against a baseline, with a seeded fla
 from __future__ import annotations
 
 import json
-from html import escape as html_escape
 import re
 from collections.abc import Callable
+from html import escape as html_escape
 from pathlib import Path
 
 import jsonschema
