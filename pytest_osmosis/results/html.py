@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_rollout.runs.gating import RegressionTest, percent
+from osmosis_rollout.runs.run_verdict import failed_parts
 from pytest_osmosis.results.report import (
-    failed_parts,
     format_cost,
     interval_text,
     row_errored,

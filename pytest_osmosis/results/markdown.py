@@ -11,13 +11,13 @@ appended to ``$GITHUB_STEP_SUMMARY`` when GitHub Actions sets it
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_osmosis.results.report import interval_text
-from pytest_osmosis.results.run_verdict import RowMiss
 
-__all__ = ["SHOWN_ROWS", "STEP_SUMMARY_ENV", "append_markdown", "render_markdown"]
+__all__ = ["SHOWN_ROWS", "STEP_SUMMARY_ENV", "RowMiss", "append_markdown", "render_markdown"]
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 """The file GitHub Actions shows on the job's summary page (appended to, never replaced)."""
@@ -31,6 +31,19 @@ _MARK = {
     "incomplete": "⏸️",
     "tolerated": "⚠️",
 }
+
+
+@dataclass(frozen=True)
+class RowMiss:
+    """A row that missed, as its report said it."""
+
+    nodeid: str
+    reason: str
+    """The first line of its failure (or of its expected failure's reason)."""
+    errored: bool
+    """A rollout of the row errored (no reward)."""
+    tolerated: bool
+    """A pass-rate gate counted it: an expected failure, not a failed test."""
 
 
 def _cell(text: Any) -> str:

@@ -43,6 +43,7 @@ from osmosis_rollout.runs.journal import (
     read_journal_lines,
 )
 from osmosis_rollout.runs.report import report_head, row_errored, row_verdict_entry, summarize
+from osmosis_rollout.runs.run_verdict import failed_parts
 from pytest_osmosis.results.verdict import RowVerdict
 
 RowRecord = JournalRow
@@ -534,19 +535,6 @@ def _counts(
     segments.append((f"  skipped: {skipped}", {"yellow": True} if skipped else {}))
     segments.append((f"  pass rate: {rate:.1%}{interval_text(interval)}", {}))
     return segments
-
-
-def failed_parts(failed: int, errored: int) -> str:
-    """What ``failed`` is made of, in the words the summary, the HTML cards and the schema
-    share: ``2 errored, 8 below threshold`` (a part that is 0 is left out).
-
-    ``errored``: a rollout failed (no reward); ``below threshold``: every rollout ran, and the
-    rewards missed the pass threshold (or the row-pass rule).
-    """
-    parts = [f"{errored} errored"] if errored else []
-    if failed - errored:
-        parts.append(f"{failed - errored} below threshold")
-    return ", ".join(parts)
 
 
 UNGRADED_WHY = {

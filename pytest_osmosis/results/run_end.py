@@ -6,7 +6,7 @@ reports arrive there), and at the end reads the rows back from the journal: ever
 exit status included, covers the rows pytest reported and the rows a resume kept; a row that
 finished ahead of pytest when ``-x`` or ``--maxfail`` stopped it counts nowhere (pytest does
 not count it either) and is a row not run, while after a signal every journaled row counts.
-Then it applies the gates, decides the run's verdict (:mod:`~pytest_osmosis.results.run_verdict`),
+Then it applies the gates, decides the run's verdict (:mod:`~osmosis_rollout.runs.run_verdict`),
 runs each gate as a test case, writes ``run.json``, ``report.json`` and the other report
 files with that verdict, makes it the exit status and prints the ``osmosis summary`` section.
 """
@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME
+from osmosis_rollout.runs.report import tool_version
 from osmosis_rollout.runs.report_model import RunVerdict
+from osmosis_rollout.runs.run_verdict import decide
 from pytest_osmosis.keys import REPORT_ATTR, WORD_ATTR
 from pytest_osmosis.options import resolve_path
+from pytest_osmosis.results.markdown import RowMiss
 from pytest_osmosis.results.output_paths import OutputWrite, write_outputs
 from pytest_osmosis.results.report import RowRecord, summary_segments, ungraded_line
-from pytest_osmosis.results.run_verdict import RowMiss, decide
 from pytest_osmosis.results.stopped import how_it_ended, incomplete_lines
 
 if TYPE_CHECKING:
@@ -57,18 +59,6 @@ _VERDICT_STATUSES = frozenset(
 
 SHOWN_ROWS = 10
 """Rows below the threshold the terminal lists by name (the reports list every one)."""
-
-
-def tool_version() -> str:
-    """pytest-osmosis's installed version."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("pytest-osmosis")
-    except PackageNotFoundError:
-        from osmosis_rollout import __version__
-
-        return __version__
 
 
 def _utc_now() -> str:

@@ -4,9 +4,11 @@
 gate's line and outcome, pytest's failures that are not rows, the files that could not be
 written) and returns one :class:`~osmosis_rollout.runs.report_model.RunVerdict`. Every
 output reads that object and nothing else: the exit status (:attr:`RunVerdict.exit_status`),
-pytest's own counts and JUnit (each gate is a test case, :mod:`pytest_osmosis.results.gate_cases`),
-``report.json``'s ``verdict``, the HTML banner and the markdown summary
-(:mod:`pytest_osmosis.results.markdown`).
+pytest's own counts and JUnit (each gate is a test case,
+:mod:`pytest_osmosis.results.gate_cases`), ``report.json``'s ``verdict``, the HTML banner and
+the markdown summary (:mod:`pytest_osmosis.results.markdown`); a report rebuilt from a run
+folder (:func:`osmosis_rollout.runs.report.rebuild_report`) decides it here too, from its
+rows and how the run ended (its gates are not applied again).
 
 With a pass-rate gate (``--osmosis-min-pass-rate``) the gate decides: a row below the
 threshold is an expected failure (pytest's ``xfailed``) that the gate counts, and the rows'
@@ -16,18 +18,16 @@ reason is ``tolerated``; without one, any failed row fails the run, as pytest al
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from osmosis_rollout.runs.report_model import RunVerdict, VerdictReason
-from pytest_osmosis.results.report import failed_parts
 
 __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_WRITE_FAILED",
     "GATE_PREFIXES",
-    "RowMiss",
     "decide",
+    "failed_parts",
     "gate_name",
     "rows_line",
 ]
@@ -46,19 +46,6 @@ GATE_PREFIXES = (
 """How a gate's line (:class:`~pytest_osmosis.results.gates.GateResult` ``verdicts``) names it."""
 
 
-@dataclass(frozen=True)
-class RowMiss:
-    """A row that missed, as its report said it."""
-
-    nodeid: str
-    reason: str
-    """The first line of its failure (or of its expected failure's reason)."""
-    errored: bool
-    """A rollout of the row errored (no reward)."""
-    tolerated: bool
-    """A pass-rate gate counted it: an expected failure, not a failed test."""
-
-
 _RANK = {"incomplete": 0, "failed": 1, "tolerated": 2, "passed": 3}
 
 
@@ -69,6 +56,19 @@ def gate_name(line: str) -> str:
             return name
     head = line.split(":", 1)[0].strip().lower()
     return "-".join(head.split()) or "gate"
+
+
+def failed_parts(failed: int, errored: int) -> str:
+    """What ``failed`` is made of, in the words the summary, the HTML cards and the schema
+    share: ``2 errored, 8 below threshold`` (a part that is 0 is left out).
+
+    ``errored``: a rollout failed (no reward); ``below threshold``: every rollout ran, and the
+    rewards missed the pass threshold (or the row-pass rule).
+    """
+    parts = [f"{errored} errored"] if errored else []
+    if failed - errored:
+        parts.append(f"{failed - errored} below threshold")
+    return ", ".join(parts)
 
 
 def rows_line(rows: dict[str, Any]) -> str:
