@@ -199,8 +199,7 @@ def _check_outputs(config: pytest.Config, settings: OsmosisSettings, output: Pat
     check_output_paths(config, output=output, report=report, html=html)
     if not settings.resume and not config.option.collectonly:
         refuse_overwrites(
-            output=output if settings.output else None,
-            files=[
+            [
                 ("--osmosis-report", report),
                 ("--osmosis-html", html),
                 (

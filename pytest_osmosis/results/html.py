@@ -476,12 +476,7 @@ def _verdict_banner(verdict: dict[str, Any]) -> str:
 def _banners(document: dict[str, Any]) -> str:
     summary = document["summary"]
     verdict = document.get("verdict")
-    if isinstance(verdict, dict):
-        # Decided once for the whole run: the gates and how it ended are among its reasons.
-        ungraded = ungraded_line(summary, (document.get("config") or {}).get("entrypoint"))
-        extra = f'<div class="banner bad">{_e(ungraded)}</div>' if ungraded else ""
-        return _verdict_banner(verdict) + extra
-    parts = []
+    parts = [_verdict_banner(verdict)] if isinstance(verdict, dict) else []
     if summary.get("complete") is False:
         not_run = summary.get("not_run")
         count = not_run.get("count") if isinstance(not_run, dict) else not_run
@@ -494,7 +489,9 @@ def _banners(document: dict[str, Any]) -> str:
     if ungraded:
         parts.append(f'<div class="banner bad">{_e(ungraded)}</div>')
     gate = document.get("gate")
-    if isinstance(gate, dict) and isinstance(gate.get("interval"), dict):
+    if isinstance(verdict, dict):
+        pass  # the verdict's banner holds every gate's line
+    elif isinstance(gate, dict) and isinstance(gate.get("interval"), dict):
         # Decided at a stated confidence (--osmosis-gate-confidence): its interval and outcome.
         ok = bool(gate.get("passed"))
         interval = gate["interval"]

@@ -83,34 +83,23 @@ def check_output_paths(
             )
 
 
-EARLIER_RUN_FILES = ("report.json", "rows.jsonl")
-"""What an earlier run left in its folder: a fresh run there would replace them."""
+def refuse_overwrites(files: list[tuple[str, Path | None]], *, overwrite: bool) -> None:
+    """Raise ``pytest.UsageError`` (exit 4) for the first report, HTML or markdown file an
+    earlier run wrote, which this run would replace.
 
-
-def refuse_overwrites(
-    *, output: Path | None, files: list[tuple[str, Path | None]], overwrite: bool
-) -> None:
-    """Raise ``pytest.UsageError`` (exit 4) for the first report, HTML or markdown file, or
-    the first run folder, that an earlier run wrote and this run would replace.
-
-    A run only writes what it creates in this invocation: pasting a printed command again,
+    A run only replaces what it creates in this invocation: pasting a printed command again,
     or running twice with the same ``--osmosis-report``, must not destroy the first run's
-    result or a baseline kept there. ``overwrite`` (``--osmosis-overwrite``) allows it.
-    ``output`` is an explicit ``--osmosis-output`` (the default folder is new for each run).
+    result or a baseline kept there. ``overwrite`` (``--osmosis-overwrite``) allows it. (The
+    run folder's own check is :meth:`~pytest_osmosis.results.run_folder.RunFolder.claim`.)
     """
     if overwrite:
         return
-    fix = "pass --osmosis-overwrite to replace it, or choose another path"
-    if output is not None and output.is_dir():
-        earlier = [name for name in EARLIER_RUN_FILES if (output / name).exists()]
-        if earlier:
-            raise pytest.UsageError(
-                f"--osmosis-output: {output} holds an earlier run ({', '.join(earlier)}); "
-                f"pass --osmosis-resume {output} to continue it, {fix}"
-            )
     for flag, path in files:
         if path is not None and path.is_file():
-            raise pytest.UsageError(f"{flag}: {path} exists (an earlier run wrote it); {fix}")
+            raise pytest.UsageError(
+                f"{flag}: {path} exists (an earlier run wrote it); pass --osmosis-overwrite "
+                "to replace it, or choose another path"
+            )
 
 
 @dataclass(frozen=True)

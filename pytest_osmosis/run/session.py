@@ -286,7 +286,12 @@ class OsmosisSession:
         self.signals.install()  # SIGTERM while collecting stops the run as Ctrl-C does too
         if not self.config.option.collectonly:
             try:
-                self.folder.claim(resume=bool(self.settings.resume))
+                self.folder.claim(
+                    resume=bool(self.settings.resume),
+                    # The default folder is new for each run; one named may hold an earlier
+                    # run, which a run replaces only when asked.
+                    overwrite=self.settings.overwrite or not self.settings.output,
+                )
             except RunFolderError as exc:
                 raise pytest.UsageError(f"pytest-osmosis: {exc}") from exc
         from pytest_osmosis.display.live import start_live_progress

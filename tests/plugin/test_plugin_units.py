@@ -352,7 +352,14 @@ def test_a_regression_fails_the_run_only_with_fail_on_regression(tmp_path: Path)
         )
         assert gates.exit_override == override
         assert gates.verdicts == (
-            [("baseline gate: 1 regressed: failed (--osmosis-fail-on-regression)", False)]
+            [
+                (
+                    "baseline gate: 1 row regressed: failed (--osmosis-fail-on-regression fails "
+                    "on any regressed row; with --osmosis-gate-confidence only a significant "
+                    "regression fails)",
+                    False,
+                )
+            ]
             if strict
             else []
         )
