@@ -6,7 +6,10 @@ from abc import ABC, abstractmethod
 from typing import Any, Generic
 
 from osmosis_rollout.context import AgentWorkflowContext, TConfig
-from osmosis_rollout.types import AgentWorkflowOutput, Messages
+from osmosis_rollout.types import AgentWorkflowConfig, AgentWorkflowOutput, Messages
+
+# AgentWorkflowConfig is imported here by official-style code, as from the official module.
+__all__ = ["AgentWorkflow", "AgentWorkflowConfig", "WorkflowReturn"]
 
 
 class AgentWorkflow(ABC, Generic[TConfig]):

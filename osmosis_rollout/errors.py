@@ -14,7 +14,7 @@
     │   ├── RunFolderError          a run folder in use by another run, or holding foreign files
     │   └── PlatformOnlyError       a feature only the official SDK runs (also ImportError)
     └── RuntimeFailure              something failed while running
-        ├── RolloutProtocolError    a rollout server answered outside the protocol
+        ├── RolloutProtocolError    a rollout server answered outside the protocol (also RuntimeError)
         ├── RolloutAdmissionTimeoutError  admission did not finish in time (also TimeoutError)
         ├── RolloutAdmissionUnknownError  a failed POST may or may not have admitted the rollout
         ├── PolicyError             the policy behind the chat endpoint failed
@@ -22,7 +22,7 @@
         │   └── CassetteFileError   a cassette file that cannot be read or breaks the format
         └── ProviderRequestError    a judge's provider call failed (also RuntimeError)
             ├── ModelNotFoundError  the provider does not know the judge model
-            └── JudgeError          an LLM judge gave no valid verdict within its retries
+            └── JudgeError          an LLM judge's reply held no usable verdict
 
 ``MissingAPIKeyError``, ``ProviderRequestError`` and ``ModelNotFoundError`` are the official
 SDK's rubric errors (``osmosis_ai``), with the same constructor and attributes.
@@ -31,6 +31,8 @@ Workflow and grader exceptions are not wrapped: they become error categories on 
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
@@ -139,12 +141,24 @@ class RuntimeFailure(OsmosisError):
     """Something failed while running (not a user mistake)."""
 
 
-class RolloutProtocolError(RuntimeFailure):
-    """A rollout server answered outside the protocol (an unexpected status or body)."""
+class RolloutProtocolError(RuntimeFailure, RuntimeError):
+    """A rollout server answered outside the protocol (an unexpected status or body).
 
-    def __init__(self, message: str, status_code: int | None = None) -> None:
+    The official client's signature, ``RolloutProtocolError(message, *, status_code)``, and
+    also a ``RuntimeError`` as its is, so ``except RuntimeError`` matches.
+    """
+
+    def __init__(self, message: str, *, status_code: int) -> None:
         super().__init__(message)
         self.status_code = status_code
+
+    def __reduce__(self) -> Any:
+        # Pickled by its keyword (Ray ships errors between processes).
+        return (_protocol_error, (str(self), self.status_code))
+
+
+def _protocol_error(message: str, status_code: int) -> RolloutProtocolError:
+    return RolloutProtocolError(message, status_code=status_code)
 
 
 class RolloutAdmissionTimeoutError(RuntimeFailure, TimeoutError):
@@ -197,26 +211,17 @@ class ModelNotFoundError(ProviderRequestError):
 
 
 class JudgeError(ProviderRequestError):
-    """An LLM judge answered without a usable verdict on every attempt.
+    """An LLM judge answered without a usable verdict.
 
-    ``raw`` is the judge's last reply, ``attempts`` how many calls were made. A
-    :class:`ProviderRequestError` (the official SDK raises that for an unusable reply), with
-    ``detail`` holding the whole message.
+    A :class:`ProviderRequestError` (the official SDK raises that for an unusable reply), read
+    the same: ``detail`` is the official's reason (``"Model response was not valid JSON..."``).
+    ``raw`` is the judge's last reply, ``attempts`` how many calls were made.
     """
 
     def __init__(
-        self,
-        message: str,
-        *,
-        raw: str | None = None,
-        attempts: int = 0,
-        provider: str = "",
-        model: str = "",
+        self, provider: str, model: str, detail: str, *, raw: str = "", attempts: int = 1
     ) -> None:
-        self.provider = provider
-        self.model = model
-        self.detail = message
-        RuntimeError.__init__(self, message)
+        super().__init__(provider, model, detail)
         self.raw = raw
         self.attempts = attempts
 

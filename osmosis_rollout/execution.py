@@ -98,7 +98,7 @@ async def _save_trajectory(
 ) -> tuple[Path | None, Path | None]:
     """Save ``result``'s files; return the paths of its trajectory and diagnostics."""
     from osmosis_rollout.redaction import environment_redactor
-    from osmosis_rollout.trajectory import save_trajectory
+    from osmosis_rollout.trajectory import write_trajectory
     from osmosis_rollout.trajectory.save import DIAGNOSTICS_FILENAME
 
     # The key the rollout called its policy with is as secret as the environment's keys.
@@ -106,7 +106,7 @@ async def _save_trajectory(
     redactor = environment_redactor(extra={**(secrets or {}), "POLICY_API_KEY": policy_key})
 
     save = functools.partial(
-        save_trajectory,
+        write_trajectory,
         root,
         request.id,
         result,

@@ -1,18 +1,27 @@
 """LLM-as-judge: score a solution against a natural-language rubric.
 
 :func:`evaluate_rubric` asks a judge for a JSON verdict ``{"score": number, "explanation": str}``
-and returns a :class:`RubricResult`. The judge is a LiteLLM model (``model="openai/gpt-5-mini"``,
+and returns a :class:`RubricResult`. The judge is a LiteLLM model (``model="openai/gpt-4.1-mini"``,
 keys from the environment as LiteLLM reads them) or, with ``policy=``, anything
 :func:`osmosis_rollout.policy.as_policy` accepts: a scripted function or list of replies for
 offline tests, a recorded cassette, a local model.
 
-Judge output is parsed leniently (code fences, ``<think>`` blocks and prose around the object are
-ignored; the last JSON object holding a ``"score"`` wins) and validated: the score must be a
-finite number (numeric strings are accepted). A malformed reply is answered with a corrective
-message and retried, up to ``max_retries`` times, then :class:`~osmosis_rollout.errors.JudgeError`
-is raised. A score outside ``[score_min, score_max]`` is not an error: it is clamped into the
-range and the judge's own score is kept in :attr:`RubricResult.clamped_from`. Errors raised by the
-judge itself (provider down, missing key, script exhausted) propagate unchanged.
+The request is the official SDK's (``osmosis-ai`` 0.3.8): a system and a user message,
+``temperature: 0`` and a ``json_schema`` response format (``{"type": "json_object"}`` for a
+model LiteLLM says cannot take a schema). The prompt text is the official SDK's own, built
+by its engine, when ``osmosis-ai`` is installed (so a local score matches the platform's
+judge); otherwise ours, which asks for the same verdict in other words.
+:attr:`RubricResult.prompt_source` says which was sent; docs/grading.md lists the difference.
+
+The reply is parsed as the official SDK parses it: the whole reply (a ``<think>`` block and a
+code fence around it removed) must be one JSON object with a numeric ``score`` (a string is
+refused) and a non-empty ``explanation``. An unusable reply raises
+:class:`~osmosis_rollout.errors.JudgeError`, a ``ProviderRequestError`` with the official's
+message, after one call: the official does not retry. ``max_retries`` (ours, default 0)
+answers an unusable reply with a corrective message and asks again. A score outside
+``[score_min, score_max]`` is clamped into the range, the judge's own score kept in
+:attr:`RubricResult.clamped_from`. Errors raised by the judge itself (provider down, missing
+key, script exhausted) propagate unchanged.
 
 Three ways to grade with a judge:
 
@@ -29,6 +38,7 @@ Three ways to grade with a judge:
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import json
 import logging
@@ -37,7 +47,8 @@ import re
 import sys
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast, overload
+from types import ModuleType
+from typing import Any, ClassVar, Literal, cast, overload
 
 from osmosis_rollout.context import GraderContext
 from osmosis_rollout.errors import (
@@ -54,6 +65,7 @@ from osmosis_rollout.grading.judge_provider import (
     JudgeProvider,
     call_provider,
     resolve_api_key,
+    verdict_format,
 )
 from osmosis_rollout.grading.signatures import RUBRIC_RULE, is_async_callable
 from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy, as_policy
@@ -85,9 +97,22 @@ logger = logging.getLogger(__name__)
 #: The rollout id judge calls carry, so a scripted or recorded judge can tell them apart.
 JUDGE_ROLLOUT_ID = "judge"
 
-_JSON_OBJECT_FORMAT: dict[str, Any] = {"type": "json_object"}
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.DOTALL)
+#: The official SDK's prompt builder, imported when a judge call is made (never at import).
+OFFICIAL_ENGINE = "osmosis_ai.eval.rubric.engine"
+
+PromptSource = Literal["official", "ours"]
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_OPENING_FENCE = re.compile(r"^```(?:json)?\s*", re.IGNORECASE)
+_CLOSING_FENCE = re.compile(r"```$")
+# The official SDK's reasons for refusing a reply, word for word: they end up in the
+# ProviderRequestError a user's code may show or match.
+NO_CONTENT = "Model response did not include any content."
+NOT_JSON = "Model response was not valid JSON. Please refine the rubric instructions and try again."
+NOT_AN_OBJECT = "Model response did not contain the expected JSON object."
+NO_NUMERIC_SCORE = "Model response must include a numeric 'score'."
+NO_FINITE_SCORE = "Model response must include a finite numeric 'score'."
+NO_EXPLANATION = "Model response must include a non-empty 'explanation' string."
 
 
 @dataclass(frozen=True)
@@ -105,7 +130,9 @@ class RubricResult:
     ``score`` and ``explanation`` are the official SDK's ``RubricResult``; the rest is ours.
     ``score`` is within ``[score_min, score_max]``; ``clamped_from`` is the judge's own score when
     it fell outside and was clamped (else ``None``); ``raw`` is the judge's final reply text;
-    ``attempts`` counts judge calls (1 when the first reply was usable).
+    ``attempts`` counts judge calls (1 when the first reply was usable); ``prompt_source`` is
+    ``"official"`` when the prompt came from the installed ``osmosis-ai`` SDK's builder (the
+    platform's text), ``"ours"`` when it is not installed.
     """
 
     score: float
@@ -113,6 +140,7 @@ class RubricResult:
     raw: str = ""
     clamped_from: float | None = None
     attempts: int = 1
+    prompt_source: PromptSource = "ours"
 
     @property
     def clamped(self) -> bool:
@@ -121,27 +149,32 @@ class RubricResult:
 
 
 def parse_verdict(text: str) -> Verdict:
-    """Find the ``{"score": ..., "explanation": ...}`` object in a judge's reply.
+    """Read ``{"score": number, "explanation": str}`` from a judge's reply, as the official does.
 
-    Raises ``ValueError`` saying what is wrong (the reason is shown to the judge on retry).
+    A ``<think>...</think>`` block and a code fence around the object are removed; the rest
+    must be one JSON object with a finite number as ``score`` and a non-empty string as
+    ``explanation`` (stripped). Raises ``ValueError`` with the official SDK's reason.
     """
     if not isinstance(text, str) or not text.strip():
-        raise ValueError("the reply is empty")
-    cleaned = _THINK.sub("", text).strip()
-    candidates = _json_candidates(cleaned)
-    verdicts = [item for item in candidates if isinstance(item, dict) and "score" in item]
-    if not verdicts:
-        if any(isinstance(item, dict) for item in candidates):
-            raise ValueError('the JSON object has no "score" field')
-        raise ValueError("no JSON object found in the reply")
-    verdict = verdicts[-1]
-    score = _as_score(verdict["score"])
-    explanation = verdict.get("explanation", "")
-    if explanation is None:
-        explanation = ""
-    if not isinstance(explanation, str):
-        raise ValueError(f'"explanation" must be a string, got {type(explanation).__name__}')
-    return Verdict(score=score, explanation=explanation.strip())
+        raise ValueError(NO_CONTENT)
+    cleaned = _THINK.sub("", text.strip()).strip()
+    cleaned = _CLOSING_FENCE.sub("", _OPENING_FENCE.sub("", cleaned)).strip()
+    try:
+        parsed = json.loads(cleaned)
+    except ValueError as exc:
+        raise ValueError(NOT_JSON) from exc
+    if not isinstance(parsed, dict):
+        raise ValueError(NOT_AN_OBJECT)
+    score = parsed.get("score")
+    # int | float, as the official checks: a string is refused (JSON true is an int there).
+    if not isinstance(score, int | float):
+        raise ValueError(NO_NUMERIC_SCORE)
+    if not math.isfinite(score):
+        raise ValueError(NO_FINITE_SCORE)
+    explanation = parsed.get("explanation")
+    if not isinstance(explanation, str) or not explanation.strip():
+        raise ValueError(NO_EXPLANATION)
+    return Verdict(score=float(score), explanation=explanation.strip())
 
 
 async def evaluate_rubric(
@@ -159,7 +192,7 @@ async def evaluate_rubric(
     timeout: float | None = None,
     system_prompt: str | None = None,
     policy: Any = None,
-    max_retries: int = 2,
+    max_retries: int = 0,
     **params: Any,
 ) -> RubricResult:
     """Have a judge score a solution against ``rubric``; see the module docstring.
@@ -169,7 +202,7 @@ async def evaluate_rubric(
     score_max=..., api_key=..., timeout=..., system_prompt=...)``. The solution may also be
     given positionally, after the rubric (``evaluate_rubric(rubric, solution, ground_truth)``).
 
-    ``model`` is a LiteLLM model id (``"openai/gpt-5-mini"``; a bare ``gpt-``/``o1-``/``o3-``/
+    ``model`` is a LiteLLM model id (``"openai/gpt-4.1-mini"``; a bare ``gpt-``/``o1-``/``o3-``/
     ``o4-``, ``claude``, ``gemini`` or ``grok`` name gets its provider prefix). Its API key is
     ``api_key`` or the provider's environment variable (``OPENAI_API_KEY``...); a known
     provider with neither raises :class:`~osmosis_rollout.errors.MissingAPIKeyError` before
@@ -177,25 +210,24 @@ async def evaluate_rubric(
     (default 30 s, longer for slow providers as the official SDK does). Provider failures are
     raised as :class:`~osmosis_rollout.errors.ProviderRequestError`, an unknown model as
     :class:`~osmosis_rollout.errors.ModelNotFoundError`, a rejected key with none given as
-    ``MissingAPIKeyError``; no usable verdict after ``max_retries`` corrections as
-    :class:`~osmosis_rollout.errors.JudgeError` (a ``ProviderRequestError``).
+    ``MissingAPIKeyError``; an unusable reply (after ``max_retries`` corrections, default
+    none, as the official) as :class:`~osmosis_rollout.errors.JudgeError` (a
+    ``ProviderRequestError`` whose ``detail`` is the official's reason).
 
     ``policy`` (anything :func:`~osmosis_rollout.policy.as_policy` accepts) replaces the LiteLLM
     ``model``: ``api_key`` is then unused, ``timeout`` bounds each call, and the policy's own
     errors propagate unchanged. ``original_input`` (the task), ``ground_truth`` and ``metadata``
     are quoted in the prompt when given. ``params`` go to the judge call: LiteLLM keyword
-    arguments (``api_base``, ``temperature``, ``mock_response``, ...) or, with ``policy=``, the
-    request's sampling parameters. ``response_format`` defaults to ``{"type": "json_object"}``;
-    pass ``response_format=None`` to send none.
+    arguments (``api_base``, ``num_retries``, ``mock_response``, ...) or, with ``policy=``, the
+    request's sampling parameters. ``temperature`` (default 0) and ``response_format`` (default
+    the official's, see the module docstring; ``None`` sends none) may be overridden there.
     """
     text = _one_solution(solution, solution_str)
     _check_arguments(rubric, text, score_min, score_max, max_retries)
     if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    response_format = params.pop("response_format", _JSON_OBJECT_FORMAT)
-    request_params: dict[str, Any] = {}
-    if response_format is not None:
-        request_params["response_format"] = response_format
+    response_format = params.pop("response_format", _OFFICIAL_FORMAT)
+    temperature = params.pop("temperature", 0)
     target: JudgeProvider | None = None
     if policy is None:
         target = JudgeProvider.of(model)
@@ -205,28 +237,43 @@ async def evaluate_rubric(
         params["timeout"] = (
             timeout if timeout is not None else params.get("timeout", target.timeout)
         )
+        if "/" not in target.litellm_model:
+            # The official passes such a name on and LiteLLM's refusal becomes this error.
+            raise ProviderRequestError(
+                target.name,
+                target.bare_model,
+                f"LiteLLM cannot tell the provider of model {model!r}: name it as "
+                "'provider/model', e.g. 'openai/gpt-4.1-mini'",
+            )
         # Always LiteLLM: the official rubric errors are told apart by LiteLLM's error classes.
         judge: Any = LiteLLMPolicy(target.litellm_model, **{**params, "force_litellm": True})
         request_model: str | None = target.litellm_model
         described = f"judge model {target.litellm_model!r}"
         call_timeout: float | None = None
+        extra_params: dict[str, Any] = {}
     else:
         judge = as_policy(policy)
-        request_params.update(params)
+        extra_params = params
         request_model = None
         described = f"judge {judge!r}"
         call_timeout = timeout
+    # The official request's fields, then a judge policy's own request params.
+    request_params: dict[str, Any] = {}
+    if response_format is _OFFICIAL_FORMAT:
+        response_format = verdict_format(target)
+    if response_format is not None:
+        request_params["response_format"] = response_format
+    if temperature is not None:
+        request_params["temperature"] = temperature
+    request_params.update(extra_params)
+    system, user, prompt_source = _prompts(
+        rubric, text, ground_truth, original_input, metadata, score_min, score_max, system_prompt
+    )
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": _system_prompt(score_min, score_max, system_prompt)},
-        {
-            "role": "user",
-            "content": _user_prompt(
-                rubric, text, ground_truth, original_input, metadata, score_min, score_max
-            ),
-        },
+        {"role": "system", "content": system},
+        {"role": "user", "content": user},
     ]
-    problems: list[str] = []
-    raw = ""
+    raw = problem = ""
     attempts = max_retries + 1
     for attempt in range(1, attempts + 1):
         request = ChatRequest(
@@ -245,12 +292,16 @@ async def evaluate_rubric(
         try:
             verdict = parse_verdict(raw)
         except ValueError as exc:
-            problems.append(f"attempt {attempt}: {exc}")
-            logger.info("%s gave an unusable verdict (attempt %d): %s", described, attempt, exc)
-            messages.append({"role": "assistant", "content": raw})
-            messages.append(
-                {"role": "user", "content": _correction(str(exc), score_min, score_max)}
+            problem = str(exc)
+            logger.info(
+                "%s gave an unusable verdict (attempt %d): %s; reply %s",
+                described,
+                attempt,
+                problem,
+                _clip(raw),
             )
+            messages.append({"role": "assistant", "content": raw})
+            messages.append({"role": "user", "content": _correction(problem, score_min, score_max)})
             continue
         score = min(max(verdict.score, score_min), score_max)
         clamped_from = None if score == verdict.score else verdict.score
@@ -272,14 +323,14 @@ async def evaluate_rubric(
             raw=raw,
             clamped_from=clamped_from,
             attempts=attempt,
+            prompt_source=prompt_source,
         )
     raise JudgeError(
-        f"{described} gave no usable verdict in {attempts} attempt(s) "
-        f"(max_retries={max_retries}): {'; '.join(problems)}\n  last reply: {_clip(raw)}",
+        target.name if target is not None else "policy",
+        target.bare_model if target is not None else repr(judge),
+        problem if attempts == 1 else f"{problem} (no usable verdict in {attempts} attempts)",
         raw=raw,
         attempts=attempts,
-        provider=target.name if target is not None else "policy",
-        model=target.bare_model if target is not None else repr(judge),
     )
 
 
@@ -346,8 +397,8 @@ class RubricGrader(Grader):
     The judged text is :meth:`solution` (the last assistant text; override to pick another).
     The row's label is the ground truth, the first user message the task (``include_task``),
     and the row metadata is quoted when ``include_metadata``. The verdict is kept on the sample
-    as ``extra_fields["rubric"]`` (score, explanation, attempts, clamped_from). A ``policy`` given
-    as a list of replies starts from its first reply on every grading.
+    as ``extra_fields["rubric"]`` (score, explanation, attempts, clamped_from, prompt_source).
+    A ``policy`` given as a list of replies starts from its first reply on every grading.
     """
 
     rubric: ClassVar[str] = ""
@@ -355,7 +406,7 @@ class RubricGrader(Grader):
     policy: ClassVar[Any] = None
     score_min: ClassVar[float] = 0.0
     score_max: ClassVar[float] = 1.0
-    max_retries: ClassVar[int] = 2
+    max_retries: ClassVar[int] = 0
     include_task: ClassVar[bool] = True
     include_metadata: ClassVar[bool] = False
     system_prompt: ClassVar[str | None] = None
@@ -392,6 +443,7 @@ class RubricGrader(Grader):
             "explanation": result.explanation,
             "attempts": result.attempts,
             "clamped_from": result.clamped_from,
+            "prompt_source": result.prompt_source,
         }
         ctx.set_reward(result.score)
 
@@ -408,7 +460,7 @@ def rubric_grader(
     policy: Any = None,
     score_min: float = 0.0,
     score_max: float = 1.0,
-    max_retries: int = 2,
+    max_retries: int = 0,
     solution: Callable[[RolloutSample], str] | None = None,
     include_task: bool = True,
     include_metadata: bool = False,
@@ -486,50 +538,66 @@ def _check_rubric_arguments(
         raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
 
 
-def _json_candidates(text: str) -> list[Any]:
-    try:
-        return [json.loads(text)]
-    except ValueError:
-        pass
-    found: list[Any] = []
-    for block in _FENCE.findall(text):
-        try:
-            found.append(json.loads(block.strip()))
-        except ValueError:
-            continue
-    if found:
-        return found
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        found.append(value)
-    return found
-
-
-def _as_score(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f'"score" must be a number, got {str(value).lower()}')
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            raise ValueError(f'"score" must be a number, got the string {value!r}') from None
-    if not isinstance(value, int | float):
-        raise ValueError(f'"score" must be a number, got {type(value).__name__}')
-    score = float(value)
-    if not math.isfinite(score):
-        raise ValueError(f'"score" must be finite, got {score}')
-    return score
-
-
 def _reply_text(reply: Any) -> str:
     content = getattr(reply, "content", reply)
     if content is None:
         return ""
     return content if isinstance(content, str) else str(content)
+
+
+#: Marks "the official SDK's response format" as the default of ``response_format=``.
+_OFFICIAL_FORMAT: Any = object()
+
+
+def _prompts(
+    rubric: str,
+    solution: str,
+    ground_truth: str | None,
+    original_input: str | None,
+    metadata: Mapping[str, Any] | None,
+    score_min: float,
+    score_max: float,
+    system_prompt: str | None,
+) -> tuple[str, str, PromptSource]:
+    """The system and user prompts, and whose builder wrote them."""
+    engine = _official_engine()
+    if engine is not None:
+        try:
+            return (
+                engine._build_system_prompt(score_min, score_max, system_prompt),
+                engine._build_user_prompt(
+                    rubric_prompt=rubric,
+                    score_min=score_min,
+                    score_max=score_max,
+                    candidate_output=solution.strip(),
+                    original_input=original_input,
+                    ground_truth=ground_truth,
+                    metadata=dict(metadata) if metadata is not None else None,
+                ),
+                "official",
+            )
+        except (AttributeError, TypeError) as exc:
+            # Another osmosis-ai version whose builder moved or changed its signature.
+            logger.warning(
+                "the installed osmosis-ai's rubric prompt builder could not be used (%s); "
+                "judging with ours, whose text differs from the platform's",
+                exc,
+            )
+    return (
+        _system_prompt(score_min, score_max, system_prompt),
+        _user_prompt(
+            rubric, solution, ground_truth, original_input, metadata, score_min, score_max
+        ),
+        "ours",
+    )
+
+
+def _official_engine() -> ModuleType | None:
+    # Imported per call, never at import: osmosis-ai (Python >= 3.12, LiteLLM) is optional.
+    try:
+        return importlib.import_module(OFFICIAL_ENGINE)
+    except ImportError:
+        return None
 
 
 def _system_prompt(score_min: float, score_max: float, custom: str | None) -> str:
@@ -575,7 +643,7 @@ def _quoted(label: str, text: str) -> str:
 
 def _correction(problem: str, score_min: float, score_max: float) -> str:
     return (
-        f"Your reply could not be used: {problem}. Reply again with only a JSON object: "
+        f"Your reply could not be used. {problem} Reply again with only a JSON object: "
         f'{{"score": <number from {score_min} to {score_max}>, "explanation": "<string>"}}'
     )
 

@@ -2,9 +2,9 @@
 
 Only what pytest must find on the entry-point module is here; each hook hands over to the
 module that owns the work. The run's state and its per-run hooks belong to the session
-plugin (``session``), registered by ``startup`` when datasets are configured. Rows become
-items in ``collection``, preflight checks in ``preflight``, user fixtures and the marker in
-``fixtures``, pytest-xdist glue in ``distribution``.
+plugin (``run/session.py``), registered by ``startup`` when datasets are configured. Rows
+become items in ``collect/items.py``, preflight checks in ``collect/preflight.py``, user
+fixtures and the marker in ``fixtures``, pytest-xdist glue in ``collect/xdist_groups.py``.
 
 Nothing heavy is imported here: ``pytest --help`` and runs without rows pay only for this
 module, ``keys``, ``options`` and ``fixtures``.
@@ -36,7 +36,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> Iterator[None]:
-    """In a run with rows, route what rollouts print (``rollout_output``).
+    """In a run with rows, route what rollouts print (``run/rollout_log.py``).
 
     Outermost and first, so pytest's capturing saves (and puts back) the router, not the
     terminal stream; once capturing has started, its own streams are routed too.

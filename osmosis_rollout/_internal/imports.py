@@ -10,7 +10,11 @@ from osmosis_rollout.errors import missing_extra
 
 
 def resolve_reference(value: Any) -> Any:
-    """Return ``value`` unchanged unless it is a ``"module:Attr"`` string, which is imported."""
+    """Return ``value`` unchanged unless it is a ``"module:Attr"`` string, which is imported.
+
+    As the official SDK's: a string without the ``module:Attr`` shape is a ``ValueError``,
+    a module or attribute that cannot be imported an ``ImportError``.
+    """
     if not isinstance(value, str):
         return value
     module_name, sep, attr = value.partition(":")
@@ -19,13 +23,17 @@ def resolve_reference(value: Any) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"cannot import module {module_name!r} from {value!r}: {exc}") from exc
+        raise ImportError(
+            f"cannot import module {module_name!r} from {value!r}: {exc}", name=exc.name
+        ) from exc
     obj: Any = module
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError as exc:
-            raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from exc
+            raise ImportError(
+                f"module {module_name!r} has no attribute {attr!r}", name=module_name
+            ) from exc
     return obj
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 from osmosis_rollout.types import ExecutionOutcome, ExecutionRequest, RolloutStatus
@@ -33,10 +34,17 @@ class ExecutionBackend(ABC):
         """The backend's own view of a rollout, if it keeps one (used by cancel)."""
         return None
 
-    async def cancel_rollouts(
-        self, *, ids: list[str] | None = None, prefix: str | None = None, all: bool = False
+    def cancel_rollouts(
+        self,
+        ids: Sequence[str] | None = None,
+        prefix: str | None = None,
+        all: bool = False,  # named as the wire field
     ) -> dict[str, str]:
-        """Cancel rollouts the backend owns; ``{}`` lets the server cancel its own task."""
+        """Cancel rollouts the backend owns; ``{}`` lets the server cancel its own task.
+
+        A plain method with positional selectors, as in the official SDK; the server also
+        awaits an override written ``async def``.
+        """
         return {}
 
     def health(self) -> dict[str, Any]:

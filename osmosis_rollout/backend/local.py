@@ -24,6 +24,7 @@ import copy
 import functools
 import inspect
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -206,7 +207,9 @@ class LocalBackend(ExecutionBackend):
         self.grader_config: GraderConfig | None = (
             resolve_reference(grader_config) if grader_config else None
         )
-        if not (
+        # None passes, as in the official backend (each rollout then fails); any other
+        # non-workflow is refused now, which the official would only find per rollout.
+        if self.workflow_cls is not None and not (
             isinstance(self.workflow_cls, type) and issubclass(self.workflow_cls, AgentWorkflow)
         ):
             raise TypeError(
@@ -282,33 +285,42 @@ class LocalBackend(ExecutionBackend):
         return health
 
     async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
-        """Run the workflow, then (when due) the grader, inside one limiter slot."""
-        rollout_ctx = get_rollout_context() or RolloutContext(rollout_id=request.id)
+        """Run :meth:`run_workflow`, then (when due) :meth:`run_grader`, in one limiter slot.
+
+        Both go through the instance, so a subclass overriding either (as with the
+        official backend) is what runs.
+        """
+        rollout_ctx = get_rollout_context()
         enqueued = time.monotonic()
         # From here the limiter counts this rollout (no await before it enters the queue).
         self._reserved.discard(request.id)
         async with self.limiter.acquire():
             queued_sec = time.monotonic() - enqueued
-            await rollout_ctx.set_status(RolloutStatus.RUNNING)
-            artifacts_dir = await create_rollout_artifacts_dir(self.artifact_root, request.id)
-            result = await self._run_workflow(request, rollout_ctx, queued_sec, artifacts_dir)
+            if rollout_ctx is not None:
+                await rollout_ctx.set_status(RolloutStatus.RUNNING)
+            result = await self.run_workflow(request, queued_sec=queued_sec)
             if not request.grade or result.status is not RolloutStatus.SUCCESS:
                 return ExecutionOutcome(workflow=result)
             if self.grader_cls is None or (request.label is None and request.metadata is None):
                 return ExecutionOutcome(
                     workflow=result, grader=ExecutionResult(status=RolloutStatus.FAILURE)
                 )
-            await rollout_ctx.set_status(RolloutStatus.GRADING)
-            graded = await self._run_grader(request, result, artifacts_dir)
+            if rollout_ctx is not None:
+                await rollout_ctx.set_status(RolloutStatus.GRADING)
+            graded = await self.run_grader(request, result)
             return ExecutionOutcome(workflow=result, grader=graded)
 
-    async def _run_workflow(
-        self,
-        request: ExecutionRequest,
-        rollout_ctx: RolloutContext,
-        queued_sec: float,
-        artifacts_dir: Path | None,
+    async def run_workflow(
+        self, request: ExecutionRequest, *, queued_sec: float = 0.0
     ) -> ExecutionResult:
+        """Run the workflow once (the official signature); never raises for user code.
+
+        ``queued_sec`` (time spent waiting for a slot) comes out of the agent deadline.
+        Outside :meth:`execute` there is no ambient ``RolloutContext``, so a fresh one
+        collects the sample.
+        """
+        rollout_ctx = get_rollout_context() or RolloutContext(rollout_id=request.id)
+        artifacts_dir = await create_rollout_artifacts_dir(self.artifact_root, request.id)
         config = copy.deepcopy(self.workflow_config)
         ctx: AgentWorkflowContext[Any] = AgentWorkflowContext(
             prompt=request.prompt,
@@ -355,10 +367,23 @@ class LocalBackend(ExecutionBackend):
             )
         return ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample)
 
-    async def _run_grader(
-        self, request: ExecutionRequest, result: ExecutionResult, artifacts_dir: Path | None
+    async def run_grader(
+        self, request: ExecutionRequest, result: ExecutionResult
     ) -> ExecutionResult:
-        assert self.grader_cls is not None
+        """Grade ``result``'s sample (the official signature); never raises for user code.
+
+        Without a grader, ``result`` is returned unchanged, as in the official backend.
+        """
+        if self.grader_cls is None:
+            return result
+        # Called from execute, the workflow has just made (and proved writable) the folder:
+        # finding it is one stat, making it again a mkdir and a write per rollout.
+        made = os.path.join(self.artifact_root, request.id, "artifacts")
+        artifacts_dir = (
+            Path(made)
+            if os.path.isdir(made)
+            else await create_rollout_artifacts_dir(self.artifact_root, request.id)
+        )
         ctx = GraderContext(
             label=request.label,
             sample=result.sample,

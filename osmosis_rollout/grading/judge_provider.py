@@ -1,6 +1,6 @@
 """Where an LLM judge's LiteLLM call goes and how its failures are reported.
 
-:class:`JudgeProvider` reads the provider from a model id (``openai/gpt-5-mini``, or a bare
+:class:`JudgeProvider` reads the provider from a model id (``openai/gpt-4.1-mini``, or a bare
 ``gpt-``/``claude``/``gemini``/``grok`` name) with its default timeout; :func:`resolve_api_key`
 finds the key (``api_key=`` or the provider's environment variable) or raises
 :class:`~osmosis_rollout.errors.MissingAPIKeyError`; :func:`call_provider` makes one call and
@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.errors import (
     MissingAPIKeyError,
     ModelNotFoundError,
@@ -33,10 +34,12 @@ __all__ = [
     "call_provider",
     "provider_error",
     "resolve_api_key",
+    "verdict_format",
 ]
 
-#: The judge model when none is given.
-DEFAULT_JUDGE_MODEL = "openai/gpt-5-mini"
+#: The judge model when none is given: one that takes the official request's temperature 0
+#: and a JSON schema (gpt-5 models refuse temperature 0 while reasoning).
+DEFAULT_JUDGE_MODEL = "openai/gpt-4.1-mini"
 
 #: The environment variable each provider's key is read from (LiteLLM reads the same ones;
 #: the official SDK's name).
@@ -60,6 +63,18 @@ _BARE_PREFIXES = (
     (("grok",), "xai"),
 )
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 30.0
+
+#: The verdict's JSON schema, as the official SDK sends it in ``response_format``.
+VERDICT_SCHEMA: dict[str, Any] = {
+    "name": "rubric_response",
+    "strict": True,
+    "schema": {
+        "type": "object",
+        "properties": {"score": {"type": "number"}, "explanation": {"type": "string"}},
+        "required": ["score", "explanation"],
+        "additionalProperties": False,
+    },
+}
 # Slower providers get longer, as in the official SDK.
 _PROVIDER_TIMEOUT_SEC = {"xai": 45.0, "gemini": 45.0, "cerebras": 60.0, "openrouter": 60.0}
 
@@ -119,6 +134,23 @@ def resolve_api_key(
     return found
 
 
+def verdict_format(target: JudgeProvider | None) -> dict[str, Any]:
+    """The official request's ``response_format``: the verdict schema (``json_schema``), or
+    ``{"type": "json_object"}`` for a LiteLLM model that LiteLLM says takes no schema.
+
+    A judge policy (``target`` ``None``) gets the schema: there is no model to ask about.
+    """
+    schema = {"type": "json_schema", "json_schema": VERDICT_SCHEMA}
+    if target is None:
+        return schema
+    # Never fetch the remote model cost map, which LiteLLM's answer is read from.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    litellm = require_extra("litellm", extra="litellm")
+    if litellm.supports_response_schema(model=target.litellm_model, custom_llm_provider=None):
+        return schema
+    return {"type": "json_object"}
+
+
 async def call_provider(
     judge: LiteLLMPolicy, request: ChatRequest, target: JudgeProvider, key_given: bool
 ) -> Any:
@@ -134,7 +166,7 @@ async def call_provider(
 def provider_error(exc: Exception, target: JudgeProvider, key_given: bool) -> Exception:
     """The official rubric error for a failed call (``exc`` is chained by the caller)."""
     litellm = sys.modules.get("litellm")
-    provider = target.name or "unknown"
+    provider = target.name  # "" when the model names none, as in the official errors
     if litellm is not None and isinstance(exc, litellm.NotFoundError):
         return ModelNotFoundError(
             provider,

@@ -521,14 +521,15 @@ def create_rollout_server(
     it, see ``server/concurrency.py``; ``None``, the default, leaves the backend's limit).
 
     Raises ``ValueError`` for a blank ``api_key``, inconsistent timeouts or a bad limit.
+    ``backend`` is not checked here, as in the official SDK (an app built with
+    ``backend=None`` still serves its OpenAPI schema); a backend without ``execute`` fails
+    each rollout it admits.
     """
     auth = ControllerAuth(api_key)
     body_limit = check_max_body_bytes(max_body_bytes)
     if max_queue_depth is not None:
         set_queue_depth(backend, max_queue_depth)
     check_timeouts(result_wait_timeout_sec, polling_lease_timeout_sec, result_retention_sec)
-    if not callable(getattr(backend, "execute", None)):
-        raise TypeError(f"backend must be an ExecutionBackend, got {backend!r}")
     server = _Server(
         backend,
         result_wait_timeout_sec=result_wait_timeout_sec,

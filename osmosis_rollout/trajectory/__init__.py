@@ -1,10 +1,12 @@
 """ATIF v1.7 trajectory documents for finished rollouts.
 
 ``messages_to_steps`` converts chat messages into ATIF steps, ``build_atif`` builds a whole
-document, ``convert_sample_to_trajectory`` does the same with the official SDK's call shape and
-optional per-call metrics (a ``TrajectoryReport``), ``format_atif`` serialises a document and
-``save_trajectory`` writes ``<root>/<rollout_id>/trajectory.json`` (plus ``diagnostics.json``)
-without ever raising. Pure: no web framework, no network.
+document, ``trajectory_document`` does the same with the official SDK's call shape and
+optional per-call metrics (a ``TrajectoryReport``), ``convert_sample_to_trajectory`` returns
+that as the pydantic ``Trajectory`` the official SDK returns, ``format_atif`` serialises a
+document, ``write_trajectory`` writes ``<root>/<rollout_id>/trajectory.json`` (plus
+``diagnostics.json``) without ever raising, and ``save_trajectory`` is its official, awaited
+form. Pure: no web framework, no network.
 """
 
 from osmosis_rollout.trajectory.atif import (
@@ -14,7 +16,8 @@ from osmosis_rollout.trajectory.atif import (
     format_atif,
     validate_atif,
 )
-from osmosis_rollout.trajectory.converter import convert_sample_to_trajectory
+from osmosis_rollout.trajectory.converter import convert_sample_to_trajectory, trajectory_document
+from osmosis_rollout.trajectory.models import Trajectory
 from osmosis_rollout.trajectory.report import (
     LlmCallMetrics,
     SampleReport,
@@ -25,6 +28,7 @@ from osmosis_rollout.trajectory.save import (
     DIAGNOSTICS_FILENAME,
     TRAJECTORY_FILENAME,
     save_trajectory,
+    write_trajectory,
 )
 from osmosis_rollout.trajectory.steps import messages_to_steps
 
@@ -35,6 +39,7 @@ __all__ = [
     "TRAJECTORY_FILENAME",
     "LlmCallMetrics",
     "SampleReport",
+    "Trajectory",
     "TrajectoryReport",
     "build_atif",
     "convert_sample_to_trajectory",
@@ -42,5 +47,7 @@ __all__ = [
     "messages_to_steps",
     "report_from_response",
     "save_trajectory",
+    "trajectory_document",
     "validate_atif",
+    "write_trajectory",
 ]

@@ -25,6 +25,16 @@ from typing import TYPE_CHECKING, Any
 
 import osmosis_rollout
 from osmosis_rollout._internal import json_safe as _json_safe
+from osmosis_rollout.trajectory.models import (  # the official module's home of the models
+    Agent,
+    FinalMetrics,
+    Metrics,
+    Observation,
+    ObservationResult,
+    Step,
+    ToolCall,
+    Trajectory,
+)
 from osmosis_rollout.trajectory.steps import messages_to_steps
 
 if TYPE_CHECKING:
@@ -33,6 +43,14 @@ if TYPE_CHECKING:
 __all__ = [
     "ATIF_PRODUCER_NAME",
     "ATIF_SCHEMA_VERSION",
+    "Agent",
+    "FinalMetrics",
+    "Metrics",
+    "Observation",
+    "ObservationResult",
+    "Step",
+    "ToolCall",
+    "Trajectory",
     "build_atif",
     "format_atif",
     "validate_atif",
@@ -64,6 +82,7 @@ def build_atif(
     metadata: Mapping[str, Any] | None = None,
     extra_fields: Mapping[str, Any] | None = None,
     reward: float | None = None,
+    placeholder: bool = True,
 ) -> dict[str, Any]:
     """Build the ATIF v1.7 document for one rollout's sample.
 
@@ -71,7 +90,7 @@ def build_atif(
     when it is ``None``). ``label``, ``metadata`` and ``extra_fields`` are the request's;
     the sample's own label wins over ``label``, and ``reward`` (when given) over the
     sample's. A rollout with no messages (or no sample) gets one placeholder ``system``
-    step, since ATIF requires at least one. ``extra.osmosis`` telemetry maps are made
+    step, since ATIF requires at least one (none with ``placeholder=False``). ``extra.osmosis`` telemetry maps are made
     JSON-safe (non-finite and unencodable values dropped, with a warning).
 
     Raises ``ValueError`` for a non-finite ``reward``.
@@ -86,7 +105,7 @@ def build_atif(
             else sample.messages
         )
     steps = messages_to_steps(messages)
-    if not steps:
+    if not steps and placeholder:
         reason = "no sample" if sample is None else "no messages"
         steps = [
             {
@@ -147,7 +166,7 @@ def _safe_map(value: Mapping[str, Any] | None, name: str) -> dict[str, Any] | No
 def format_atif(doc: Mapping[str, Any]) -> str:
     """Serialise a document as indented JSON (2 spaces), numeric arrays kept on one line.
 
-    Non-ASCII text is kept as is (readable UTF-8; ``save_trajectory`` escapes lone
+    Non-ASCII text is kept as is (readable UTF-8; ``write_trajectory`` escapes lone
     surrogates when it encodes). Raises ``ValueError`` naming the first offending path
     for a non-finite float, and ``TypeError`` for a value JSON cannot encode.
     """

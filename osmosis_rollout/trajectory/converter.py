@@ -12,11 +12,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from osmosis_rollout.trajectory.atif import ATIF_PRODUCER_NAME, build_atif
+from osmosis_rollout.trajectory.models import Trajectory
 from osmosis_rollout.trajectory.report import LlmCallMetrics, SampleReport
 from osmosis_rollout.trajectory.steps import messages_to_steps
 from osmosis_rollout.types import RolloutSample
 
-__all__ = ["ATIF_PRODUCER_NAME", "convert_sample_to_trajectory", "messages_to_steps"]
+__all__ = [
+    "ATIF_PRODUCER_NAME",
+    "Trajectory",
+    "convert_sample_to_trajectory",
+    "messages_to_steps",
+    "trajectory_document",
+]
 
 # Per-call totals summed into final_metrics when the report gives none.
 _TOTALS = {
@@ -37,8 +44,41 @@ def convert_sample_to_trajectory(
     report: SampleReport | None = None,
     default_model_name: str | None = None,
     unmatched_sample_reports: Mapping[str, SampleReport] | None = None,
+) -> Trajectory:
+    """The ATIF trajectory of a rollout's sample, as the official SDK's pydantic model.
+
+    The document of :func:`trajectory_document` (same arguments), validated: a sample whose
+    ``trajectory_messages`` hold no step raises pydantic's ``ValidationError`` (a
+    ``ValueError``), as the official's does, where the package's own writers put a
+    placeholder step. ``to_json_dict()`` gives the JSON document back.
+    """
+    doc = trajectory_document(
+        sample,
+        rollout_id=rollout_id,
+        request_label=request_label,
+        request_metadata=request_metadata,
+        request_extra_fields=request_extra_fields,
+        report=report,
+        default_model_name=default_model_name,
+        unmatched_sample_reports=unmatched_sample_reports,
+        placeholder=False,
+    )
+    return Trajectory.model_validate(doc)
+
+
+def trajectory_document(
+    sample: RolloutSample,
+    *,
+    rollout_id: str,
+    request_label: str | None = None,
+    request_metadata: dict[str, Any] | None = None,
+    request_extra_fields: dict[str, Any] | None = None,
+    report: SampleReport | None = None,
+    default_model_name: str | None = None,
+    unmatched_sample_reports: Mapping[str, SampleReport] | None = None,
+    placeholder: bool = True,
 ) -> dict[str, Any]:
-    """Build the ATIF document of a rollout's sample.
+    """Build the ATIF document of a rollout's sample as a ``dict`` ready for ``json.dumps``.
 
     Raises ``ValueError`` when ``sample.trajectory_messages`` is ``None`` (the sample opted
     out of a trajectory). ``report``'s per-call metrics go onto the agent steps in order when
@@ -46,6 +86,8 @@ def convert_sample_to_trajectory(
     ``extra.osmosis.unmatched_llm_call_metrics`` rather than attributed to the wrong step.
     ``final_metrics`` takes the report's totals, else the sums of its per-call metrics.
     ``unmatched_sample_reports`` (reports no sample claimed) are kept under ``extra.osmosis``.
+    Messages that make no step give one placeholder step (ATIF needs one), unless
+    ``placeholder`` is false.
     """
     if sample.trajectory_messages is None:
         raise ValueError("the sample has no trajectory_messages to convert")
@@ -55,6 +97,7 @@ def convert_sample_to_trajectory(
         label=request_label,
         metadata=request_metadata,
         extra_fields=request_extra_fields,
+        placeholder=placeholder,
     )
     osmosis: dict[str, Any] = doc["extra"]["osmosis"]
     model_name = (report.model_name if report is not None else None) or default_model_name

@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from osmosis_rollout._internal import json_safe as _json_safe
 from osmosis_rollout._internal.atomic import write_text_atomic
@@ -27,11 +27,16 @@ from osmosis_rollout._internal.ids import is_single_path_segment
 from osmosis_rollout.redaction import Redactor, environment_redactor
 from osmosis_rollout.runs.artifacts import default_artifact_root
 from osmosis_rollout.trajectory.atif import build_atif, format_atif
-from osmosis_rollout.trajectory.converter import convert_sample_to_trajectory
+from osmosis_rollout.trajectory.converter import trajectory_document
 from osmosis_rollout.trajectory.report import TrajectoryReport
 from osmosis_rollout.types import ExecutionResult, RolloutSample
 
-__all__ = ["DIAGNOSTICS_FILENAME", "TRAJECTORY_FILENAME", "save_trajectory"]
+__all__ = [
+    "DIAGNOSTICS_FILENAME",
+    "TRAJECTORY_FILENAME",
+    "save_trajectory",
+    "write_trajectory",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -39,12 +44,7 @@ TRAJECTORY_FILENAME = "trajectory.json"
 DIAGNOSTICS_FILENAME = "diagnostics.json"
 
 
-# Marks an omitted ``root``: the call is the official SDK's keyword-only, awaited one.
-_OFFICIAL_CALL: Any = object()
-
-
-@overload
-def save_trajectory(
+def write_trajectory(
     root: Path | str | None,
     rollout_id: str,
     result: ExecutionResult,
@@ -54,9 +54,30 @@ def save_trajectory(
     extra_fields: Mapping[str, Any] | None = None,
     diagnostics: Mapping[str, Any] | None = None,
     redactor: Redactor | None = None,
-) -> Path | None: ...
-@overload
-def save_trajectory(
+    report: TrajectoryReport | None = None,
+) -> Path | None:
+    """Write the rollout's ATIF document and diagnostics under ``<root>/<rollout_id>/``, now.
+
+    ``label``, ``metadata`` and ``extra_fields`` are the request's (they go to
+    ``extra.osmosis``). ``diagnostics`` overrides ``result.extra_fields`` for the
+    ``diagnostics.json`` sidecar, which is written even when there is no sample.
+    ``root=None`` means the default artifact root, resolved now. ``redactor`` defaults to
+    the environment's secrets (:func:`~osmosis_rollout.redaction.environment_redactor`).
+    ``report`` (a :class:`~osmosis_rollout.trajectory.report.TrajectoryReport`) adds
+    per-call metrics: a lone sample entry applies to the rollout's sample, several are kept
+    unattributed.
+
+    Returns the path of ``trajectory.json`` when it was written, else ``None`` (no sample,
+    ``trajectory_messages`` is ``None``, an unusable rollout id, or an I/O failure).
+    Never raises. Synchronous, for callers that choose their own thread;
+    :func:`save_trajectory` is the official SDK's awaited form.
+    """
+    return _save_logged(
+        root, rollout_id, result, label, metadata, extra_fields, diagnostics, redactor, report
+    )
+
+
+async def save_trajectory(
     *,
     rollout_id: str,
     result: ExecutionResult,
@@ -66,80 +87,23 @@ def save_trajectory(
     report: TrajectoryReport | None = None,
     artifact_root: Path | None = None,
     diagnostics: dict[str, Any] | None = None,
-) -> Coroutine[Any, Any, None]: ...
-def save_trajectory(
-    root: Any = _OFFICIAL_CALL,
-    rollout_id: Any = None,
-    result: Any = None,
-    *,
-    label: str | None = None,
-    metadata: Mapping[str, Any] | None = None,
-    extra_fields: Mapping[str, Any] | None = None,
-    diagnostics: Mapping[str, Any] | None = None,
-    redactor: Redactor | None = None,
-    request_label: str | None = None,
-    request_metadata: dict[str, Any] | None = None,
-    request_extra_fields: dict[str, Any] | None = None,
-    report: TrajectoryReport | None = None,
-    artifact_root: Path | None = None,
-) -> Path | Coroutine[Any, Any, None] | None:
-    """Write the rollout's ATIF document and diagnostics under ``<root>/<rollout_id>/``.
-
-    ``label``, ``metadata`` and ``extra_fields`` are the request's (they go to
-    ``extra.osmosis``). ``diagnostics`` overrides ``result.extra_fields`` for the
-    ``diagnostics.json`` sidecar, which is written even when there is no sample.
-    ``root=None`` means the default artifact root, resolved now. ``redactor`` defaults to
-    the environment's secrets (:func:`~osmosis_rollout.redaction.environment_redactor`).
-
-    Returns the path of ``trajectory.json`` when it was written, else ``None`` (no sample,
-    ``trajectory_messages`` is ``None``, an unusable rollout id, or an I/O failure).
-    Never raises.
-
-    Without ``root`` this is the official SDK's call, keyword-only and awaited:
-    ``await save_trajectory(rollout_id=..., result=..., request_label=...,
-    request_metadata=..., request_extra_fields=..., report=..., artifact_root=...,
-    diagnostics=...)``; it writes in a worker thread and returns ``None``. ``report`` (a
-    :class:`~osmosis_rollout.trajectory.report.TrajectoryReport`) adds per-call metrics: a
-    lone sample entry applies to the rollout's sample, several are kept unattributed.
-    """
-    if root is _OFFICIAL_CALL:
-        return _save_as_official(
-            rollout_id,
-            result,
-            label if request_label is None else request_label,
-            metadata if request_metadata is None else request_metadata,
-            extra_fields if request_extra_fields is None else request_extra_fields,
-            diagnostics,
-            redactor,
-            report,
-            artifact_root,
-        )
-    return _save_logged(
-        root, rollout_id, result, label, metadata, extra_fields, diagnostics, redactor, report
-    )
-
-
-async def _save_as_official(
-    rollout_id: str,
-    result: ExecutionResult,
-    label: str | None,
-    metadata: Mapping[str, Any] | None,
-    extra_fields: Mapping[str, Any] | None,
-    diagnostics: Mapping[str, Any] | None,
-    redactor: Redactor | None,
-    report: TrajectoryReport | None,
-    artifact_root: Path | None,
 ) -> None:
+    """The official SDK's call: save the rollout's files in a worker thread. Never raises.
+
+    The same files as :func:`write_trajectory` (``artifact_root`` is its ``root``,
+    ``request_*`` its ``label``/``metadata``/``extra_fields``), redacted with the
+    environment's secrets.
+    """
     await asyncio.to_thread(
         _save_logged,
         artifact_root,
         rollout_id,
         result,
-        label,
-        metadata,
-        extra_fields,
+        request_label,
+        request_metadata,
+        request_extra_fields,
         diagnostics,
-        redactor,
+        None,
         report,
     )
 
@@ -261,7 +225,7 @@ def _reported_document(
             rollout_id,
             len(unmatched),
         )
-    return convert_sample_to_trajectory(
+    return trajectory_document(
         sample,
         rollout_id=rollout_id,
         request_label=label,

@@ -6,9 +6,9 @@ under a plain file, a report path that is a directory, a place this process may 
 A bad one is a usage error naming the flag, the path and why, before any rollout runs.
 
 At the end, a file that still cannot be written (the disk filled up, something replaced a
-directory meanwhile) is reported as one line after the summary. It does not change the exit
-status: the rows' outcome is what the run gates on, and a green run stays green, but the
-line says plainly which file is missing and why.
+directory meanwhile) is reported as one line after the summary, naming the file and why, and
+the run exits 12 (:data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`, set by
+:mod:`~pytest_osmosis.results.run_end`): a run whose outcome is not on disk is never green.
 """
 
 from __future__ import annotations

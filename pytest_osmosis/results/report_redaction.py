@@ -9,10 +9,9 @@ leave the rollouts' own records to ``rollouts.log``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 
 import pytest
 
@@ -30,16 +29,9 @@ _PYTEST_LOG_HANDLERS = ("log_file_handler", "log_cli_handler", "caplog_handler",
 class ReportRedaction:
     """Redacts pytest's reports and log handlers with the run's redactor."""
 
-    def __init__(
-        self,
-        config: pytest.Config,
-        redactor: Redactor,
-        rollouts_loop: Callable[[], asyncio.AbstractEventLoop | None],
-    ) -> None:
+    def __init__(self, config: pytest.Config, redactor: Redactor) -> None:
         self.config = config
         self.redactor = redactor
-        self.rollouts_loop = rollouts_loop
-        """The rollouts' event loop, once the engine runs (None before)."""
 
     def redact_pytest_logs(self) -> None:
         """Make pytest's log file, live logs and captured-log sections redact secrets, and
@@ -50,14 +42,14 @@ class ReportRedaction:
         on another thread would also land in whichever item pytest runs at that moment.
         """
         logging_plugin = self.config.pluginmanager.get_plugin("logging-plugin")
-        leave_out = _RolloutRecords(threading.get_ident(), self.rollouts_loop)
+        leave_out = _RolloutRecords(threading.get_ident())
         for name in _PYTEST_LOG_HANDLERS:
             handler = getattr(logging_plugin, name, None)
             if isinstance(handler, logging.Handler):
                 redact_handler(handler, self.redactor)
                 handler.addFilter(leave_out)
                 if name in _ITEM_HANDLERS:
-                    handler.addFilter(_ON_ITS_OWN_ROW)
+                    handler.addFilter(_made_outside_a_rollout)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -103,20 +95,14 @@ def _made_outside_a_rollout(record: logging.LogRecord) -> bool:
     return not noted_here()
 
 
-_ON_ITS_OWN_ROW = _made_outside_a_rollout
-
-
 class _RolloutRecords(logging.Filter):
     """Drops ``osmosis_rollout``'s records logged by the rollouts (off the thread that runs
-    pytest's items, or on it while it runs the rollouts' loop) while that logger keeps its
-    records to itself (the engine's route to ``rollouts.log``)."""
+    pytest's items: the rollouts run on the scheduler's own thread) while that logger keeps
+    its records to itself (the engine's route to ``rollouts.log``)."""
 
-    def __init__(
-        self, items_thread: int, rollouts_loop: Callable[[], asyncio.AbstractEventLoop | None]
-    ) -> None:
+    def __init__(self, items_thread: int) -> None:
         super().__init__()
         self.items_thread = items_thread
-        self.rollouts_loop = rollouts_loop
         self.logger = logging.getLogger("osmosis_rollout")
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -124,10 +110,4 @@ class _RolloutRecords(logging.Filter):
             record.name == "osmosis_rollout" or record.name.startswith("osmosis_rollout.")
         ):
             return True
-        if record.thread is None:
-            return True
-        if record.thread != self.items_thread:
-            return False
-        # Logged now, on this thread (filters run where the record is made).
-        running = asyncio._get_running_loop()
-        return running is None or running is not self.rollouts_loop()
+        return record.thread is None or record.thread == self.items_thread

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from pytest_osmosis.results.resume import Resume
     from pytest_osmosis.results.rows import RowBook
     from pytest_osmosis.results.run_folder import RunFolder
-    from pytest_osmosis.results.stopped import SignalWatch
+    from pytest_osmosis.signals import SignalWatch
 
 __all__ = ["SUMMARY_PLUGIN", "RunSummary", "SummaryHost"]
 

@@ -5,9 +5,6 @@ A stopped run must never look complete. :func:`how_it_ended` reads what stopped 
 ``session.shouldstop`` for other plugins); the report then carries
 ``summary.complete: false``, ``stopped_by``, ``interrupted`` and the rows not run, and
 :func:`incomplete_lines` says the same in the terminal summary.
-
-What a signal means for the run is :mod:`pytest_osmosis.signals`' (``SignalWatch``, kept
-importable from here).
 """
 
 from __future__ import annotations
@@ -17,9 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_osmosis.signals import SignalWatch
-
-__all__ = ["EXIT_WRITE_FAILED", "SignalWatch", "how_it_ended", "incomplete_lines"]
+__all__ = ["EXIT_WRITE_FAILED", "how_it_ended", "incomplete_lines"]
 
 EXIT_WRITE_FAILED = 12
 """The exit status of a run whose journal or report could not be written (a full disk).

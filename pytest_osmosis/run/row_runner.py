@@ -98,11 +98,11 @@ class RowRunner:
         self._top_up()
 
     def _top_up(self) -> None:
-        """Submit queued rows once a quarter of the window is free, all in one hand-off.
+        """Submit queued rows once a quarter of the window is free, not one per finished row.
 
         Three quarters of the window (at least three times the concurrency) are still
-        submitted meanwhile, so every slot stays busy; each hand-off wakes the loop's thread.
-        No new row starts once a run file could not be written.
+        submitted meanwhile, so every slot stays busy. No new row starts once a run file
+        could not be written.
         """
         if self.session.folder.write_failure is not None:
             self._ahead.clear()
@@ -113,9 +113,8 @@ class RowRunner:
         free = window - scheduler.pending()
         if free < max(1, window // 4) and free < len(self._ahead):
             return
-        with scheduler.batch():
-            while self._ahead and scheduler.pending() < window:
-                self._ahead.popleft()()
+        while self._ahead and scheduler.pending() < window:
+            self._ahead.popleft()()
 
     def submit_item(self, item: pytest.Item) -> None:
         """Start the rollouts of the row ``item`` runs (if it runs one)."""
@@ -322,9 +321,8 @@ class RowRunner:
         following = [nextitem] if nextitem is not None else []
         candidates = [item, *following, *(items[i] for i in queued if i < len(items))]
         try:
-            with self.scheduler.batch():
-                for candidate in candidates:
-                    self.submit_item(candidate)
+            for candidate in candidates:
+                self.submit_item(candidate)
         except Exception:
             return
 

@@ -42,9 +42,9 @@ from pytest_osmosis.results.resume import RESUME_PLUGIN, Resume, row_fingerprint
 from pytest_osmosis.results.rows import RowBook
 from pytest_osmosis.results.run_end import SUMMARY_PLUGIN, RunSummary
 from pytest_osmosis.results.run_folder import RunFolder
-from pytest_osmosis.results.stopped import SignalWatch
 from pytest_osmosis.run.attempts import RunPaths
 from pytest_osmosis.run.row_runner import ITEM_GRACE_SEC, ROWS_PLUGIN, RowRunner
+from pytest_osmosis.signals import SignalWatch
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
@@ -133,7 +133,7 @@ class OsmosisSession:
         self.rows = RowRunner(self, self.book)
         self.resume = Resume(self)
         self.summary = RunSummary(self)
-        self.redaction = ReportRedaction(config, self.redactor, self._rollouts_loop)
+        self.redaction = ReportRedaction(config, self.redactor)
 
     def register(self) -> None:
         """Register this session as the ``osmosis-session`` plugin, and its plugin objects."""
@@ -186,7 +186,7 @@ class OsmosisSession:
         }
 
     def fingerprint(self, row: DatasetRow) -> dict[str, Any]:
-        """What ``row``'s result depends on, as its journal lines carry it (see :mod:`resume`)."""
+        """What ``row``'s result depends on, as its journal lines carry it (see :mod:`~pytest_osmosis.results.resume`)."""
         if self._run_fingerprint is None:
             s = self.settings
             self._run_fingerprint = run_fingerprint(
@@ -262,10 +262,6 @@ class OsmosisSession:
     ) -> RowVerdict:
         """The verdict of the row submitted under ``key`` (see :meth:`RowRunner.wait_for_row`)."""
         return self.rows.wait_for_row(key, row, cassette_key=cassette_key, dataset=dataset)
-
-    def _rollouts_loop(self) -> Any:
-        engine = self.engine
-        return engine.scheduler.loop if engine is not None else None
 
     def close(self) -> None:
         """Cancel what still runs and stop every server and thread this session started."""

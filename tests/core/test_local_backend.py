@@ -325,16 +325,27 @@ async def test_string_references_resolve_workflow_grader_and_configs(
 
 
 @pytest.mark.parametrize(
-    ("reference", "message"),
+    ("reference", "error", "message"),
     [
-        ("no_colon_here", "expected 'module:Attr'"),
-        ("osmosis_rollout:NoSuchThing", "has no attribute"),
-        ("osmosis_rollout_no_such_module:Flow", "cannot import module"),
+        ("no_colon_here", ValueError, "expected 'module:Attr'"),
+        ("osmosis_rollout:NoSuchThing", ImportError, "has no attribute"),
+        ("osmosis_rollout_no_such_module:Flow", ImportError, "cannot import module"),
     ],
 )
-def test_a_bad_string_reference_names_what_is_wrong(reference: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_a_bad_string_reference_names_what_is_wrong_as_the_official_error(
+    reference: str, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
         LocalBackend(workflow=reference)
+
+
+async def test_a_backend_without_a_workflow_is_built_and_its_rollouts_fail_as_the_officials() -> (
+    None
+):
+    # The official backend accepts workflow=None and fails each rollout instead.
+    outcome = await LocalBackend(workflow=None).execute(_request())  # type: ignore[arg-type]
+    assert outcome.result.status is RolloutStatus.FAILURE
+    assert outcome.result.err_category is RolloutErrorCategory.VALIDATION_ERROR
 
 
 def test_a_workflow_that_is_not_an_agent_workflow_class_is_rejected() -> None:
@@ -357,7 +368,8 @@ async def test_the_backend_hooks_keep_their_protocol_defaults() -> None:
     backend = LocalBackend(workflow=Echo)
     assert backend.has_capacity() is True
     assert backend.rollout_status("r-1") is None
-    assert await backend.cancel_rollouts(ids=["r-1"]) == {}
+    assert backend.cancel_rollouts(["r-1"]) == {}
+    assert backend.cancel_rollouts(ids=["r-1"], prefix=None, all=False) == {}
     await backend.shutdown()
 
 
@@ -380,3 +392,61 @@ def test_resolve_reference_passes_objects_through_and_follows_dotted_attributes(
     assert resolve_reference(None) is None
     assert resolve_reference("osmosis_rollout:RolloutStatus.SUCCESS") is RolloutStatus.SUCCESS
     assert resolve_reference("osmosis_rollout.backend.local:LocalBackend") is LocalBackend
+
+
+async def test_run_workflow_and_run_grader_are_callable_with_the_official_signatures() -> None:
+    backend = LocalBackend(workflow=Echo, grader=OneReward)
+    result = await backend.run_workflow(_request(), queued_sec=0.0)
+    assert result.status is RolloutStatus.SUCCESS and result.sample is not None
+    graded = await backend.run_grader(_request(), result)
+    assert graded.status is RolloutStatus.SUCCESS
+    assert graded.sample is not None and graded.sample.reward == 1.0
+
+
+async def test_run_grader_without_a_grader_returns_the_result_unchanged() -> None:
+    backend = LocalBackend(workflow=Echo)
+    result = await backend.run_workflow(_request())
+    assert await backend.run_grader(_request(), result) is result
+
+
+async def test_a_subclass_overriding_run_grader_and_run_workflow_is_what_execute_runs() -> None:
+    calls: list[str] = []
+
+    class Custom(LocalBackend):
+        async def run_workflow(self, request: ExecutionRequest, *, queued_sec: float = 0.0) -> Any:
+            calls.append("workflow")
+            return await super().run_workflow(request, queued_sec=queued_sec)
+
+        async def run_grader(self, request: ExecutionRequest, result: Any) -> Any:
+            calls.append("grader")
+            graded = await super().run_grader(request, result)
+            graded.sample.reward = 0.25
+            return graded
+
+    outcome = await Custom(workflow=Echo, grader=OneReward).execute(_request())
+    assert calls == ["workflow", "grader"]
+    assert outcome.result.sample is not None and outcome.result.sample.reward == 0.25
+
+
+async def test_the_grader_gets_the_workflows_artifacts_folder_and_makes_one_when_called_alone(
+    tmp_path: Path,
+) -> None:
+    seen: dict[str, Path | None] = {}
+
+    class Writes(AgentWorkflow[Any]):
+        async def run(self, ctx: AgentWorkflowContext[Any]) -> list[dict[str, Any]]:
+            seen["workflow"] = ctx.artifacts_dir
+            return REPLY
+
+    class Looks(Grader):
+        async def grade(self, ctx: GraderContext) -> None:
+            seen["grader"] = ctx.artifacts_dir
+            ctx.set_reward(1.0)
+
+    backend = LocalBackend(workflow=Writes, grader=Looks, artifact_root=tmp_path)
+    await backend.execute(_request(id="r-1"))
+    assert seen["grader"] == seen["workflow"] == tmp_path / "r-1" / "artifacts"
+    done = await LocalBackend(workflow=Writes, artifact_root=tmp_path).run_workflow(_request())
+    await backend.run_grader(_request(id="graded-alone"), done)
+    assert seen["grader"] == tmp_path / "graded-alone" / "artifacts"
+    assert seen["grader"].is_dir()

@@ -53,7 +53,7 @@ EXPORTS = {
         "ExecutionBackend",
         "LocalBackend",
     ],
-    "osmosis_rollout.agent_workflow": ["AgentWorkflow"],
+    "osmosis_rollout.agent_workflow": ["AgentWorkflow", "AgentWorkflowConfig"],
     "osmosis_rollout.grader": ["Grader"],
     "osmosis_rollout.context": [*CONTEXTS, "RolloutProgress", "rollout_contextvar"],
     "osmosis_rollout.types": TYPES,
@@ -116,3 +116,50 @@ def test_the_package_ships_a_typing_marker() -> None:
 
     assert osmosis_rollout.__file__ is not None
     assert (Path(osmosis_rollout.__file__).parent / "py.typed").is_file()
+
+
+def test_a_protocol_error_is_a_runtime_error_built_as_the_officials() -> None:
+    import pickle
+
+    from osmosis_rollout.client import RolloutProtocolError
+
+    error = RolloutProtocolError("GET /health answered 502", status_code=502)
+    assert isinstance(error, RuntimeError)
+    assert (str(error), error.status_code) == ("GET /health answered 502", 502)
+    with pytest.raises(TypeError):
+        RolloutProtocolError("no status")  # type: ignore[call-arg]
+    copy = pickle.loads(pickle.dumps(error))
+    assert (type(copy), str(copy), copy.status_code) == (RolloutProtocolError, str(error), 502)
+
+
+def test_backend_cancel_rollouts_is_a_plain_method_with_positional_selectors() -> None:
+    import inspect
+
+    from osmosis_rollout import ExecutionBackend
+
+    method = ExecutionBackend.cancel_rollouts
+    assert not inspect.iscoroutinefunction(method)
+    parameters = inspect.signature(method).parameters
+    assert [(name, p.kind) for name, p in parameters.items()][1:] == [
+        (name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in ("ids", "prefix", "all")
+    ]
+
+
+def test_save_trajectory_is_a_coroutine_function_with_the_official_keywords() -> None:
+    import inspect
+
+    from osmosis_rollout.trajectory import save_trajectory
+
+    assert inspect.iscoroutinefunction(save_trajectory)
+    parameters = inspect.signature(save_trajectory).parameters
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())
+    assert list(parameters) == [
+        "rollout_id",
+        "result",
+        "request_label",
+        "request_metadata",
+        "request_extra_fields",
+        "report",
+        "artifact_root",
+        "diagnostics",
+    ]

@@ -14,7 +14,7 @@ import pytest
 
 from osmosis_rollout import ExecutionResult, RolloutSample, RolloutStatus
 from osmosis_rollout.redaction import RedactingFormatter, Redactor, redact_handler
-from osmosis_rollout.trajectory import save_trajectory
+from osmosis_rollout.trajectory import write_trajectory
 
 KEY = "sk-proj-0123456789abcdef"
 
@@ -175,7 +175,7 @@ def test_saved_trajectories_and_diagnostics_hold_no_environment_secret(
         err_message=f"grader raised: bad key {KEY}",
         extra_fields={"traceback": f"ValueError: {KEY}"},
     )
-    path = save_trajectory(tmp_path, "r1", failed, metadata={"k": KEY})
+    path = write_trajectory(tmp_path, "r1", failed, metadata={"k": KEY})
     assert path is not None
     written = [p for p in (tmp_path / "r1").iterdir()]
     assert {p.name for p in written} == {"trajectory.json", "diagnostics.json"}
@@ -340,7 +340,7 @@ def test_a_subclass_that_redacts_each_text_its_own_way_is_not_skipped(tmp_path: 
             {"role": "assistant", "content": f"use {unconfigured}"},
         ]
     )
-    path = save_trajectory(
+    path = write_trajectory(
         tmp_path,
         "r1",
         ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample),

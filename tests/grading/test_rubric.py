@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +20,14 @@ from osmosis_rollout import (
     LocalBackend,
     RolloutStatus,
 )
-from osmosis_rollout.errors import JudgeError, PolicyError, RewardReturnError, RewardSignatureError
+from osmosis_rollout.errors import (
+    JudgeError,
+    PolicyError,
+    ProviderRequestError,
+    RewardReturnError,
+    RewardSignatureError,
+)
+from osmosis_rollout.grading.judge_provider import VERDICT_SCHEMA
 from osmosis_rollout.policy import ChatRequest
 from osmosis_rollout.rewards import AsyncRewardFunction, RewardFunction
 from osmosis_rollout.rubric import (
@@ -70,10 +79,10 @@ async def test_malformed_verdicts_twice_then_a_valid_one_is_retried_and_succeeds
         "user",
     ]
     assert third[2]["content"] == "I think it deserves a high score!"
-    assert "no JSON object found in the reply" in third[3]["content"]
-    assert "\"score\" must be a number, got the string 'high'" in third[5]["content"]
+    assert "Model response was not valid JSON." in third[3]["content"]
+    assert "Model response must include a numeric 'score'." in third[5]["content"]
     assert all(r.rollout_id == "judge" and r.tools == [] for r in judge.requests)
-    assert judge.requests[0].params["response_format"] == {"type": "json_object"}
+    assert judge.requests[0].params["response_format"]["type"] == "json_schema"
 
 
 async def test_a_judge_that_never_answers_properly_raises_after_its_retries() -> None:
@@ -83,9 +92,19 @@ async def test_a_judge_that_never_answers_properly_raises_after_its_retries() ->
     assert len(judge.requests) == 3
     assert caught.value.attempts == 3
     assert caught.value.raw == '```json\n{"verdict": 1}\n```'
-    message = str(caught.value)
-    assert "no usable verdict in 3 attempt(s) (max_retries=2)" in message
-    assert 'attempt 3: the JSON object has no "score" field' in message
+    assert caught.value.detail == (
+        "Model response must include a numeric 'score'. (no usable verdict in 3 attempts)"
+    )
+
+
+async def test_an_unusable_verdict_is_not_retried_by_default_as_in_the_official() -> None:
+    judge = Judge(['{"score": "0.9", "explanation": "a string score"}', _verdict(1.0)])
+    with pytest.raises(JudgeError) as caught:
+        await evaluate_rubric(RUBRIC, ANSWER, policy=judge)
+    assert len(judge.requests) == 1
+    assert isinstance(caught.value, ProviderRequestError)
+    assert (caught.value.provider, caught.value.attempts) == ("policy", 1)
+    assert caught.value.detail == "Model response must include a numeric 'score'."
 
 
 async def test_max_retries_zero_makes_a_single_call() -> None:
@@ -132,7 +151,6 @@ async def test_the_prompt_quotes_rubric_range_task_solution_reference_and_contex
         original_input=QUESTION,
         metadata={"difficulty": "easy"},
         system_prompt="You grade arithmetic.",
-        temperature=0,
     )
     request = judge.requests[0]
     system, user = request.messages[0]["content"], request.messages[1]["content"]
@@ -145,8 +163,82 @@ async def test_the_prompt_quotes_rubric_range_task_solution_reference_and_contex
     assert '<<<BEGIN_CONTEXT>>>\n{"difficulty": "easy"}' in user
     # Quoted data cannot close its own block early.
     assert user.count("<<<END_SOLUTION>>>") == 1
-    assert request.params == {"response_format": {"type": "json_object"}, "temperature": 0}
+    assert request.params == {
+        "response_format": {"type": "json_schema", "json_schema": VERDICT_SCHEMA},
+        "temperature": 0,
+    }
     assert request.model is None
+
+
+async def test_our_prompt_is_used_and_said_so_when_the_official_sdk_is_absent() -> None:
+    result = await evaluate_rubric(RUBRIC, ANSWER, policy=_verdict(1.0))
+    assert result.prompt_source == "ours"
+
+
+async def test_the_official_sdks_prompt_builder_is_used_when_it_is_importable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # osmosis-ai needs Python >= 3.12 and is not installed here: a stand-in module with the
+    # builder's two functions shows the call (tests/interop/ runs the real one).
+    import types
+
+    engine = types.ModuleType("osmosis_ai.eval.rubric.engine")
+    seen: dict[str, Any] = {}
+
+    def build_system(score_min: float, score_max: float, custom: str | None) -> str:
+        seen["system"] = (score_min, score_max, custom)
+        return "official system"
+
+    def build_user(**kwargs: Any) -> str:
+        seen["user"] = kwargs
+        return "official user"
+
+    engine._build_system_prompt = build_system  # type: ignore[attr-defined]
+    engine._build_user_prompt = build_user  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "osmosis_ai.eval.rubric.engine", engine)
+    judge = Judge([_verdict(0.5)])
+    result = await evaluate_rubric(
+        solution_str=" 42 ",
+        rubric=RUBRIC,
+        policy=judge,
+        ground_truth="42",
+        metadata={"a": 1},
+        system_prompt="custom",
+    )
+    assert result.prompt_source == "official"
+    assert [m["content"] for m in judge.requests[0].messages] == [
+        "official system",
+        "official user",
+    ]
+    assert seen["system"] == (0.0, 1.0, "custom")
+    assert seen["user"] == {
+        "rubric_prompt": RUBRIC,
+        "score_min": 0.0,
+        "score_max": 1.0,
+        "candidate_output": "42",
+        "original_input": None,
+        "ground_truth": "42",
+        "metadata": {"a": 1},
+    }
+
+
+async def test_an_official_builder_of_another_shape_falls_back_to_ours_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import types
+
+    monkeypatch.setitem(
+        sys.modules, "osmosis_ai.eval.rubric.engine", types.ModuleType("engine-without-builder")
+    )
+    result = await evaluate_rubric(RUBRIC, ANSWER, policy=_verdict(1.0))
+    assert result.prompt_source == "ours"
+    assert "prompt builder could not be used" in caplog.text
+
+
+async def test_temperature_none_sends_no_temperature_for_models_that_refuse_zero() -> None:
+    judge = Judge([_verdict(1)])
+    await evaluate_rubric(RUBRIC, ANSWER, policy=judge, temperature=None)
+    assert "temperature" not in judge.requests[0].params
 
 
 async def test_response_format_none_sends_no_response_format() -> None:
@@ -186,19 +278,16 @@ async def test_bad_arguments_are_refused_before_calling_the_judge(
     [
         ('{"score": 0.5, "explanation": "half"}', 0.5, "half"),
         ('```json\n{"score": 1, "explanation": "ok"}\n```', 1.0, "ok"),
-        ('Verdict below.\n{"score": 0.25, "explanation": "weak"}\nThanks!', 0.25, "weak"),
+        ('```\n{"score": 1, "explanation": "ok"}\n```', 1.0, "ok"),
         ('<think>{"score": 0}</think>{"score": 0.75, "explanation": "good"}', 0.75, "good"),
-        ('{"score": "0.6", "explanation": " padded "}', 0.6, "padded"),
-        ('{"score": 1}', 1.0, ""),
-        (
-            'draft {"score": 0.1} final {"score": 0.9, "explanation": "x", "meta": {"a": 1}}',
-            0.9,
-            "x",
-        ),
+        ('  {"score": 1, "explanation": " padded "}  ', 1.0, "padded"),
+        ('{"score": 3, "explanation": "x", "meta": {"a": 1}}', 3.0, "x"),
     ],
-    ids=["bare", "fenced", "prose", "think", "numeric-string", "no-explanation", "last-wins"],
+    ids=["bare", "fenced", "plain-fence", "think", "padded", "extra-keys"],
 )
-def test_verdicts_are_found_in_noisy_replies(reply: str, score: float, explanation: str) -> None:
+def test_verdicts_are_read_as_the_official_reads_them(
+    reply: str, score: float, explanation: str
+) -> None:
     verdict = parse_verdict(reply)
     assert verdict.score == score
     assert verdict.explanation == explanation
@@ -207,17 +296,21 @@ def test_verdicts_are_found_in_noisy_replies(reply: str, score: float, explanati
 @pytest.mark.parametrize(
     ("reply", "reason"),
     [
-        ("", "the reply is empty"),
-        ("I give it a 7", "no JSON object found"),
-        ('{"grade": 1}', 'no "score" field'),
-        ('{"score": NaN, "explanation": "x"}', '"score" must be finite'),
-        ('{"score": true}', '"score" must be a number, got true'),
-        ('{"score": [1]}', '"score" must be a number, got list'),
-        ('{"score": 1, "explanation": 3}', '"explanation" must be a string'),
+        ("", "Model response did not include any content."),
+        ("I give it a 7", "Model response was not valid JSON."),
+        ('Verdict: {"score": 0.25, "explanation": "prose around it"}', "not valid JSON"),
+        ("[1, 2]", "did not contain the expected JSON object"),
+        ('{"grade": 1, "explanation": "x"}', "must include a numeric 'score'"),
+        ('{"score": "0.6", "explanation": "a string"}', "must include a numeric 'score'"),
+        ('{"score": NaN, "explanation": "x"}', "must include a finite numeric 'score'"),
+        ('{"score": [1], "explanation": "x"}', "must include a numeric 'score'"),
+        ('{"score": 1}', "non-empty 'explanation' string"),
+        ('{"score": 1, "explanation": "  "}', "non-empty 'explanation' string"),
+        ('{"score": 1, "explanation": 3}', "non-empty 'explanation' string"),
     ],
 )
-def test_unusable_verdicts_say_why(reply: str, reason: str) -> None:
-    with pytest.raises(ValueError, match=reason):
+def test_unusable_verdicts_say_why_in_the_officials_words(reply: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(reason)):
         parse_verdict(reply)
 
 
@@ -244,10 +337,25 @@ async def test_the_litellm_path_calls_litellm_with_the_model_and_params() -> Non
     result = await evaluate_rubric(
         RUBRIC,
         ANSWER,
-        model="openai/gpt-5-mini",
+        model="openai/gpt-4.1-mini",
         mock_response=_verdict(0.8, "mocked by litellm"),
     )
     assert (result.score, result.explanation) == (0.8, "mocked by litellm")
+
+
+async def test_a_reasoning_model_that_refuses_temperature_zero_is_judged_with_temperature_none() -> (
+    None
+):
+    # As with the official SDK, gpt-5 models refuse the default temperature 0 ...
+    with pytest.raises(ProviderRequestError, match="temperature"):
+        await evaluate_rubric(
+            RUBRIC, ANSWER, model="openai/gpt-5-mini", mock_response=_verdict(0.8)
+        )
+    # ... and, beyond it, temperature=None sends none.
+    result = await evaluate_rubric(
+        RUBRIC, ANSWER, model="openai/gpt-5-mini", mock_response=_verdict(0.8), temperature=None
+    )
+    assert result.score == 0.8
 
 
 @pytest.fixture
@@ -274,11 +382,12 @@ async def test_a_litellm_judge_over_real_http_is_retried_on_malformed_output(
         api_base=server.rollout_url("judge"),
         api_key=server.api_key,
         timeout=10,
+        max_retries=1,
     )
     assert (result.score, result.attempts) == (1.0, 2)
     assert len(judge.requests) == 2
     assert judge.requests[1].params["response_format"] == {"type": "json_object"}
-    assert "no JSON object found" in judge.requests[1].messages[-1]["content"]
+    assert "Model response was not valid JSON." in judge.requests[1].messages[-1]["content"]
 
 
 def test_evaluate_rubric_sync_runs_from_plain_code() -> None:
@@ -339,6 +448,7 @@ async def test_a_rubric_grader_subclass_grades_every_shape_through_local_backend
         "explanation": "looked for 42",
         "attempts": 1,
         "clamped_from": None,
+        "prompt_source": "ours",
     }
 
 
@@ -366,7 +476,7 @@ async def test_rubric_grader_builds_a_grader_in_the_callers_module() -> None:
 
 
 async def test_a_list_policy_restarts_on_every_grading() -> None:
-    grader = rubric_grader(RUBRIC, policy=["oops", _verdict(0.5)])
+    grader = rubric_grader(RUBRIC, policy=["oops", _verdict(0.5)], max_retries=1)
     backend = LocalBackend(workflow=_replaying(SHAPES["chat"]), grader=grader)
     for rollout_id in ("a", "b"):
         result = (await backend.execute(_request(id=rollout_id))).result
@@ -380,7 +490,8 @@ async def test_a_judge_that_gives_up_fails_the_rollout_with_the_judge_error() ->
     result = (await backend.execute(_request())).result
     assert result.status is RolloutStatus.FAILURE
     assert result.err_message is not None
-    assert "no usable verdict in 2 attempt(s)" in result.err_message
+    assert "Model response was not valid JSON." in result.err_message
+    assert "no usable verdict in 2 attempts" in result.err_message
 
 
 async def test_a_rubric_grader_without_a_rubric_says_so() -> None:

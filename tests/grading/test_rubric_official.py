@@ -233,3 +233,54 @@ async def test_timeout_bounds_a_policy_judge() -> None:
 
     with pytest.raises(TimeoutError):
         await evaluate_rubric(solution_str="42", rubric=RUBRIC, policy=slow, timeout=0.05)
+
+
+async def test_the_request_is_the_officials_temperature_zero_and_the_verdict_schema(
+    endpoint: Any,
+) -> None:
+    from osmosis_rollout.grading.judge_provider import VERDICT_SCHEMA
+
+    judge = Judge(_verdict(1.0), _verdict(1.0))
+    server = endpoint(judge)
+    # A model LiteLLM knows takes a JSON schema gets one; an unknown model gets json_object.
+    await evaluate_rubric(
+        solution_str="42", rubric=RUBRIC, model="openai/gpt-4o-mini", api_key=server.api_key
+    )
+    await evaluate_rubric(
+        solution_str="42", rubric=RUBRIC, model="openai/judge-model", api_key=server.api_key
+    )
+    known, unknown = judge.requests
+    assert known.params == {
+        "response_format": {"type": "json_schema", "json_schema": VERDICT_SCHEMA},
+        "temperature": 0,
+    }
+    assert unknown.params == {"response_format": {"type": "json_object"}, "temperature": 0}
+    assert [m["role"] for m in known.messages] == ["system", "user"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "detail"),
+    [
+        ('{"score": "1.0", "explanation": "a string score"}', "numeric 'score'"),
+        ('Score: {"score": 1.0, "explanation": "prose around"}', "not valid JSON"),
+        ('{"score": 1.0}', "non-empty 'explanation'"),
+    ],
+)
+async def test_an_unusable_verdict_is_one_request_and_the_officials_error(
+    endpoint: Any, reply: str, detail: str
+) -> None:
+    judge = Judge(reply, _verdict(1.0))
+    server = endpoint(judge)
+    with pytest.raises(ProviderRequestError, match=detail) as caught:
+        await evaluate_rubric(
+            solution_str="42", rubric=RUBRIC, model="openai/judge-model", api_key=server.api_key
+        )
+    assert len(judge.requests) == 1
+    assert (caught.value.provider, caught.value.model) == ("openai", "judge-model")
+    assert str(caught.value).startswith("Provider 'openai' request for model 'judge-model' failed.")
+
+
+async def test_a_model_without_a_provider_is_a_provider_request_error_as_in_the_official() -> None:
+    with pytest.raises(ProviderRequestError, match="provider/model") as caught:
+        await evaluate_rubric(solution_str="42", rubric=RUBRIC, model="mystery-model")
+    assert (caught.value.provider, caught.value.model) == ("", "mystery-model")

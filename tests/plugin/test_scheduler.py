@@ -1,5 +1,5 @@
-"""The rollout scheduler: keyed submissions on the loop's one thread, batched hand-offs, the
-bound, cancellation, and what a blocked or dead loop does to the rollouts waiting on it."""
+"""The rollout scheduler: keyed submissions on the loop's one thread, the bound, cancellation,
+and what a blocked or dead loop does to the rollouts waiting on it."""
 
 from __future__ import annotations
 
@@ -93,8 +93,7 @@ def test_cancel_pending_stops_every_unfinished_submission(scheduler: RolloutSche
     async def forever() -> None:
         await asyncio.sleep(60)
 
-    with scheduler.batch():
-        futures = [scheduler.submit(f"row-{i}#0", forever) for i in range(4)]
+    futures = [scheduler.submit(f"row-{i}#0", forever) for i in range(4)]
     assert scheduler.cancel_pending() == 4
     assert all(f.cancelled() for f in futures)
 
@@ -129,8 +128,7 @@ def test_rollouts_start_in_submission_order_and_never_more_than_the_bound_at_onc
         while not release.is_set():  # the first ones hold their slots until released
             await asyncio.sleep(0.01)
 
-    with scheduler.batch():
-        futures = [scheduler.submit(f"row-{i}#0", lambda i=i: work(i)) for i in range(12)]
+    futures = [scheduler.submit(f"row-{i}#0", lambda i=i: work(i)) for i in range(12)]
     while len(started) < scheduler.concurrency:
         time.sleep(0.01)
     release.set()
@@ -181,9 +179,8 @@ def test_an_exception_escaping_the_loop_fails_every_pending_rollout_and_later_on
     async def sleeps() -> None:
         await asyncio.sleep(60)
 
-    with scheduler.batch():
-        first = scheduler.submit("row-0#0", escapes)
-        other = scheduler.submit("row-1#0", sleeps)
+    first = scheduler.submit("row-0#0", escapes)
+    other = scheduler.submit("row-1#0", sleeps)
     with pytest.raises(RolloutLoopStopped, match="SystemExit"):
         scheduler.wait(first, 10)
     with pytest.raises(RolloutLoopStopped):
@@ -211,9 +208,8 @@ def test_a_loop_blocked_past_the_block_limit_is_given_up_naming_the_blocking_lin
         return "slept"
 
     try:
-        with scheduler.batch():
-            blocked = scheduler.submit("data.jsonl::row-0#0", blocks)
-            other = scheduler.submit("data.jsonl::row-1#0", sleeps)
+        blocked = scheduler.submit("data.jsonl::row-0#0", blocks)
+        other = scheduler.submit("data.jsonl::row-1#0", sleeps)
         with pytest.raises(RolloutLoopBlocked) as raised:
             scheduler.wait(blocked, 60)
         message = str(raised.value)

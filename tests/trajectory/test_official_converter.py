@@ -53,7 +53,7 @@ def _report(calls: int) -> SampleReport:
 def test_per_call_metrics_land_on_the_agent_steps_in_order() -> None:
     doc = convert_sample_to_trajectory(
         _sample(), rollout_id="r1", request_label="42", report=_report(2)
-    )
+    ).to_json_dict()
     validate_atif(doc)
     agent_steps = [step for step in doc["steps"] if step["source"] == "agent"]
     assert [step["metrics"]["prompt_tokens"] for step in agent_steps] == [10, 20]
@@ -72,7 +72,7 @@ def test_metrics_that_do_not_match_the_steps_are_kept_not_misattributed() -> Non
         rollout_id="r1",
         report=_report(3),
         unmatched_sample_reports={"other": _report(1)},
-    )
+    ).to_json_dict()
     osmosis = doc["extra"]["osmosis"]
     assert len(osmosis["unmatched_llm_call_metrics"]) == 3
     assert "other" in osmosis["unmatched_sample_reports"]
@@ -80,8 +80,64 @@ def test_metrics_that_do_not_match_the_steps_are_kept_not_misattributed() -> Non
 
 
 def test_a_default_model_name_is_used_without_a_report() -> None:
-    doc = convert_sample_to_trajectory(_sample(), rollout_id="r", default_model_name="base")
-    assert doc["agent"]["model_name"] == "base"
+    trajectory = convert_sample_to_trajectory(_sample(), rollout_id="r", default_model_name="base")
+    assert trajectory.agent.model_name == "base"
+
+
+def test_the_official_pydantic_trajectory_is_returned_with_the_documents_content() -> None:
+    from osmosis_rollout.trajectory import Trajectory, trajectory_document
+
+    arguments: dict[str, Any] = {
+        "rollout_id": "r1",
+        "request_label": "42",
+        "request_metadata": {"difficulty": "easy"},
+        "report": _report(2),
+        "default_model_name": "base",
+    }
+    trajectory = convert_sample_to_trajectory(_sample(), **arguments)
+    assert isinstance(trajectory, Trajectory)
+    from osmosis_rollout.trajectory import atif
+
+    assert atif.Trajectory is Trajectory  # where the official module keeps its models
+    assert trajectory.to_json_dict() == trajectory_document(_sample(), **arguments)
+    assert [step.source for step in trajectory.steps] == ["user", "agent", "agent"]
+    [call] = trajectory.steps[1].tool_calls or []
+    assert (call.tool_call_id, call.function_name) == ("c1", "multiply")
+    assert trajectory.final_metrics is not None and trajectory.final_metrics.total_steps == 3
+
+
+def test_messages_that_make_no_step_are_a_validation_error_as_in_the_official() -> None:
+    from pydantic import ValidationError
+
+    sample = RolloutSample(id="s", messages=[], trajectory_messages=[])
+    with pytest.raises(ValidationError, match="steps"):
+        convert_sample_to_trajectory(sample, rollout_id="r")
+
+
+def test_the_models_refuse_what_atif_refuses() -> None:
+    from pydantic import ValidationError
+
+    from osmosis_rollout.trajectory import Trajectory
+
+    agent = {"name": "a", "version": "1"}
+    good = {"agent": agent, "steps": [{"step_id": 1, "source": "user", "message": "hi"}]}
+    assert Trajectory.model_validate(good).schema_version == "ATIF-v1.7"
+    bad_steps = [
+        {"step_id": 2, "source": "user", "message": "hi"},
+        {"step_id": 1, "source": "user", "message": "hi", "model_name": "m"},
+        {"step_id": 1, "source": "user", "message": "hi", "timestamp": "yesterday"},
+        {"step_id": 1, "source": "user", "message": "hi", "unknown": 1},
+        {
+            "step_id": 1,
+            "source": "agent",
+            "message": "",
+            "observation": {"results": [{"source_call_id": "nope", "content": "x"}]},
+        },
+        {"step_id": 1, "source": "agent", "message": "", "metrics": {"cost_usd": float("nan")}},
+    ]
+    for step in bad_steps:
+        with pytest.raises(ValidationError):
+            Trajectory.model_validate({"agent": agent, "steps": [step]})
 
 
 def test_a_sample_without_trajectory_messages_cannot_be_converted() -> None:
@@ -187,9 +243,14 @@ async def test_the_official_call_keeps_several_sample_reports_unattributed(tmp_p
     assert all("llm_call_count" not in step for step in doc["steps"])
 
 
-def test_the_positional_call_still_returns_the_path_at_once(tmp_path: Path) -> None:
-    from osmosis_rollout.trajectory import save_trajectory
+def test_save_trajectory_is_a_coroutine_function_and_write_trajectory_returns_the_path(
+    tmp_path: Path,
+) -> None:
+    import inspect
 
+    from osmosis_rollout.trajectory import save_trajectory, write_trajectory
+
+    assert inspect.iscoroutinefunction(save_trajectory)
     assert (
-        save_trajectory(tmp_path, "r3", _result(_sample())) == tmp_path / "r3" / "trajectory.json"
+        write_trajectory(tmp_path, "r3", _result(_sample())) == tmp_path / "r3" / "trajectory.json"
     )

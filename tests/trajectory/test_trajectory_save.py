@@ -1,4 +1,4 @@
-"""save_trajectory: which files appear where, and that saving never raises."""
+"""write_trajectory: which files appear where, and that saving never raises."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from osmosis_rollout.trajectory import build_atif, format_atif, save_trajectory
+from osmosis_rollout.trajectory import build_atif, format_atif, write_trajectory
 from osmosis_rollout.types import ExecutionResult, RolloutSample, RolloutStatus
 
 CHAT = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
@@ -23,14 +23,14 @@ def result(sample: RolloutSample | None = None, **kwargs: Any) -> ExecutionResul
 
 def test_save_writes_trajectory_next_to_artifacts(tmp_path: Path) -> None:
     s = RolloutSample(messages=CHAT, reward=1.0)
-    path = save_trajectory(tmp_path, "r1", result(s))
+    path = write_trajectory(tmp_path, "r1", result(s))
     assert path == tmp_path / "r1" / "trajectory.json"
     assert path.read_text(encoding="utf-8") == format_atif(build_atif("r1", s)) + "\n"
     assert not (tmp_path / "r1" / "diagnostics.json").exists()
 
 
 def test_save_passes_request_context_into_the_document(tmp_path: Path) -> None:
-    path = save_trajectory(
+    path = write_trajectory(
         tmp_path,
         "r1",
         result(RolloutSample(messages=CHAT)),
@@ -49,36 +49,36 @@ def test_save_passes_request_context_into_the_document(tmp_path: Path) -> None:
 
 
 def test_save_without_sample_writes_nothing(tmp_path: Path) -> None:
-    assert save_trajectory(tmp_path, "r1", result(None)) is None
+    assert write_trajectory(tmp_path, "r1", result(None)) is None
     assert not (tmp_path / "r1").exists()
 
 
 def test_save_skips_sample_without_trajectory_messages(tmp_path: Path) -> None:
     s = RolloutSample(messages=CHAT, trajectory_messages=None)
-    assert save_trajectory(tmp_path, "r1", result(s)) is None
+    assert write_trajectory(tmp_path, "r1", result(s)) is None
     assert not (tmp_path / "r1" / "trajectory.json").exists()
 
 
 def test_save_writes_a_placeholder_document_for_an_empty_conversation(tmp_path: Path) -> None:
-    path = save_trajectory(tmp_path, "r1", result(RolloutSample(messages=[])))
+    path = write_trajectory(tmp_path, "r1", result(RolloutSample(messages=[])))
     assert path is not None
     assert json.loads(path.read_text())["final_metrics"] == {"total_steps": 1}
 
 
 def test_sample_less_failure_writes_diagnostics_sidecar(tmp_path: Path) -> None:
     failed = ExecutionResult(status=RolloutStatus.FAILURE, extra_fields={"traceback": "boom"})
-    assert save_trajectory(tmp_path, "r1", failed) is None
+    assert write_trajectory(tmp_path, "r1", failed) is None
     diagnostics = json.loads((tmp_path / "r1" / "diagnostics.json").read_text())
     assert diagnostics == {"traceback": "boom"}
 
 
 def test_diagnostics_override_wins_over_result_extra_fields(tmp_path: Path) -> None:
-    save_trajectory(tmp_path, "r1", result(extra_fields={"from": "result"}), diagnostics={"a": 1})
+    write_trajectory(tmp_path, "r1", result(extra_fields={"from": "result"}), diagnostics={"a": 1})
     assert json.loads((tmp_path / "r1" / "diagnostics.json").read_text()) == {"a": 1}
 
 
 def test_diagnostics_live_in_sidecar_not_trajectory(tmp_path: Path) -> None:
-    path = save_trajectory(
+    path = write_trajectory(
         tmp_path, "r1", result(RolloutSample(messages=CHAT), extra_fields={"secret_trace": 1})
     )
     assert path is not None
@@ -88,7 +88,7 @@ def test_diagnostics_live_in_sidecar_not_trajectory(tmp_path: Path) -> None:
 
 def test_diagnostics_with_odd_values_are_still_valid_json(tmp_path: Path) -> None:
     diagnostics: dict[Any, Any] = {"nan": float("nan"), 3: "int key", "obj": object(), "ok": "é"}
-    save_trajectory(tmp_path, "r1", result(), diagnostics=diagnostics)
+    write_trajectory(tmp_path, "r1", result(), diagnostics=diagnostics)
     written = json.loads((tmp_path / "r1" / "diagnostics.json").read_text(encoding="utf-8"))
     assert written["ok"] == "é"
     assert "nan" not in written
@@ -98,7 +98,7 @@ def test_save_never_raises(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> 
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the root should be")
     with caplog.at_level(logging.WARNING):
-        path = save_trajectory(
+        path = write_trajectory(
             blocker, "r1", result(RolloutSample(messages=CHAT), extra_fields={"x": 1})
         )
     assert path is None
@@ -106,20 +106,20 @@ def test_save_never_raises(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> 
 
 
 def test_save_never_raises_on_a_result_of_the_wrong_type(tmp_path: Path) -> None:
-    assert save_trajectory(tmp_path, "r1", object()) is None  # type: ignore[arg-type]
+    assert write_trajectory(tmp_path, "r1", object()) is None  # type: ignore[arg-type]
 
 
 def test_save_refuses_a_rollout_id_that_escapes_the_root(tmp_path: Path) -> None:
     root = tmp_path / "root"
     for bad in ("../escape", "a/b", "..", ""):
-        assert save_trajectory(root, bad, result(RolloutSample(messages=CHAT))) is None
+        assert write_trajectory(root, bad, result(RolloutSample(messages=CHAT))) is None
     assert not (tmp_path / "escape").exists()
     assert not root.exists()
 
 
 def test_save_replaces_atomically_and_leaves_no_temp_files(tmp_path: Path) -> None:
-    save_trajectory(tmp_path, "r1", result(RolloutSample(messages=CHAT)), diagnostics={"n": 1})
-    path = save_trajectory(
+    write_trajectory(tmp_path, "r1", result(RolloutSample(messages=CHAT)), diagnostics={"n": 1})
+    path = write_trajectory(
         tmp_path,
         "r1",
         result(RolloutSample(messages=[{"role": "user", "content": "second"}])),
@@ -146,7 +146,7 @@ def test_unencodable_message_values_are_dropped_instead_of_losing_the_trajectory
         }
     ]
     with caplog.at_level(logging.WARNING):
-        path = save_trajectory(tmp_path, "r1", result(RolloutSample(messages=messages)))
+        path = write_trajectory(tmp_path, "r1", result(RolloutSample(messages=messages)))
     assert path is not None
     step = json.loads(path.read_text())["steps"][0]
     assert step["tool_calls"][0]["arguments"] == {}
@@ -155,13 +155,13 @@ def test_unencodable_message_values_are_dropped_instead_of_losing_the_trajectory
 
 def test_lone_surrogates_are_written_as_valid_json_escapes(tmp_path: Path) -> None:
     s = RolloutSample(messages=[{"role": "user", "content": "bad \ud800 text"}])
-    path = save_trajectory(tmp_path, "r1", result(s))
+    path = write_trajectory(tmp_path, "r1", result(s))
     assert path is not None
     assert json.loads(path.read_bytes().decode("utf-8"))["steps"][0]["message"] == "bad \ud800 text"
 
 
 def test_non_ascii_text_is_written_as_readable_utf8(tmp_path: Path) -> None:
-    path = save_trajectory(
+    path = write_trajectory(
         tmp_path, "r1", result(RolloutSample(messages=[{"role": "user", "content": "naïve"}]))
     )
     assert path is not None
@@ -169,7 +169,7 @@ def test_non_ascii_text_is_written_as_readable_utf8(tmp_path: Path) -> None:
 
 
 def test_save_resolves_the_default_root_when_none(_artifact_root: Path) -> None:
-    path = save_trajectory(None, "r1", result(RolloutSample(messages=CHAT)))
+    path = write_trajectory(None, "r1", result(RolloutSample(messages=CHAT)))
     assert path == _artifact_root / "r1" / "trajectory.json"
     assert path.exists()
 
@@ -189,7 +189,7 @@ def test_trajectory_package_imports_no_web_framework() -> None:
 def _written_as_redacted_first(tmp_path: Path, sample: RolloutSample, redactor: Any) -> str:
     """The trajectory as redacting the document before formatting it writes it."""
     expected = format_atif(redactor.redact_value(build_atif("r1", sample))) + "\n"
-    path = save_trajectory(tmp_path, "r1", result(sample), redactor=redactor)
+    path = write_trajectory(tmp_path, "r1", result(sample), redactor=redactor)
     assert path is not None
     written = path.read_text(encoding="utf-8")
     assert written == expected
@@ -251,7 +251,7 @@ def test_a_redactor_subclass_sees_the_whole_trajectory_document(tmp_path: Path) 
                 return [self.redact_value(v) for v in value]
             return value
 
-    path = save_trajectory(
+    path = write_trajectory(
         tmp_path, "r1", result(RolloutSample(messages=CHAT)), redactor=Uppercase({"K": "absent!!"})
     )
     assert path is not None

@@ -3,10 +3,10 @@
 The workflow asks the model once (no framework, no tools) to convert a temperature and
 show its working. The grader is an LLM-as-judge: :func:`osmosis_rollout.rubric.evaluate_rubric`
 sends the rubric, the task, the answer and the reference value to a judge, which replies
-with a JSON verdict ``{"score", "explanation"}`` (malformed replies are retried, scores
-clamped to [0, 1]); the score is the reward and the verdict is kept on the sample.
+with a JSON verdict ``{"score", "explanation"}`` (a malformed reply fails the grading, scores
+are clamped to [0, 1]); the score is the reward and the verdict is kept on the sample.
 
-Which judge: set ``JUDGE_MODEL`` to a LiteLLM model id (``openai/gpt-5-mini``; its key from
+Which judge: set ``JUDGE_MODEL`` to a LiteLLM model id (``openai/gpt-4.1-mini``; its key from
 the environment) for a real LLM judge. Unset, the judge is :func:`reference_verdict`, the
 rubric applied mechanically: deterministic, offline, no API key, and still sent through the
 same verdict parsing as a real judge's reply. Offline, with the reference policy, from the
