@@ -23,10 +23,19 @@ import pytest
 from osmosis_rollout.runs.report_model import RunVerdict
 from pytest_osmosis.options import OsmosisSettings
 
-__all__ = ["GATE_PREFIX", "GateCase", "GateFailed", "planned_gates", "run_gate_cases"]
+__all__ = [
+    "GATE_PREFIX",
+    "KEPT_PREFIX",
+    "GateCase",
+    "GateFailed",
+    "planned_gates",
+    "run_gate_cases",
+]
 
 GATE_PREFIX = "osmosis-gate"
 """The first part of a gate case's node id (its "file" in pytest's progress lines)."""
+KEPT_PREFIX = "osmosis-run"
+"""The first part of the case for the failed rows a resume kept."""
 
 
 class GateFailed(Exception):
@@ -70,21 +79,28 @@ def planned_gates(settings: OsmosisSettings) -> int:
     )
 
 
-def run_gate_cases(session: pytest.Session, verdict: RunVerdict) -> int:
+def run_gate_cases(session: pytest.Session, verdict: RunVerdict, *, kept_failed: int = 0) -> int:
     """Run one :class:`GateCase` per gate of ``verdict`` through pytest's protocol; return
-    how many failed."""
-    gates = [reason for reason in verdict.reasons if reason.kind == "gate"]
-    if not gates:
-        return 0
-    failed = 0
-    for reason in sorted(gates, key=lambda r: r.name):
-        case = GateCase.from_parent(
-            session,
-            name=reason.name,
-            nodeid=f"{GATE_PREFIX}::{reason.name}",
-            line=reason.line,
-            passed=reason.outcome == "passed",
+    how many failed.
+
+    ``kept_failed``: failed rows a resume kept from the journal (pytest did not run them
+    again, so it counted none): they fail the run, and ``osmosis-run::kept-rows`` says so in
+    pytest's counts and JUnit too.
+    """
+    cases = [
+        (f"{GATE_PREFIX}::{reason.name}", reason.name, reason.line, reason.outcome == "passed")
+        for reason in sorted(verdict.reasons, key=lambda r: r.name)
+        if reason.kind == "gate"
+    ]
+    if kept_failed > 0:
+        line = (
+            f"rows kept by --osmosis-resume: {kept_failed} failed (not run again; the report "
+            "has them)"
         )
+        cases.append((f"{KEPT_PREFIX}::kept-rows", "kept-rows", line, False))
+    failed = 0
+    for nodeid, name, line, passed in cases:
+        case = GateCase.from_parent(session, name=name, nodeid=nodeid, line=line, passed=passed)
         session.config.hook.pytest_runtest_protocol(item=case, nextitem=None)
-        failed += reason.outcome != "passed"
+        failed += not passed
     return failed
