@@ -18,6 +18,7 @@ own per-item cost, the floor any plugin that makes one item per row sits on).
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -32,6 +33,7 @@ def run(root: Path, rows: int, payload: int) -> dict[str, float]:
             f"--osmosis-dataset=data/rows{rows}.jsonl", "--osmosis-policy=policy.py:policy",
             f"--osmosis-output=out/{rows}"]  # fmt: skip
     env = {"BENCH_PAYLOAD": str(payload), "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT": str(root / "art")}
+    shutil.rmtree(root / "out" / str(rows), ignore_errors=True)  # a run replaces no earlier run
     report = run_child(argv, cwd=root, env=env)
     if report["rc"] != 0:
         raise SystemExit(f"plugin with {rows} rows exited {report['rc']}")
