@@ -12,6 +12,9 @@ answering after 0 ms, 200 ms or 2 s), at concurrency 32 and 256. Four ways, one 
   the plugin's policy endpoint, whose ``LiteLLMPolicy`` calls the model server through the
   ``openai`` SDK (the OpenAI-compatible route).
 - ``plugin-litellm``: the same with ``--osmosis-force-litellm`` (the route before issue 30).
+- ``plugin-no-shortcuts`` (only with ``--modes``): the same with ``OSMOSIS_NO_SHORTCUTS=1``:
+  the rollout's own model calls go through ``litellm.acompletion`` instead of the lean
+  stand-in (what the shortcut earns, issue 34).
 - ``official``: the official ``osmosis-ai`` 0.3.8 SDK's ``LocalBackend`` loop (its own
   Python 3.12 virtualenv, ``bench/.cache/official-venv``), each rollout's
   ``chat_completions_url`` on the model server itself (no endpoint between).
@@ -276,6 +279,8 @@ def run_mode(
         if mode == "plugin-litellm":
             argv.append("--osmosis-force-litellm")
         env = {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": KEY}
+        if mode == "plugin-no-shortcuts":
+            env["OSMOSIS_NO_SHORTCUTS"] = "1"
         report = run_child(argv, cwd=ours, env=env, timeout=timeout)
     if report["failed"]:
         raise SystemExit(f"{mode}: {report['failed']} of {rows} rollouts did not earn reward 1.0")

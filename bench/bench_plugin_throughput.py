@@ -9,15 +9,13 @@ All use the same workflow and the same scripted policy served by ``PolicyServer`
 ``--workflow ask-once`` (the default): one non-streaming chat call on the workflow's own
 httpx client, so every call goes over loopback to the policy server's thread.
 ``--workflow multiply``: the two-call multiply rollout on ``RolloutChatClient`` (a tool
-call, the tool's result, the final answer; non-streaming, as the plugin hints). Its pooled
-client takes the in-process route to the plugin's policy endpoint; the bare loop runs
-twice, with the endpoint in-process (``PolicyServer(in_process=True)``, as the plugin
-does) and on loopback only, so the route's gain shows beside the plugin's overhead.
+call, the tool's result, the final answer; non-streaming, as the plugin hints).
 ``--workflow agents``: the same two calls from an official-style OpenAI Agents rollout
 (``OsmosisAgent`` + ``OsmosisMemorySession`` + ``Runner.run``), so the integration's
 request path (LiteLLM or its lean stand-in) is measured too.
 ``--shortcuts-off`` adds the plugin with ``OSMOSIS_NO_SHORTCUTS=1`` (every speed shortcut
-off, the standard paths on); ``--base`` may be given several times as ``NAME=DIR``.
+off: the integrations call ``litellm.acompletion``); ``--base`` may be given several times
+as ``NAME=DIR``.
 
     .venv/bin/python bench/bench_plugin_throughput.py [--rows 200] [--latency-ms 50] [--repeats 3]
     .venv/bin/python bench/bench_plugin_throughput.py --workflow multiply
@@ -175,9 +173,6 @@ async def policy(request):
 """
 
 
-LOOPBACK_BARE = "bare c=32, policy loopback"
-
-
 WORKFLOWS = {"ask-once": WORKFLOW, "multiply": MULTIPLY_WORKFLOW, "agents": AGENTS_WORKFLOW}
 
 
@@ -243,9 +238,7 @@ def run_plugin(
     return elapsed, float(report["summary"]["rollouts_wall_s"])
 
 
-def run_bare(
-    root: Path, rows: int, concurrency: int, in_process: bool = False
-) -> tuple[float, float]:
+def run_bare(root: Path, rows: int, concurrency: int) -> tuple[float, float]:
     """Everything the plugin does for a row, minus pytest: backend.execute under a context."""
     code = textwrap.dedent(f"""
         import asyncio, json, sys, time
@@ -264,7 +257,7 @@ def run_bare(
             backend = LocalBackend(workflow=main.AskOnce, grader=main.Exact)
             from osmosis_rollout._internal.limiter import ConcurrencyLimiter
             backend.limiter = ConcurrencyLimiter(max_concurrent={concurrency})
-            with PolicyServer(pol.policy, in_process={in_process}) as server:
+            with PolicyServer(pol.policy) as server:
                 global phase
                 async def one(i, row):
                     rid = f"bare-{{i}}"
@@ -319,8 +312,6 @@ def main() -> None:
     os.environ["BENCH_LATENCY_MS"] = str(args.latency_ms)
     bare = "bare LocalBackend c=32"
     names: tuple[str, ...] = ("plugin c=32", bare)
-    if args.workflow != "ask-once":
-        names = (*names, LOOPBACK_BARE)
     bases: dict[str, Path] = {}
     for spec in args.base:
         label, _, folder = spec.rpartition("=")
@@ -340,8 +331,7 @@ def main() -> None:
         for _ in range(args.repeats):
             for name in names:
                 if name.startswith("bare"):
-                    in_process = args.workflow != "ask-once" and name != LOOPBACK_BARE
-                    total, rows_wall = run_bare(root, args.rows, 32, in_process)
+                    total, rows_wall = run_bare(root, args.rows, 32)
                 elif name in bases:
                     total, rows_wall = run_plugin(root, 32, bases[name])
                 elif name == off:

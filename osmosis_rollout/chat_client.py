@@ -43,8 +43,7 @@ import httpx
 from osmosis_rollout.context import RolloutContext, SampleSource, get_rollout_context
 from osmosis_rollout.errors import PolicyError
 from osmosis_rollout.integrations.streaming import resolve_streaming
-from osmosis_rollout.transport.in_process import RoutingTransport
-from osmosis_rollout.transport.sharded import ShardedTransport
+from osmosis_rollout.transport.connection_pools import pool_sizes, pooled_transport
 from osmosis_rollout.transport.telemetry import model_call
 from osmosis_rollout.types import RolloutSample
 
@@ -56,6 +55,8 @@ DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 # Below the 5 s keep-alive of uvicorn and most inference servers: the pool drops an idle
 # connection before the server closes it, so a call never goes out on one being closed.
 _KEEPALIVE_EXPIRY_SEC = 4.0
+_MAX_CONNECTIONS = 1024
+"""Connections per event loop, in pools of 16 opened as calls need them."""
 
 _shared_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
     weakref.WeakKeyDictionary()
@@ -89,25 +90,22 @@ def warm_up() -> None:
 
 
 def _shared_client() -> httpx.AsyncClient:
-    """One pooled client per event loop, reused by every rollout on that loop.
-
-    Its transport answers in-process routes (an ``in_process`` policy endpoint of this
-    process) on the loop itself, and sends everything else over the network.
-    """
+    """One pooled client per event loop, reused by every rollout on that loop."""
     loop = asyncio.get_running_loop()
     client = _shared_clients.get(loop)
     if client is None or client.is_closed:
-        limits = httpx.Limits(max_keepalive_connections=64, keepalive_expiry=_KEEPALIVE_EXPIRY_SEC)
+
+        def pool(size: int) -> httpx.AsyncHTTPTransport:
+            limits = httpx.Limits(
+                max_connections=size,
+                max_keepalive_connections=size,
+                keepalive_expiry=_KEEPALIVE_EXPIRY_SEC,
+            )
+            return httpx.AsyncHTTPTransport(verify=tls_context(), limits=limits)
+
         # Bounded pools: one pool's scans of every connection grow with the calls in flight.
-        network = ShardedTransport(
-            lambda: httpx.AsyncHTTPTransport(verify=tls_context(), limits=limits)
-        )
-        client = httpx.AsyncClient(
-            timeout=DEFAULT_TIMEOUT,
-            limits=limits,
-            verify=tls_context(),
-            transport=RoutingTransport(network),
-        )
+        transport = pooled_transport(httpx, pool, pool_sizes(_MAX_CONNECTIONS))
+        client = httpx.AsyncClient(timeout=DEFAULT_TIMEOUT, transport=transport)
         _shared_clients[loop] = client
     return client
 

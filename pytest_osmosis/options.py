@@ -118,6 +118,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "fail_on_regression", "fail the run when a row regressed against the baseline", kind="flag"
     ),
     OptionSpec(
+        "regression_margin",
+        "with --osmosis-gate-confidence: the regression test calls a drop significant only "
+        "when it is larger than M (a non-inferiority margin, e.g. 0.02; default 0)",
+        "M",
+    ),
+    OptionSpec(
         "require_grader",
         "fail the run when a row ran ungraded (no Grader, or no ground_truth/metadata)",
         kind="flag",
@@ -358,6 +364,8 @@ class OsmosisSettings:
     """``--osmosis-n auto``: rows get further attempts while the gate is undecided."""
     max_n: int = 8
     row_pass: RowPassRule = field(default_factory=lambda: RowPassRule("all"))
+    #: The user gave ``--osmosis-row-pass``: with repeats, the gate judges that rule's rate.
+    row_pass_set: bool = False
     min_pass_rate: float | None = None
     confidence: float = 0.95
     gate_confidence: float | None = None
@@ -367,6 +375,7 @@ class OsmosisSettings:
     resume: str | None = None
     resume_keep_errors: bool = False
     fail_on_regression: bool = False
+    regression_margin: float = 0.0
     require_grader: bool = False
     servers: tuple[str, ...] = ()
     serve: bool = False
@@ -419,10 +428,7 @@ def resolve_settings(
         raise pytest.UsageError(
             f"--osmosis-record-mode: invalid mode {record_mode!r}; choose one of {', '.join(RECORD_MODES)}"
         )
-    if raw_value(config, "policy") and raw_value(config, "model"):
-        raise pytest.UsageError(
-            "--osmosis-policy and --osmosis-model both given: choose the scripted policy or the real model"
-        )
+    policy, model = _policy_or_model(config)
     rule_text = pick("row_pass")
     repeats = _repeats(n, pick("max_n"))
     if repeats[1] and (raw_value(config, "resume") or config.getoption("numprocesses", None)):
@@ -432,6 +438,14 @@ def resolve_settings(
             "fixed --osmosis-n N there"
         )
     confidence, gate_confidence, gate_undecided = _confidences(config, pick)
+    if repeats[1] and rule_text is not None and min_rate is not None:
+        raise pytest.UsageError(
+            f"--osmosis-n auto with --osmosis-row-pass {rule_text}: the gate would judge the "
+            "rate that rule defines, which changes with the number of attempts auto gives "
+            "each row; drop --osmosis-row-pass (the gate then judges the attempt pass rate), "
+            "or give a fixed --osmosis-n N"
+        )
+    margin = pick("regression_margin")
     ray = raw_value(config, "ray")
     if ray and (raw_value(config, "server") or _flag(config, "serve")):
         raise pytest.UsageError(
@@ -449,8 +463,8 @@ def resolve_settings(
         datasets=datasets,
         rollout=pick("rollout"),
         config_path=raw_value(config, "config"),
-        policy=raw_value(config, "policy"),
-        model=raw_value(config, "model"),
+        policy=policy,
+        model=model,
         force_litellm=_flag(config, "force_litellm"),
         pass_threshold=1.0 if threshold is None else _number("pass_threshold", threshold),
         pass_threshold_set=threshold is not None,
@@ -473,6 +487,7 @@ def resolve_settings(
         n_auto=repeats[1],
         max_n=repeats[2],
         row_pass=parse_row_pass(str(rule_text)) if rule_text is not None else RowPassRule("all"),
+        row_pass_set=rule_text is not None,
         min_pass_rate=None if min_rate is None else _checked_rate(min_rate),
         confidence=confidence,
         gate_confidence=gate_confidence,
@@ -482,6 +497,7 @@ def resolve_settings(
         resume=raw_value(config, "resume"),
         resume_keep_errors=_flag(config, "resume_keep_errors"),
         fail_on_regression=_flag(config, "fail_on_regression"),
+        regression_margin=0.0 if margin is None else _checked_margin(margin),
         require_grader=_flag(config, "require_grader"),
         servers=tuple(str(u) for u in (raw_value(config, "server") or [])),
         serve=_flag(config, "serve"),
@@ -503,6 +519,28 @@ def resolve_settings(
             allow_equal=False,
         ),
     )
+
+
+def _policy_or_model(config: pytest.Config) -> tuple[Any, Any]:
+    """``(policy, model)``, at most one set: the two choose one policy, and the one given on
+    the command line overrides the other's ini value (the command line beats the ini file)."""
+    policy, model = raw_value(config, "policy"), raw_value(config, "model")
+    on_cli = {stem for stem in ("policy", "model") if config.getoption("osmosis_" + stem, None)}
+    if on_cli == {"policy"}:
+        model = None
+    elif on_cli == {"model"}:
+        policy = None
+    if policy and model:
+        if on_cli:
+            raise pytest.UsageError(
+                "--osmosis-policy and --osmosis-model both given on the command line: choose "
+                "the scripted policy or the real model"
+            )
+        raise pytest.UsageError(
+            f"osmosis_policy and osmosis_model both set in {config.inipath}: keep one, or pass "
+            "one of --osmosis-policy, --osmosis-model to override the ini file"
+        )
+    return policy, model
 
 
 def _repeats(n: Any, max_n: Any) -> tuple[int, bool, int]:
@@ -581,7 +619,23 @@ def _checked_rate(value: Any) -> float:
     rate = _number("min_pass_rate", value, minimum=0)
     if rate > 1:
         raise pytest.UsageError(f"--osmosis-min-pass-rate: must be between 0 and 1, got {value!r}")
+    if rate == 0:
+        raise pytest.UsageError(
+            f"--osmosis-min-pass-rate {value}: a gate at 0 never fails a run; drop it (any "
+            "missed row then fails the run) or give a rate above 0, e.g. 0.5 (1 means every "
+            "row must pass)"
+        )
     return rate
+
+
+def _checked_margin(value: Any) -> float:
+    margin = _number("regression_margin", value, minimum=0)
+    if margin >= 1:
+        raise pytest.UsageError(
+            f"--osmosis-regression-margin: a drop in pass rate, between 0 and 1 (exclusive), "
+            f"e.g. 0.02 for 2 points, got {value!r}"
+        )
+    return margin
 
 
 def resolve_path(config: pytest.Config, value: str) -> Path:

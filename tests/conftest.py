@@ -9,8 +9,8 @@ from _support.inner_runs import INNER_RUN_ADDOPTS
 
 TESTS = Path(__file__).parent
 
-#: Folders whose files take longest (venvs built from the package index, Ray clusters,
-#: thousands of rollouts, servers draining, subprocess pytest runs): collected first, so
+#: Folders whose files take longest (Ray clusters, thousands of rollouts, servers draining,
+#: subprocess pytest runs; the venvs they use are built before pytest): collected first, so
 #: xdist (``--dist loadfile`` hands out files in collection order) starts them first instead
 #: of leaving one worker finishing them while the others are idle.
 SLOW_FIRST = ("packaging", "ray", "reliability", "examples", "interop")

@@ -11,10 +11,7 @@ a ``finish_reason`` chunk, a usage chunk when ``stream_options.include_usage`` i
 
 :class:`PolicyServer` runs the app under uvicorn on 127.0.0.1 in a daemon thread with its own
 event loop, so it works from sync code, from inside a running loop, and several at once; its
-``app`` also serves in-process through ``httpx.ASGITransport``. With ``in_process=True`` it
-also answers this process's pooled rollout clients (``RolloutChatClient``, the integrations'
-lean endpoint) on their own event loop, without the socket (:mod:`osmosis_rollout.transport.in_process`);
-the loopback server keeps serving every caller that route cannot reach.
+``app`` also serves in-process through ``httpx.ASGITransport``.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
@@ -44,7 +41,6 @@ from osmosis_rollout.policy.accounting import CallRecord, RolloutCallLog
 from osmosis_rollout.policy.faults import Faults
 from osmosis_rollout.policy.scripted import as_policy
 from osmosis_rollout.policy.types import ChatReply, ChatRequest, coerce_reply, estimate_usage
-from osmosis_rollout.transport.in_process import add_route
 
 require_extra("fastapi", extra="server")
 require_extra("uvicorn", extra="server")
@@ -87,7 +83,6 @@ class _DropInjectedCuts(logging.Filter):
 
 
 logging.getLogger("uvicorn.error").addFilter(_DropInjectedCuts())
-logging.getLogger("osmosis_rollout.transport.in_process").addFilter(_DropInjectedCuts())
 
 
 @dataclass(frozen=True)
@@ -283,14 +278,6 @@ class PolicyServer:
     read or spend another's conversation. Without it, ``api_key`` opens every rollout id (a
     fake provider, a quick test), and a bound rollout's own key opens its URL too.
 
-    ``in_process=True`` (what the pytest plugin uses for in-process rows): while started, the
-    pooled client shared by :class:`~osmosis_rollout.chat_client.RolloutChatClient` and the
-    framework integrations reaches this endpoint by calling its app on the caller's event
-    loop (same request and reply bytes, no socket, no thread hop; see
-    :mod:`osmosis_rollout.transport.in_process`). The loopback server still runs and is what
-    :meth:`rollout_url` names, for callers that route cannot reach: user code with its own
-    client, other processes (served rollouts, Ray actors), and respx-mocked tests.
-
     Usage::
 
         with PolicyServer(["hello"]) as server:
@@ -307,13 +294,10 @@ class PolicyServer:
         port: int = 0,
         api_key: str | None = None,
         faults: Faults | None = None,
-        in_process: bool = False,
         scoped_keys: bool = False,
     ) -> None:
         self.policy = as_policy(policy)
-        self.in_process = in_process
         self.scoped_keys = scoped_keys
-        self._remove_route: Callable[[], None] | None = None
         self.host = host
         self.port = port
         self.api_key: str = api_key or secrets.token_urlsafe(24)
@@ -500,7 +484,11 @@ class PolicyServer:
                     rollout_id,
                     CallRecord(body, None, 0.0, message, stream, status_code=faults.fail_status),
                 )
-                headers = {"retry-after-ms": str(faults.retry_after_ms)}
+                headers = (
+                    {"retry-after-ms": str(faults.retry_after_ms)}
+                    if faults.retry_after_s is None
+                    else {"retry-after": str(faults.retry_after_s)}
+                )
                 error_type = "rate_limit_error" if faults.fail_status == 429 else "server_error"
                 return _error_response(faults.fail_status, message, error_type, headers=headers)
             if faults.latency_s > 0:
@@ -640,15 +628,10 @@ class PolicyServer:
             time.sleep(0.005)
         self._thread = thread
         self._base_url = f"http://{host}:{port}"
-        if self.in_process:
-            self._remove_route = add_route(self._base_url, self.app)
         return self
 
     def stop(self) -> None:
         """Stop serving: in-flight calls get a short grace, hung ones are cut; bounded (~5 s)."""
-        if self._remove_route is not None:
-            self._remove_route()
-            self._remove_route = None
         thread, server = self._thread, self._uvicorn
         if thread is None or server is None:
             return

@@ -16,7 +16,8 @@ class Faults:
     - ``latency_s``: sleep this long before answering every call;
     - ``fail_first`` / ``fail_status``: answer the first ``fail_first`` calls with HTTP
       ``fail_status`` (429 or 500, say) and an OpenAI-style error body; 429s carry
-      ``retry-after-ms: retry_after_ms`` so retrying clients come back quickly;
+      ``retry-after-ms: retry_after_ms`` so retrying clients come back quickly, or, with
+      ``retry_after_s`` set, the standard ``Retry-After: retry_after_s`` alone;
     - ``cut_stream``: streaming calls send half their chunks, then the connection is dropped
       without ``[DONE]`` or the end of the chunked body;
     - ``malformed_chunk``: streaming calls carry one ``data:`` line that is not JSON;
@@ -29,6 +30,7 @@ class Faults:
     fail_first: int = 0
     fail_status: int = 429
     retry_after_ms: int = 10
+    retry_after_s: int | None = None
     cut_stream: bool = False
     malformed_chunk: bool = False
     hang_s: float = 0.0

@@ -29,7 +29,7 @@ refused ones already dropped by the policy), streamed when the request streams
 (``stream_options.include_usage`` added so usage comes back), on one pooled ``AsyncOpenAI``
 client per policy and event loop (a connection belongs to the loop that opened it; the
 plugin's policy endpoint runs one loop). It holds at most ``max_connections`` connections,
-kept alive between calls, in pools of 16 (:mod:`~osmosis_rollout.policy.connection_pools`).
+kept alive between calls, in pools of 16 (:mod:`~osmosis_rollout.transport.connection_pools`).
 Retries are the SDK's: ``num_retries`` (else ``max_retries``, else 2) retries of connection
 errors, 408, 409, 429 and 5xx, waiting what ``Retry-After`` / ``retry-after-ms`` says (else
 an exponential backoff). A failure raises the SDK's error
@@ -53,8 +53,8 @@ from urllib.parse import urlsplit
 from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.errors import PolicyError
 from osmosis_rollout.policy.accounting import litellm_cost
-from osmosis_rollout.policy.connection_pools import pool_sizes, pooled_transport
 from osmosis_rollout.policy.types import ChatReply, ToolCall, Usage, new_call_id
+from osmosis_rollout.transport.connection_pools import pool_sizes, pooled_transport
 
 __all__ = ["OpenAICompatibleClient", "OpenAIRoute", "openai_route"]
 

@@ -2,8 +2,8 @@
 
 Deterministic, keyless and offline: what unit tests and the demo use. A plain ``def`` callable
 runs in a worker thread so a slow one never blocks other rollouts' calls on the endpoint. The
-threads are the policies' own pool, not the event loop's default executor: an in-process
-endpoint answers on the rollouts' loop, whose default pool holds only a few threads.
+threads are the policies' own pool, not the event loop's default executor, which holds only
+a few threads.
 """
 
 from __future__ import annotations

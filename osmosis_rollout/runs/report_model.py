@@ -77,7 +77,13 @@ class RewardStats(_Open):
     min: float = Field(description="lowest reward")
     max: float = Field(description="highest reward")
     mean_interval: ReportInterval | None = Field(
-        default=None, description="interval of the mean reward (t), at the run's confidence"
+        default=None,
+        description="interval of the mean reward, inside the rewards' range (Wilson's with "
+        "the t quantile), at the run's confidence",
+    )
+    graded: int | None = Field(default=None, description="attempts the mean is over")
+    errored_left_out: int | None = Field(
+        default=None, description="attempts whose rollout errored: no reward, left out of the mean"
     )
 
 
@@ -274,15 +280,25 @@ class ReportRegressionTest(_Open):
 
     worse: int = Field(description="rows whose pass fraction fell (passed before, failed now)")
     better: int = Field(description="rows whose pass fraction rose")
-    p_value: float = Field(description="two-sided p-value")
+    p_value: float = Field(
+        description="one-sided p-value: the chance of rows this much worse (or more) with no "
+        "change (no drop larger than margin); never 0"
+    )
     significant: bool = Field(description="p_value < 1 - confidence")
     confidence: float = Field(description="the test's confidence")
     method: str = Field(
-        description="'exact McNemar' (one attempt a row), 'sign test on per-row pass fractions' "
-        "(equal repeats) or 'paired t-test on per-row pass fractions' (unequal attempts)"
+        description="'exact McNemar' (one attempt a row), 'exact test stratified by row' or "
+        "'Cochran-Mantel-Haenszel test stratified by row' (any other mix of attempts), or "
+        "'Mantel-Haenszel risk difference by row against the margin'"
     )
     change: float | None = Field(
         default=None, description="mean change of the rows' pass fractions (negative: worse)"
+    )
+    margin: float | None = Field(
+        default=None, description="the drop tolerated (--osmosis-regression-margin), 0 for none"
+    )
+    alternative: str | None = Field(
+        default=None, description="what a significant result means: 'worse' (by more than margin)"
     )
 
 

@@ -8,20 +8,33 @@ method comes from:
   and statistical inference. *Journal of the American Statistical Association* 22(158),
   209-212. The score interval for a binomial proportion; unlike the textbook
   ``p +- z*sqrt(p(1-p)/n)`` it stays inside [0, 1] and keeps its coverage near 0% and 100%.
-- :func:`mean_interval`: Student (1908). The probable error of a mean. *Biometrika* 6(1),
-  1-25. The t interval for a mean; the t quantile comes from the regularized incomplete beta
-  function (:func:`regularized_beta`, a continued fraction evaluated by Lentz's method).
-- :func:`mcnemar_exact`: McNemar, Q. (1947). Note on the sampling error of the difference
-  between correlated proportions or percentages. *Psychometrika* 12(2), 153-157. Only the
-  discordant pairs (rows that passed in one run and failed in the other) carry information;
-  under no change each is equally likely to go either way, so the count that got worse is
-  Binomial(discordant, 1/2). The exact form sums that binomial's tail.
-- :func:`sign_test`: the same binomial test on the signs of paired differences (rows whose
-  pass fraction fell against rows whose fraction rose, over repeats); with one attempt per
-  row it *is* the exact McNemar test.
-- :func:`paired_t_test`: Student (1908) again, on paired differences: their mean over its
-  standard error. Unlike the sign test it needs no symmetry, only a mean of zero under no
-  change, so it compares pass fractions measured over different numbers of attempts.
+- :func:`student_t_quantile`: Student (1908). The probable error of a mean. *Biometrika*
+  6(1), 1-25. The t quantile comes from the regularized incomplete beta function
+  (:func:`regularized_beta`, a continued fraction evaluated by Lentz's method).
+- The exact McNemar test (McNemar, Q. (1947). Note on the sampling error of the difference
+  between correlated proportions or percentages. *Psychometrika* 12(2), 153-157): only the
+  rows that passed in one run and failed in the other carry information; under no change
+  the count that got worse is Binomial(discordant, 1/2), summed by :func:`binomial_tail`.
+  It is :func:`stratified_exact_test` with one attempt a row on each side.
+- :func:`clustered_interval`: the mean of bounded values (a row's pass fraction over its
+  attempts, a reward) with Wilson's score interval at an *effective* sample size, the count
+  divided by the design effect (Kish, L. (1965). *Survey Sampling*, ch. 8; Korn, E. L. and
+  Graubard, B. I. (1998). Confidence intervals for proportions with small expected number of
+  positive counts estimated from survey data. *Survey Methodology* 24(2), 193-201, who also
+  take the quantile from Student's t on ``count - 1`` degrees of freedom). Its variance is
+  the spread *between* the values, so it estimates the mean of the population they are
+  drawn from, and it stays inside [0, 1].
+- :func:`stratified_exact_test` and :func:`cmh_test`: the comparison of two runs with any
+  number of attempts a row, each row a stratum (Mantel, N. and Haenszel, W. (1959).
+  Statistical aspects of the analysis of data from retrospective studies of disease.
+  *J. Natl. Cancer Inst.* 22(4), 719-748; the exact conditional form: Zelen, M. (1971). The
+  analysis of several 2x2 contingency tables. *Biometrika* 58(1), 129-137). Under no change
+  a row's attempts, before and after, are exchangeable: given the row's total passes, the
+  count after is hypergeometric.
+- :func:`mh_risk_difference`: the Mantel-Haenszel risk difference over rows and its variance
+  (Greenland, S. and Robins, J. M. (1985). *Biometrics* 41(1), 55-68; Sato, T. (1989). On
+  the variance estimator for the Mantel-Haenszel risk difference. *Biometrics* 45(4),
+  1323-1324), for a test against a non-inferiority margin.
 - :func:`paired_permutation_test`: Fisher, R. A. (1935). *The Design of Experiments*, ch. 3.
   Under no change each paired difference is as likely to have either sign; the p-value is
   the share of sign flips whose total is at least as far from zero as the observed one
@@ -53,18 +66,21 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "EXACT_STRATA_LIMIT",
+    "ClusteredMean",
     "Interval",
+    "Table",
     "binomial_confidence_sequence",
     "binomial_tail",
-    "mcnemar_exact",
-    "mean_interval",
-    "mean_interval_from_moments",
+    "clustered_interval",
+    "clustered_interval_from_moments",
+    "cmh_test",
+    "mh_risk_difference",
     "mixture_radius",
     "normal_quantile",
     "paired_permutation_test",
-    "paired_t_test",
     "regularized_beta",
-    "sign_test",
+    "stratified_exact_test",
     "student_t_cdf",
     "student_t_quantile",
     "wilson_interval",
@@ -189,8 +205,10 @@ def student_t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t > 0 else tail
 
 
+@functools.lru_cache(maxsize=1024)
 def student_t_quantile(p: float, df: float) -> float:
-    """``t`` with ``P(T <= t) = p`` for Student's t with ``df`` degrees of freedom."""
+    """``t`` with ``P(T <= t) = p`` for Student's t with ``df`` degrees of freedom (cached:
+    a gate asks for the same few quantiles at every look)."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must be between 0 and 1 (exclusive), got {p!r}")
     if p < 0.5:
@@ -216,32 +234,6 @@ def _bisect(f: Callable[[float], float], low: float, high: float) -> float:
     return (low + high) / 2.0
 
 
-def mean_interval(values: Sequence[float], confidence: float = 0.95) -> Interval | None:
-    """Student's t interval for the mean of ``values``; None for fewer than two values.
-
-    ``mean +- t(1 - alpha/2, n - 1) * s / sqrt(n)``, ``s`` the sample standard deviation.
-    """
-    alpha = _alpha(confidence)
-    n = len(values)
-    if n < 2:
-        return None
-    mean = statistics.fmean(values)
-    half = student_t_quantile(1.0 - alpha / 2.0, n - 1) * statistics.stdev(values) / math.sqrt(n)
-    return Interval(mean - half, mean + half, confidence, "t")
-
-
-def mean_interval_from_moments(
-    mean: float, population_std: float, count: int, confidence: float = 0.95
-) -> Interval | None:
-    """:func:`mean_interval` from a summary's ``mean``, population ``std`` and ``count``."""
-    alpha = _alpha(confidence)
-    if count < 2:
-        return None
-    sample_std = population_std * math.sqrt(count / (count - 1))
-    half = student_t_quantile(1.0 - alpha / 2.0, count - 1) * sample_std / math.sqrt(count)
-    return Interval(mean - half, mean + half, confidence, "t")
-
-
 def binomial_tail(k: int, n: int) -> float:
     """``P(X <= k)`` for ``X ~ Binomial(n, 1/2)``, summed exactly in integers."""
     if k < 0:
@@ -253,46 +245,6 @@ def binomial_tail(k: int, n: int) -> float:
         term = term * (n - j) // (j + 1)
         total += term
     return total / (1 << n)
-
-
-def mcnemar_exact(worse: int, better: int) -> float:
-    """The exact McNemar test's two-sided p-value for paired pass/fail results (McNemar 1947).
-
-    ``worse``: pairs that passed before and failed now; ``better``: the reverse. Under no
-    change ``worse ~ Binomial(worse + better, 1/2)``; the p-value is twice the smaller tail,
-    at most 1 (with no discordant pair, 1).
-    """
-    if worse < 0 or better < 0:
-        raise ValueError(f"counts must be >= 0, got worse={worse}, better={better}")
-    n = worse + better
-    if n == 0:
-        return 1.0
-    return min(1.0, 2.0 * binomial_tail(min(worse, better), n))
-
-
-def sign_test(differences: Sequence[float]) -> float:
-    """The two-sided sign test's p-value for paired differences (zeros carry no sign).
-
-    With 0/1 pass results (one attempt per row) this is :func:`mcnemar_exact`.
-    """
-    negative = sum(1 for d in differences if d < 0)
-    positive = sum(1 for d in differences if d > 0)
-    return mcnemar_exact(negative, positive)
-
-
-def paired_t_test(differences: Sequence[float]) -> float:
-    """The two-sided paired t-test's p-value: ``mean / (s / sqrt(n))`` on ``n - 1`` degrees
-    of freedom. Fewer than two differences, or all equal to zero, give 1; all equal and not
-    zero, 0."""
-    n = len(differences)
-    if n < 2:
-        return 1.0
-    mean = statistics.fmean(differences)
-    spread = statistics.stdev(differences)
-    if spread == 0.0:
-        return 1.0 if mean == 0.0 else 0.0
-    t = mean / (spread / math.sqrt(n))
-    return min(1.0, 2.0 * student_t_cdf(-abs(t), n - 1))
 
 
 def paired_permutation_test(
@@ -403,3 +355,189 @@ def _best_ratio(log_inverse_alpha: float) -> float:
         high *= 2.0
     u = _bisect(lambda u: u - math.log1p(u) - target, 0.0, high)
     return 1.0 / u
+
+
+def _wilson_bounds(estimate: float, size: float, z: float) -> tuple[float, float]:
+    """Wilson's score bounds at ``estimate`` over an effective ``size`` (any positive real)."""
+    denominator = 1.0 + z * z / size
+    centre = (estimate + z * z / (2.0 * size)) / denominator
+    half = z * math.sqrt(estimate * (1.0 - estimate) / size + z * z / (4.0 * size * size))
+    half /= denominator
+    # At 0 or 1 the bound is the estimate itself; rounding would leave it a hair inside.
+    low = 0.0 if estimate <= 0.0 else max(0.0, centre - half)
+    high = 1.0 if estimate >= 1.0 else min(1.0, centre + half)
+    return low, high
+
+
+@dataclass(frozen=True)
+class ClusteredMean:
+    """A mean of bounded values, the effective sample size its interval used, and the interval."""
+
+    estimate: float
+    effective_size: float
+    interval: Interval
+
+
+def clustered_interval(
+    values: Sequence[float],
+    confidence: float = 0.95,
+    *,
+    max_size: float = math.inf,
+    quantile: float | None = None,
+) -> ClusteredMean:
+    """The mean of ``values`` in [0, 1], drawn independently from one population, and a
+    Wilson-type interval for the population's mean (Kish 1965; Korn and Graubard 1998).
+
+    :func:`clustered_interval_from_moments` on the values' mean and population variance.
+    """
+    if any(not 0.0 <= v <= 1.0 for v in values):
+        raise ValueError("clustered_interval needs values in [0, 1]; rescale them first")
+    count = len(values)
+    mean = math.fsum(values) / count if count else 0.0
+    variance = math.fsum((v - mean) ** 2 for v in values) / count if count else 0.0
+    return clustered_interval_from_moments(
+        mean, variance, count, confidence, max_size=max_size, quantile=quantile
+    )
+
+
+def clustered_interval_from_moments(
+    mean: float,
+    population_variance: float,
+    count: int,
+    confidence: float = 0.95,
+    *,
+    max_size: float = math.inf,
+    quantile: float | None = None,
+) -> ClusteredMean:
+    """A Wilson-type interval for the mean of a population of values in [0, 1], from
+    ``count`` draws of mean ``mean`` and population variance ``population_variance``.
+
+    A value in [0, 1] of mean ``mu`` varies at most as a coin does, ``mu (1 - mu)``; the
+    *design effect* ``D`` is how much less it varies here, estimated from the values' spread
+    with one pseudo-value at 0 and one at 1 added (a small sample cannot claim its values
+    never differ: ten rows that all passed every attempt say little about rows that always
+    fail). The interval is Wilson's at the mean over ``count / D`` effective trials, at least
+    ``count`` and at most ``max_size`` (a row's pass fraction over ``k`` attempts is never
+    surer than its ``k`` attempts), with Student's t quantile on ``count - 1`` degrees of
+    freedom unless ``quantile`` is given (a confidence sequence's). Values all at 0 or 1
+    (variance ``mean (1 - mean)``) give Wilson's interval over them, exactly.
+    """
+    alpha = _alpha(confidence)
+    if count < 1:
+        return ClusteredMean(0.0, 0.0, Interval(0.0, 1.0, confidence, "no values"))
+    mean = min(1.0, max(0.0, mean))
+    if quantile is None and abs(population_variance - mean * (1.0 - mean)) <= 1e-9:
+        interval = wilson_interval(round(mean * count), count, confidence)
+        return ClusteredMean(mean, float(count), interval)
+    # The spread of the values and the two pseudo-values, from the moments.
+    padded_mean = (mean * count + 1.0) / (count + 2)
+    squares = (population_variance + mean * mean) * count + 1.0
+    padded_variance = max(0.0, squares - (count + 2) * padded_mean**2) / (count + 1)
+    effect = padded_variance / (padded_mean * (1.0 - padded_mean))
+    size = min(count / effect, max_size) if effect > 0 else max_size
+    size = max(size, float(count))
+    if quantile is None:
+        quantile = (
+            student_t_quantile(1.0 - alpha / 2.0, count - 1)
+            if count > 1
+            else normal_quantile(1.0 - alpha / 2.0)
+        )
+    low, high = _wilson_bounds(mean, size, quantile)
+    return ClusteredMean(mean, size, Interval(low, high, confidence, "wilson, clustered"))
+
+
+Table = tuple[int, int, int, int]
+"""One row's attempts in two runs: ``(passed after, attempts after, passed before,
+attempts before)``."""
+
+
+def _check_table(table: Table) -> None:
+    after, after_n, before, before_n = table
+    if not (0 <= after <= after_n and 0 <= before <= before_n):
+        raise ValueError(f"need 0 <= passed <= attempts on both sides, got {table}")
+
+
+def _hypergeometric(table: Table) -> tuple[int, list[float]]:
+    """The passes after, given the row's total passes, under no change: ``(lowest, pmf)``."""
+    after, after_n, before, before_n = table
+    total, passes = after_n + before_n, after + before
+    lowest, highest = max(0, after_n - (total - passes)), min(after_n, passes)
+    denominator = math.comb(total, after_n)
+    pmf = [
+        math.comb(passes, x) * math.comb(total - passes, after_n - x) / denominator
+        for x in range(lowest, highest + 1)
+    ]
+    return lowest, pmf
+
+
+EXACT_STRATA_LIMIT = 60
+"""At most this many informative rows: the exact conditional distribution is convolved."""
+
+
+def stratified_exact_test(tables: Sequence[Table]) -> float:
+    """The exact one-sided p-value that the runs' rows passed *less often* after (Zelen 1971).
+
+    Each row is a stratum: under no change its ``attempts after + attempts before`` are
+    exchangeable, so given the row's total passes, its passes after follow the hypergeometric
+    distribution. The p-value is ``P(S <= s)`` for ``S`` the sum over rows of those
+    independent counts and ``s`` the observed one: never 0, at most 1. With one attempt a
+    row on each side it is the one-sided exact McNemar test.
+    """
+    strata = []
+    for table in tables:
+        _check_table(table)
+        strata.append(_hypergeometric(table))
+    # Only P(S <= s) is wanted: sums past s - lowest are never read, so never kept.
+    reach = sum(table[0] for table in tables) - sum(low for low, _ in strata)
+    distribution = [1.0]
+    for _, pmf in strata:
+        if len(pmf) == 1:
+            continue
+        merged = [0.0] * min(len(distribution) + len(pmf) - 1, reach + 1)
+        for i, p in enumerate(distribution):
+            for j, q in enumerate(pmf[: len(merged) - i]):
+                merged[i + j] += p * q
+        distribution = merged
+    return min(1.0, math.fsum(distribution))
+
+
+def cmh_test(tables: Sequence[Table]) -> float:
+    """The Cochran-Mantel-Haenszel one-sided p-value that rows passed less often after.
+
+    The normal approximation of :func:`stratified_exact_test`'s distribution (Mantel and
+    Haenszel 1959): ``z = (sum(a - E a) + 1/2) / sqrt(sum Var a)`` with each row's
+    hypergeometric mean and variance and a continuity correction of one half; ``Phi(z)``.
+    No informative row (each row passed every attempt, or none, on both sides) gives 1.
+    """
+    excess = variance = 0.0
+    for table in tables:
+        _check_table(table)
+        after, after_n, before, before_n = table
+        total, passes = after_n + before_n, after + before
+        excess += after - after_n * passes / total
+        variance += after_n * before_n * passes * (total - passes) / (total * total * (total - 1))
+    if variance == 0.0:
+        return 1.0
+    return statistics.NormalDist().cdf((excess + 0.5) / math.sqrt(variance))
+
+
+def mh_risk_difference(tables: Sequence[Table]) -> tuple[float, float]:
+    """The Mantel-Haenszel risk difference (after minus before) over rows and Sato's variance.
+
+    ``RD = sum((a n0 - c n1) / N) / sum(n1 n0 / N)`` for ``a`` of ``n1`` passing after and
+    ``c`` of ``n0`` before, ``N = n0 + n1``; ``Var = (RD P + Q) / W^2`` (Sato 1989). No rows
+    give ``(0.0, 0.0)``.
+    """
+    weight = numerator = p_sum = q_sum = 0.0
+    for table in tables:
+        _check_table(table)
+        a, n1, c, n0 = table
+        total = n0 + n1
+        weight += n1 * n0 / total
+        numerator += (a * n0 - c * n1) / total
+        p_sum += (n1 * n1 * c - n0 * n0 * a + n1 * n0 * (n0 - n1) / 2.0) / (total * total)
+        q_sum += (a * (n0 - c) + c * (n1 - a)) / (2.0 * total)
+    if weight == 0.0:
+        return 0.0, 0.0
+    difference = numerator / weight
+    return difference, max(0.0, (difference * p_sum + q_sum) / (weight * weight))

@@ -164,8 +164,16 @@ def _save(
             )
 
     sample = result.sample
-    if sample is None or sample.trajectory_messages is None:
-        # None is the explicit opt-out (or an upstream conversion that already warned).
+    if sample is None:
+        return None
+    if sample.trajectory_messages is None:
+        # The explicit opt-out (or an upstream conversion that already warned): the official
+        # SDK's info line, so a log search for it finds ours too.
+        logger.info(
+            "Skipping trajectory for rollout %s: no trajectory messages "
+            "(persistence disabled or conversion failed upstream)",
+            rollout_id,
+        )
         return None
     doc = (
         build_atif(rollout_id, sample, label=label, metadata=metadata, extra_fields=extra_fields)

@@ -1,1 +1,1 @@
-"""How rollout traffic moves: in-process routes, sharded connection pools, call tracing, the result's wire form."""
+"""How rollout traffic moves: bounded connection pools, call tracing, the result's wire form."""

@@ -27,6 +27,7 @@ from osmosis_rollout.runs.gating import (
     attempts_gate,
     regression_test,
     rows_gate,
+    rule_gate,
 )
 from osmosis_rollout.runs.report_model import ReportFileError, read_report
 from pytest_osmosis.options import OsmosisSettings
@@ -131,19 +132,42 @@ def row_counts(stats: dict[str, Any], verdict: str) -> RowCounts:
 def confidence_gate(
     settings: OsmosisSettings, rows: dict[str, Any], counts: list[RowCounts]
 ) -> GateDecision:
-    """The three-way gate: on the rows' pass rate (Wilson) with one attempt a row, on the
-    attempt pass rate (per-row mean) with repeats; valid at every look with ``auto``."""
-    assert settings.gate_confidence is not None and settings.min_pass_rate is not None
-    if settings.n_auto or any(scored > 1 for _, scored in counts):
+    """The gate's decision on the task's pass rate, at ``--osmosis-gate-confidence`` (else
+    ``--osmosis-confidence``, for the interval the point gate shows):
+
+    - one attempt a row: the rows' pass rate (Wilson over rows);
+    - repeats: the attempt pass rate, the interval clustered by row (valid at every look
+      with ``auto``);
+    - repeats with a row rule given (``--osmosis-row-pass``): the rate that rule defines,
+      Wilson over the rows' verdicts.
+    """
+    assert settings.min_pass_rate is not None
+    confidence = settings.gate_confidence or settings.confidence
+    repeated = settings.n_auto or any(scored > 1 for _, scored in counts)
+    if repeated and settings.row_pass_set:
+        return rule_gate(
+            rows["passed"],
+            rows["passed"] + rows["failed"],
+            settings.min_pass_rate,
+            confidence,
+            settings.row_pass.describe(),
+            settings.n,
+        )
+    if repeated:
         return attempts_gate(
-            counts, settings.min_pass_rate, settings.gate_confidence, anytime=settings.n_auto
+            counts,
+            settings.min_pass_rate,
+            confidence,
+            anytime=settings.n_auto and settings.gate_confidence is not None,
         )
     return rows_gate(
-        rows["passed"],
-        rows["passed"] + rows["failed"],
-        settings.min_pass_rate,
-        settings.gate_confidence,
+        rows["passed"], rows["passed"] + rows["failed"], settings.min_pass_rate, confidence
     )
+
+
+def _all_errored(rows: dict[str, Any]) -> bool:
+    """Every row the run scored errored: nothing was measured, so no gate can pass."""
+    return bool(rows["total"]) and rows["passed"] == 0 and rows.get("errored", 0) >= rows["failed"]
 
 
 def apply_gates(
@@ -167,7 +191,7 @@ def apply_gates(
     override: int | None = None
     failed_rows = rows["failed"]
     incomplete = summary.get("complete") is False
-    needs_rows = baseline is not None or settings.gate_confidence is not None
+    needs_rows = baseline is not None or settings.min_pass_rate is not None
     current = _current_rows(report) if needs_rows else []
     counts = [row.counts for row in current]
     if settings.min_pass_rate is not None and incomplete:
@@ -189,50 +213,65 @@ def apply_gates(
         )
         if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             override = pytest.ExitCode.TESTS_FAILED
-    elif settings.min_pass_rate is not None and settings.gate_confidence is not None:
-        decision = confidence_gate(settings, rows, counts)
-        ok = decision.outcome == "passed" or (
-            decision.outcome == "undecided" and settings.gate_undecided == "pass"
-        )
+    elif settings.min_pass_rate is not None and _all_errored(rows):
         extra["gate"] = {
             "min_pass_rate": settings.min_pass_rate,
-            "pass_rate": rows["pass_rate"],
-            "passed": ok,
-            "confidence": settings.gate_confidence,
-            **decision.as_dict(),
+            "pass_rate": 0.0,
+            "passed": False,
+            "reason": "every row errored",
         }
-        line = decision.describe()
-        if decision.outcome == "undecided" and ok:
-            line += " (passed: --osmosis-gate-undecided pass)"
-        elif ok and failed_rows:
+        verdicts.append(
+            (
+                f"gate: every row errored ({rows['failed']} of {rows['total']}): failed "
+                "(a gate needs rows that ran to their grade)",
+                False,
+            )
+        )
+        override = pytest.ExitCode.TESTS_FAILED
+    elif settings.min_pass_rate is not None:
+        decision = confidence_gate(settings, rows, counts)
+        lines.append(f"gate judges {decision.estimand}")
+        if settings.gate_confidence is not None:
+            ok = decision.outcome == "passed" or (
+                decision.outcome == "undecided" and settings.gate_undecided == "pass"
+            )
+            line = decision.describe()
+            forgiven = decision.outcome == "undecided" and ok
+            if forgiven:
+                line += " (passed: --osmosis-gate-undecided pass)"
+        else:
+            forgiven = False
+            # The point gate: the same rate, read without its interval.
+            rate, need = decision.estimate, settings.min_pass_rate
+            ok = decision.rows > 0 and rate >= need
+            relation = ">=" if ok else "<"
+            line = f"gate: {decision.measure} {rate:.1%} {relation} {need:.1%}: " + (
+                "passed" if ok else "failed"
+            )
+        if ok and failed_rows and not forgiven:
             line += f" ({failed_rows} row(s) missed, see above)"
+        extra["gate"] = {
+            "min_pass_rate": settings.min_pass_rate,
+            # The rate the gate judged: the same number as its estimate.
+            "pass_rate": decision.estimate,
+            "passed": ok,
+            **(
+                {"confidence": settings.gate_confidence, **decision.as_dict()}
+                if settings.gate_confidence is not None
+                else {"measure": decision.measure, "estimand": decision.estimand}
+            ),
+        }
         verdicts.append((line, ok))
         override = _gate_exit(ok, testsfailed - failed_rows, exitstatus)
-    elif settings.min_pass_rate is not None:
-        rate = rows["pass_rate"]
-        ok = rows["passed"] + rows["failed"] > 0 and rate >= settings.min_pass_rate
-        extra["gate"] = {"min_pass_rate": settings.min_pass_rate, "pass_rate": rate, "passed": ok}
-        if ok:
-            verdicts.append(
-                (
-                    f"gate: pass rate {rate:.1%} >= {settings.min_pass_rate:.1%}: passed"
-                    + (f" ({failed_rows} row(s) missed, see above)" if failed_rows else ""),
-                    True,
-                )
-            )
-            # Only row misses may be forgiven: any other failure keeps the run red.
-            other_failures = testsfailed - failed_rows
-            if exitstatus == pytest.ExitCode.TESTS_FAILED and other_failures <= 0:
-                override = pytest.ExitCode.OK
-        else:
-            verdicts.append(
-                (f"gate: pass rate {rate:.1%} < {settings.min_pass_rate:.1%}: failed", False)
-            )
-            override = pytest.ExitCode.TESTS_FAILED
     if baseline is not None:
         before = load_baseline(baseline, allow_partial=settings.allow_partial_baseline)
         diff = compare(before, _as_document(current))
-        test = _regression(before, current, settings.gate_confidence or settings.confidence)
+        test = _regression(
+            before,
+            current,
+            settings.gate_confidence or settings.confidence,
+            settings.regression_margin,
+        )
         extra["baseline"] = {
             "path": settings.baseline,
             **diff,
@@ -345,7 +384,7 @@ def _as_document(current: list[_CurrentRow]) -> dict[str, Any]:
 
 
 def _regression(
-    before: dict[str, Any], current: list[_CurrentRow], confidence: float
+    before: dict[str, Any], current: list[_CurrentRow], confidence: float, margin: float
 ) -> RegressionTest:
     """The paired test over the rows both runs have."""
     earlier = {
@@ -353,4 +392,4 @@ def _regression(
         for entry in before.get("row_verdicts", [])
     }
     pairs = [(earlier[row.nodeid], row.counts) for row in current if row.nodeid in earlier]
-    return regression_test(pairs, confidence)
+    return regression_test(pairs, confidence, margin=margin)

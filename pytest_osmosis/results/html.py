@@ -426,7 +426,13 @@ def _cards(document: dict[str, Any], outcomes: Counter[str]) -> str:
         ("threshold", summary.get("pass_threshold"), ""),
         (
             "mean reward",
-            _g(_num(stats.get("mean"))) + interval_text(stats.get("mean_interval"), "{:.3g}"),
+            _g(_num(stats.get("mean")))
+            + interval_text(stats.get("mean_interval"), "{:.3g}")
+            + (
+                f" ({left} errored attempts left out)"
+                if (left := stats.get("errored_left_out"))
+                else ""
+            ),
             "",
         ),
     ]
@@ -507,7 +513,7 @@ def _banners(document: dict[str, Any]) -> str:
         rate, need = _num(gate.get("pass_rate")), _num(gate.get("min_pass_rate"))
         relation = ">=" if ok else "<"
         parts.append(
-            f'<div class="banner {"good" if ok else "bad"}">gate: pass rate '
+            f'<div class="banner {"good" if ok else "bad"}">gate: {_e(gate.get("measure", "pass rate"))} '
             f"{(rate or 0):.1%} {_e(relation)} {(need or 0):.1%}: {'passed' if ok else 'failed'}</div>"
         )
     return "".join(parts)

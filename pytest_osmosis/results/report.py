@@ -639,7 +639,12 @@ def _detail_lines(report: RunReport, summary: dict[str, Any], slowest: int) -> l
     if stats:
         lines.append(
             "reward: mean {mean}{interval}  median {median}  std {std}  min {min}  max {max}".format(
-                interval=interval_text(stats.get("mean_interval"), "{:.3g}"),
+                interval=interval_text(stats.get("mean_interval"), "{:.3g}")
+                + (
+                    f" ({left} errored attempts left out)"
+                    if (left := stats.get("errored_left_out"))
+                    else ""
+                ),
                 **{k: _fmt(stats.get(k)) for k in ("mean", "median", "std", "min", "max")},
             )
         )

@@ -104,22 +104,21 @@ def _run_round(
     (None for an attempt that failed to give one)."""
     scheduler = engine.scheduler
     futures: list[concurrent.futures.Future[AttemptResult]] = []
-    with scheduler.batch():
-        for index in chosen:
-            row = rows[index]
-            attempt = repeats.attempts[row.key]
-            repeats.attempts[row.key] = attempt + 1
-            futures.append(
-                scheduler.submit(
-                    f"{row.key}#{attempt}",
-                    functools.partial(
-                        engine.runner.run_attempt,
-                        row.row,
-                        attempt,
-                        cassette_key=row.cassette_key or row.row.key,
-                    ),
-                )
+    for index in chosen:
+        row = rows[index]
+        attempt = repeats.attempts[row.key]
+        repeats.attempts[row.key] = attempt + 1
+        futures.append(
+            scheduler.submit(
+                f"{row.key}#{attempt}",
+                functools.partial(
+                    engine.runner.run_attempt,
+                    row.row,
+                    attempt,
+                    cassette_key=row.cassette_key or row.row.key,
+                ),
             )
+        )
     started = time.monotonic()
     results: list[AttemptResult | None] = []
     for future in futures:

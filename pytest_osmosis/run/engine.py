@@ -225,8 +225,6 @@ def start_engine(
     paths = RunPaths(output)
     runner: AttemptRunner
     try:
-        # Rows run in this process answer their pooled clients' calls in-process; the loopback
-        # URL serves everything else (own clients, served rollouts, Ray actors).
         in_process = not (s.servers or s.serve or s.ray)
         show_startup_step(config, "starting the policy endpoint…")
         # Each rollout gets its own key, which opens only its own URL (the policy endpoint
@@ -234,7 +232,6 @@ def start_engine(
         policy_server = PolicyServer(
             choose_policy(config, settings),
             host=s.policy_host,
-            in_process=in_process,
             scoped_keys=True,
         )
         policy_server.start()

@@ -21,7 +21,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from pytest_osmosis.run.watchdog import LoopBlock, LoopWatchdog
@@ -133,15 +133,6 @@ class RolloutScheduler:
             self._futures[key] = future
             self._submitted[key] = time.monotonic()
         return future
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """Does nothing: each :meth:`submit` reaches the loop at once, in order.
-
-        Left only for ``run/auto_repeats.py``'s one call (a file edited on another branch);
-        the method goes when that call does.
-        """
-        yield
 
     def _hand_over(
         self, key: str | None, factory: Callable[[], Awaitable[T]], bounded: bool

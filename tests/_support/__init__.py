@@ -5,6 +5,6 @@
 - :mod:`_support.repo`: the repository's files and a fresh copy of them, as a clone has them;
 - :mod:`_support.inner_runs`: the options every pytest started inside a test runs with;
 - :mod:`_support.json_values`: a hypothesis strategy for values a JSON writer may be given;
-- :mod:`_support.venvs`: throwaway virtualenvs installed from the package index, skipped with a
-  reason where the index cannot be reached.
+- :mod:`_support.venvs`: the virtualenvs installed from the package index (built before pytest by
+  ``scripts/test.sh``), skipped with the reason where one was not built.
 """

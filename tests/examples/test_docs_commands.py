@@ -13,19 +13,30 @@ A block that cannot run offline says so, and why, on the line above its fence::
 and :func:`test_the_skipped_blocks_are_listed_with_their_reason` prints that list. A block
 of code a page shows as a file (``<!-- docs-test: file tests/test_x.py -->``) is written
 there, in the workspace of every shell block of the same page, so the page's command that
-runs it runs it as written. An
+runs it runs it as written. A block that calls a model on an OpenAI-compatible server names
+the server's URL and key on the line above its fence::
+
+    <!-- docs-test: model-server http://127.0.0.1:8000/v1 sk-local -->
+
+and runs against a stand-in served on loopback: an OpenAI-compatible chat-completions
+endpoint (our ``PolicyServer``) answering with the workspace's reference policy, its URL put
+where the block names the server's. A command may start with ``NAME=value`` assignments,
+set in its environment. An
 untagged block holding a command fails :func:`test_every_command_block_is_tagged`: tag it
 ``bash`` (it runs) or ``text`` (it is output), so no command escapes this test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +74,14 @@ class Block:
         """Where the page means this block to be saved (a ``file`` annotation)."""
         if self.annotation and self.annotation.startswith("file "):
             return self.annotation.removeprefix("file ").strip()
+        return None
+
+    @property
+    def model_server(self) -> tuple[str, str] | None:
+        """The URL and key of the model server the block calls (a ``model-server`` annotation)."""
+        if self.annotation and self.annotation.startswith("model-server "):
+            url, key = self.annotation.removeprefix("model-server ").split()
+            return url, key
         return None
 
     @property
@@ -134,6 +153,50 @@ def _commands(body: str) -> list[list[str]]:
     return [c for c in commands if c]
 
 
+def _assignments(words: list[str]) -> tuple[dict[str, str], list[str]]:
+    """A command's leading ``NAME=value`` words (its environment), and the rest."""
+    env: dict[str, str] = {}
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+        name, _, value = words[0].partition("=")
+        env[name] = value
+        words = words[1:]
+    return env, words
+
+
+@contextlib.contextmanager
+def _model_server(workspace: Path, key: str) -> Iterator[str]:
+    """An OpenAI-compatible endpoint answering with the workspace's reference policy; yields
+    its base URL (``POST {base}/chat/completions``)."""
+    from osmosis_rollout.controller import PolicyServer
+    from osmosis_rollout.workspace.user_code import load_object
+
+    policy = load_object("rollouts/multiply/policy.py:policy", base_dir=workspace)
+    with PolicyServer(policy, api_key=key) as server:
+        yield server.rollout_url("docs")
+
+
+def _run_commands(block: Block, body: str, cwd: Path, env: dict[str, str]) -> None:
+    for words in _commands(body):
+        if words[0] == "cd":
+            cwd = (cwd / words[1]).resolve()
+            assert cwd.is_dir(), f"{block.name}: cd {words[1]}: no such folder"
+            continue
+        assigned, words = _assignments(words)
+        ran = subprocess.run(
+            _argv(words),
+            cwd=cwd,
+            env={**env, **assigned},
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_SEC,
+            check=False,
+        )
+        assert ran.returncode == 0, (
+            f"{block.name}: `{shlex.join(words)}` exited {ran.returncode}\n"
+            f"{ran.stdout[-3000:]}\n{ran.stderr[-2000:]}"
+        )
+
+
 def _argv(words: list[str]) -> list[str]:
     program, *args = words
     if program == "pytest":
@@ -152,24 +215,13 @@ def _argv(words: list[str]) -> list[str]:
 def test_every_shell_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     cwd = _workspace(tmp_path, block.path)
     env = {**os.environ, "PYTEST_ADDOPTS": INNER_RUN_ADDOPTS}
-    for words in _commands(block.body):
-        if words[0] == "cd":
-            cwd = (cwd / words[1]).resolve()
-            assert cwd.is_dir(), f"{block.name}: cd {words[1]}: no such folder"
-            continue
-        ran = subprocess.run(
-            _argv(words),
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=COMMAND_TIMEOUT_SEC,
-            check=False,
-        )
-        assert ran.returncode == 0, (
-            f"{block.name}: `{shlex.join(words)}` exited {ran.returncode}\n"
-            f"{ran.stdout[-3000:]}\n{ran.stderr[-2000:]}"
-        )
+    if block.model_server is None:
+        _run_commands(block, block.body, cwd, env)
+        return
+    url, key = block.model_server
+    assert url in block.body, f"{block.name}: the block never names {url}"
+    with _model_server(cwd, key) as served:
+        _run_commands(block, block.body.replace(url, served), cwd, env)
 
 
 def test_every_command_block_is_tagged() -> None:
@@ -187,3 +239,63 @@ def test_the_skipped_blocks_are_listed_with_their_reason(
         print(f"\ndocs blocks run: {len(RUN)}; skipped:")
         for name, reason in skipped:
             print(f"  {name}: {reason}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The CI examples (docs/ci/): valid YAML of their system's shape, and the commands they run
+# run in the workspace they describe (pip's requirement is checked, not installed: offline).
+
+CI_EXAMPLES = sorted((ROOT / "docs" / "ci").glob("*.yml"))
+BASELINE_COMMAND = "pytest --osmosis-report eval-baseline/report.json"
+"""How a workspace keeps its baseline (README, "Compare with a baseline"); run first."""
+
+
+def _ci_commands(path: Path) -> list[str]:
+    yaml = pytest.importorskip("yaml")
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(document, dict), f"{path.name}: not a YAML mapping"
+    if "jobs" in document:  # GitHub Actions (YAML 1.1 reads the key `on` as True)
+        assert document.get("on", document.get(True)), f"{path.name}: no `on:` trigger"
+        steps = [step for job in document["jobs"].values() for step in job["steps"]]
+        assert all(("run" in step) != ("uses" in step) for step in steps), steps
+        return [step["run"] for step in steps if "run" in step]
+    jobs = [job for name, job in document.items() if isinstance(job, dict) and "script" in job]
+    assert jobs, f"{path.name}: no GitLab CI job (a mapping with `script:`)"
+    return [line for job in jobs for line in job["script"]]
+
+
+def _check_pip_install(path: Path, words: list[str]) -> None:
+    from packaging.requirements import Requirement
+
+    assert words[:2] == ["pip", "install"] and len(words) == 3, words
+    requirement = Requirement(words[2])
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert requirement.name == project["name"], requirement
+    assert requirement.extras <= set(project["optional-dependencies"]), requirement.extras
+    assert requirement.url == f"git+{project['urls']['Source']}", requirement.url
+
+
+@pytest.mark.parametrize("path", CI_EXAMPLES, ids=[p.name for p in CI_EXAMPLES])
+def test_a_ci_example_is_valid_and_its_commands_run_in_the_workspace(
+    path: Path, tmp_path: Path
+) -> None:
+    commands = _ci_commands(path)
+    assert [c for c in commands if c.startswith("pytest ")], f"{path.name} runs no pytest"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert BASELINE_COMMAND in readme, "the README no longer says how to keep a baseline"
+    cwd = _workspace(tmp_path, path)
+    env = {**os.environ, "PYTEST_ADDOPTS": INNER_RUN_ADDOPTS}
+    block = Block(path, 1, "bash", "", None)
+    _run_commands(block, BASELINE_COMMAND, cwd, env)
+    for command in commands:
+        (words,) = _commands(command)
+        if words[0] == "pip":
+            _check_pip_install(path, words)
+        else:
+            _run_commands(block, command, cwd, env)
+    for written in ("report.json", "report.html", "junit.xml"):
+        assert (cwd / ".osmosis" / "ci" / written).is_file(), written
+
+
+def test_every_ci_example_is_tested() -> None:
+    assert {p.name for p in CI_EXAMPLES} >= {"github-actions.yml", "gitlab-ci.yml"}

@@ -1,4 +1,4 @@
-"""The rollout endpoint client's transport spreads calls in flight over bounded pools.
+"""The rollout clients' transport spreads calls in flight over bounded pools.
 
 A real uvicorn server on loopback holds each streamed reply open until released, so the
 calls are in flight together; the server records each request's client port (its
@@ -15,7 +15,7 @@ import httpx
 import pytest
 from integrations.support import serve_rollout_app
 
-from osmosis_rollout.transport.sharded import ShardedTransport
+from osmosis_rollout.transport.connection_pools import pool_sizes, pooled_transport
 
 
 class HeldReplies:
@@ -42,7 +42,16 @@ class HeldReplies:
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
 
-def _client(transport: ShardedTransport) -> httpx.AsyncClient:
+def _transport() -> Any:
+    """What the rollout clients use: pools of 16 connections, 32 in all."""
+
+    def pool(size: int) -> httpx.AsyncHTTPTransport:
+        return httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=size))
+
+    return pooled_transport(httpx, pool, pool_sizes(32))
+
+
+def _client(transport: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=transport, timeout=10)
 
 
@@ -50,7 +59,7 @@ async def test_calls_beyond_a_pools_share_go_to_another_pool_and_a_closed_reply_
     None
 ):
     app = HeldReplies()
-    transport = ShardedTransport(httpx.AsyncHTTPTransport, per_pool=16)
+    transport = _transport()
     async with serve_rollout_app(app) as url, _client(transport) as client:
         async with contextlib.AsyncExitStack() as stack:
             replies = [
@@ -71,7 +80,7 @@ async def test_calls_beyond_a_pools_share_go_to_another_pool_and_a_closed_reply_
 
 
 async def test_a_call_that_fails_gives_its_place_back() -> None:
-    transport = ShardedTransport(httpx.AsyncHTTPTransport, per_pool=16)
+    transport = _transport()
     async with _client(transport) as client:
         with pytest.raises(httpx.ConnectError):
             await client.post("http://127.0.0.1:9/v1/chat")

@@ -1,6 +1,6 @@
 """The rollout endpoint client sends what LiteLLM sends, byte for byte, and yields the same items.
 
-A raw ASGI chat endpoint on loopback records every request (path and body bytes). The same
+A raw ASGI chat endpoint on loopback records every request (path, headers and body bytes). The same
 OpenAI Agents multiply rollout runs once through LiteLLM (the SDK's ``LitellmModel`` request
 path) and once through our model (the lean endpoint client); requests and session items
 must be identical, streamed (one chunk and 64 chunks per reply) and plain, non-ASCII text
@@ -148,7 +148,7 @@ async def run_once(
     prompt: str,
     app: RecordingModel | None = None,
     **settings: Any,
-) -> tuple[list[tuple[str, bytes]], list[Any]]:
+) -> tuple[list[tuple[str, dict[str, str], bytes]], list[Any]]:
     app = app or RecordingModel(chunks=chunks)
     async with serve_rollout_app(app) as url:
         ctx = RolloutContext(
@@ -164,7 +164,14 @@ async def run_once(
                 tools=[multiply],
             )
             await Runner.run(agent, [{"role": "user", "content": prompt}], session=session)
-    return [(path, body) for path, _, body in app.requests], list(session.items)
+    return [(path, _without_host(headers), body) for path, headers, body in app.requests], list(
+        session.items
+    )
+
+
+def _without_host(headers: dict[str, str]) -> dict[str, str]:
+    """A request's headers minus ``host`` (each run serves on its own port)."""
+    return {name: value for name, value in headers.items() if name != "host"}
 
 
 @pytest.mark.parametrize(
@@ -179,7 +186,7 @@ async def test_the_lean_client_sends_litellms_bytes_and_yields_its_items(
     assert len(reference[0]) == 2
     assert lean[0] == reference[0]
     assert lean[1] == reference[1]
-    assert b'"stream":true' in lean[0][0][1] if stream else b'"stream"' not in lean[0][0][1]
+    assert b'"stream":true' in lean[0][0][2] if stream else b'"stream"' not in lean[0][0][2]
 
 
 async def test_a_setting_outside_the_lean_set_goes_through_litellm_unchanged() -> None:
@@ -189,20 +196,47 @@ async def test_a_setting_outside_the_lean_set_goes_through_litellm_unchanged() -
     lean = await run_once(
         OsmosisLitellmModel, stream=True, chunks=1, prompt="What is 6 times 7?", top_p=0.5
     )
-    assert b'"top_p":0.5' in reference[0][0][1]
+    assert b'"top_p":0.5' in reference[0][0][2]
     assert lean == reference
 
 
-@pytest.mark.parametrize("switch", ["", "1"], ids=["shortcuts-on", "shortcuts-off"])
-async def test_the_shortcuts_switch_sends_the_model_calls_through_litellm(
-    switch: str, monkeypatch: pytest.MonkeyPatch
+def _log_call(*_: Any, **__: Any) -> None:
+    """A user's LiteLLM success callback (a plain function, as LiteLLM accepts)."""
+
+
+@pytest.mark.parametrize(
+    ("switch", "litellm_global", "through_litellm"),
+    [
+        ("", None, False),
+        ("1", None, True),
+        ("", ("num_retries", 2), True),
+        ("", ("success_callback", [_log_call]), True),
+    ],
+    ids=["shortcuts-on", "shortcuts-off", "global-num-retries", "global-callback"],
+)
+async def test_calls_go_through_litellm_when_switched_off_or_when_its_globals_are_set(
+    switch: str,
+    litellm_global: tuple[str, Any] | None,
+    through_litellm: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    import litellm
+
     monkeypatch.setenv("OSMOSIS_NO_SHORTCUTS", switch)
+    if litellm_global is not None:
+        monkeypatch.setattr(litellm, *litellm_global)
+    calls = []
+    real = litellm.acompletion
+
+    async def counted(**kwargs: Any) -> Any:
+        calls.append(kwargs["model"])
+        return await real(**kwargs)
+
+    monkeypatch.setattr(litellm, "acompletion", counted)
     app = RecordingModel()
     await run_once(OsmosisLitellmModel, stream=False, chunks=1, prompt="6 times 7?", app=app)
-    # LiteLLM sends through the OpenAI SDK, which names itself in x-stainless-* headers.
-    through_litellm = ["x-stainless-lang" in headers for _, headers, _ in app.requests]
-    assert through_litellm == [switch == "1"] * 2
+    assert len(app.requests) == 2
+    assert len(calls) == (2 if through_litellm else 0)
 
 
 def test_only_rollout_model_calls_take_the_lean_path() -> None:
@@ -248,7 +282,7 @@ def _without_timings(messages: list[Any]) -> list[Any]:
 
 async def run_strands_once(
     *, lean: bool, stream: bool, chunks: int, prompt: str, app: RecordingModel | None = None
-) -> tuple[list[tuple[str, bytes]], list[Any]]:
+) -> tuple[list[tuple[str, dict[str, str], bytes]], list[Any]]:
     from strands import Agent as StrandsAgent
     from strands.models.litellm import LiteLLMModel
 
@@ -291,7 +325,7 @@ async def run_strands_once(
                     callback_handler=None,
                 )
             await agent.invoke_async(prompt)
-    requests = [(path, body) for path, _, body in app.requests]
+    requests = [(path, _without_host(headers), body) for path, headers, body in app.requests]
     return requests, _without_timings(list(agent.messages))
 
 

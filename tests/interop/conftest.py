@@ -1,6 +1,6 @@
 """Fixtures for the wire-compatibility tests (helpers live in ``interop_support``).
 
-``official_python`` (session) skips when the official SDK venv cannot be had; ``policy_server``,
+``official_python`` (session) skips when the official SDK venv was not built; ``policy_server``,
 ``ours_server`` and ``official_server`` (module) are loopback processes stopped at teardown.
 """
 
@@ -15,11 +15,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from _support.venvs import OFFICIAL_SDK
 from interop_support import (
-    OFFICIAL_VERSION,
-    OfficialSdkUnavailable,
     ServerProcess,
-    ensure_official_venv,
     multiply_policy,
     start_official_server,
     start_our_server,
@@ -28,11 +26,9 @@ from interop_support import (
 
 @pytest.fixture(scope="session")
 def official_python() -> Path:
-    """Python of the official ``osmosis-ai`` 0.3.8 venv; skips the test when unavailable."""
-    try:
-        return ensure_official_venv()
-    except OfficialSdkUnavailable as exc:
-        pytest.skip(f"official osmosis-ai {OFFICIAL_VERSION} unavailable: {exc}")
+    """Python of the official ``osmosis-ai`` 0.3.8 venv, built before pytest by
+    ``scripts/test.sh``; skips the test, with the reason, when it is not there."""
+    return OFFICIAL_SDK.require()
 
 
 @pytest.fixture(scope="module")

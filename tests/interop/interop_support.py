@@ -2,12 +2,8 @@
 
 - ``ensure_official_venv()``: the Python of a 3.12 virtualenv with
   ``osmosis-ai[server,openai-agents,strands]==0.3.8`` (the integrations are compared too),
-  built once and cached at ``~/.cache/pytest-osmosis/interop-venv-0.3.8`` (``$XDG_CACHE_HOME``
-  is honoured). An ``fcntl`` lock keeps concurrent builders (pytest-xdist workers, parallel
-  runs) apart: the loser waits, then reuses. A cached venv is reused when its Python imports
-  the official rollout client and server and finds the integrations' frameworks; otherwise it is
-  rebuilt. With no Python >= 3.12, or
-  when pip cannot install (no network), it raises ``OfficialSdkUnavailable`` (tests SKIP).
+  built before pytest by ``scripts/test.sh`` (``_support.venvs.OFFICIAL_SDK``); without it,
+  ``OfficialSdkUnavailable`` says why (tests SKIP).
 - ``start_our_server`` / ``start_official_server``: the same official-style entrypoint
   (``scripts/rollout_main.py``) served by ``osmosis-rollout serve`` from our ``.venv`` (imports
   migrated to ``osmosis_rollout``) and by ``python main.py`` in the official venv, each on a
@@ -19,38 +15,21 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from _support.net import ServerNotHealthy, free_port, wait_until_healthy
 from _support.repo import REPO
-from _support.venvs import PYTHON312_ENV, find_python312
+from _support.venvs import OFFICIAL_SDK, VenvUnavailable
 
-OFFICIAL_VERSION = "0.3.8"
-OFFICIAL_REQUIREMENT = f"osmosis-ai[server,openai-agents,strands]=={OFFICIAL_VERSION}"
-VENV_NAME = f"interop-venv-{OFFICIAL_VERSION}"
 SCRIPTS = Path(__file__).parent / "scripts"
-
-PYTHON_ENV = PYTHON312_ENV
-"""Set to a Python >= 3.12 interpreter to build the official venv with (else it is searched)."""
-
-VENV_CREATE_TIMEOUT_SEC = 120
-PIP_INSTALL_TIMEOUT_SEC = 600
-IMPORT_CHECK_TIMEOUT_SEC = 60
-LOCK_WAIT_SEC = 900
-FAILURE_MEMORY_SEC = 600
-"""A failed build is remembered this long, so xdist workers and reruns skip at once."""
 
 SERVER_START_TIMEOUT_SEC = 30
 SERVER_STOP_TIMEOUT_SEC = 10
@@ -61,43 +40,7 @@ LEASE_SEC = 4.0
 """Both servers' polling lease (120 s in production): short enough to test expiry quickly,
 eight result waits long so a client that polls keeps its rollout alive."""
 
-# The frameworks are only found, not imported: importing LiteLLM costs seconds per check.
-_CHECK_IMPORTS = (
-    "import importlib.util, osmosis_ai.rollout, osmosis_ai.rollout.client, "
-    "osmosis_ai.rollout.server.app, fastapi, uvicorn, httpx\n"
-    "assert all(importlib.util.find_spec(m) for m in ('agents', 'strands', 'litellm'))"
-)
-
-
-class OfficialSdkUnavailable(Exception):
-    """The official SDK's virtualenv cannot be had here; the reason becomes the skip message."""
-
-
-def cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/pytest-osmosis`` or ``~/.cache/pytest-osmosis``."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pytest-osmosis"
-
-
-def _venv_python(venv: Path) -> Path:
-    return venv / "bin" / "python"
-
-
-def _venv_works(venv: Path) -> bool:
-    python = _venv_python(venv)
-    if not python.exists():
-        return False
-    try:
-        return (
-            subprocess.run(
-                [str(python), "-c", _CHECK_IMPORTS],
-                capture_output=True,
-                timeout=IMPORT_CHECK_TIMEOUT_SEC,
-            ).returncode
-            == 0
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
+OfficialSdkUnavailable = VenvUnavailable
 
 
 def _tail(text: str | bytes | None, lines: int = 15) -> str:
@@ -106,105 +49,10 @@ def _tail(text: str | bytes | None, lines: int = 15) -> str:
     return "\n".join((text or "").strip().splitlines()[-lines:])
 
 
-def _build(venv: Path, python: str) -> None:
-    """Create ``venv`` from ``python`` and pip-install the official SDK; raises on failure."""
-    shutil.rmtree(venv, ignore_errors=True)
-    try:
-        subprocess.run(
-            [python, "-m", "venv", str(venv)],
-            capture_output=True,
-            timeout=VENV_CREATE_TIMEOUT_SEC,
-            check=True,
-        )
-    except subprocess.CalledProcessError as exc:
-        raise OfficialSdkUnavailable(
-            f"`{python} -m venv {venv}` failed: {_tail(exc.stderr)}"
-        ) from exc
-    except subprocess.TimeoutExpired as exc:
-        raise OfficialSdkUnavailable(
-            f"`{python} -m venv` took over {VENV_CREATE_TIMEOUT_SEC}s"
-        ) from exc
-    command = [
-        str(_venv_python(venv)),
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--retries",
-        "1",
-        "--timeout",
-        "30",
-        OFFICIAL_REQUIREMENT,
-    ]
-    try:
-        subprocess.run(command, capture_output=True, timeout=PIP_INSTALL_TIMEOUT_SEC, check=True)
-    except subprocess.CalledProcessError as exc:
-        raise OfficialSdkUnavailable(
-            f"pip could not install {OFFICIAL_REQUIREMENT} (no network?): {_tail(exc.stderr, 2)}"
-        ) from exc
-    except subprocess.TimeoutExpired as exc:
-        raise OfficialSdkUnavailable(
-            f"pip install {OFFICIAL_REQUIREMENT} took over {PIP_INSTALL_TIMEOUT_SEC}s"
-        ) from exc
-    if not _venv_works(venv):
-        raise OfficialSdkUnavailable(
-            f"{venv} was built but its Python cannot import the official rollout server"
-        )
-
-
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_path``, waiting at most ``LOCK_WAIT_SEC``."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as handle:
-        deadline = time.monotonic() + LOCK_WAIT_SEC
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise OfficialSdkUnavailable(
-                        f"waited {LOCK_WAIT_SEC}s for another build of the official venv "
-                        f"(lock {lock_path})"
-                    ) from None
-                time.sleep(0.5)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def ensure_official_venv() -> Path:
-    """The official SDK venv's Python, building the venv if needed (see module docstring)."""
-    root = cache_dir()
-    venv = root / VENV_NAME
-    failure = root / f"{VENV_NAME}.failed"
-    if _venv_works(venv):
-        return _venv_python(venv)
-    with _exclusive(root / f"{VENV_NAME}.lock"):
-        if _venv_works(venv):  # another worker built it while we waited
-            return _venv_python(venv)
-        if failure.exists() and time.time() - failure.stat().st_mtime < FAILURE_MEMORY_SEC:
-            raise OfficialSdkUnavailable(
-                f"{failure.read_text(encoding='utf-8')} "
-                f"(remembered from a recent attempt; delete {failure} to retry now)"
-            )
-        python = find_python312()
-        if python is None:
-            raise OfficialSdkUnavailable(
-                f"osmosis-ai {OFFICIAL_VERSION} needs Python >= 3.12 and none was found "
-                f"(set {PYTHON_ENV} to one)"
-            )
-        try:
-            _build(venv, python)
-        except OfficialSdkUnavailable as exc:
-            shutil.rmtree(venv, ignore_errors=True)
-            failure.write_text(str(exc), encoding="utf-8")
-            raise
-        failure.unlink(missing_ok=True)
-        return _venv_python(venv)
+    """The official SDK venv's Python (built by ``scripts/test.sh`` before pytest, never here);
+    raises :class:`OfficialSdkUnavailable` with the reason when it is not there."""
+    return OFFICIAL_SDK.ready()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,7 +197,7 @@ def start_official_server(
 
 OUR_HEALTH_EXTRAS = ("admission", "connections")
 """The keys our ``/health`` adds to the official body (the adaptive limit and the open
-connections, README "Serving"): left out where bodies are compared."""
+connections, docs/serving.md): left out where bodies are compared."""
 
 
 def start_our_server(workdir: Path, *, api_key: str | None = None) -> ServerProcess:

@@ -1,15 +1,15 @@
 """The distribution as a user gets it: ``pip install .`` in a fresh venv and the wheel's contents.
 
 Both are built from a fresh copy of the repository's tracked files, so nothing a developer
-left in the tree (``build/``, ``*.egg-info``) decides the result. Needs the package index (the
-build requires setuptools >= 77); skipped with the reason where it cannot be reached.
+left in the tree (``build/``, ``*.egg-info``) decides the result, before pytest by
+``scripts/test.sh`` (``_support.venvs.DISTRIBUTION``, kept while the files are unchanged); the
+tests read what pip printed. Skipped, with the reason, when the index could not be reached.
 """
 
 from __future__ import annotations
 
 import email.parser
 import re
-import sys
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -18,14 +18,12 @@ from pathlib import Path
 
 import pytest
 import trove_classifiers
-from _support.repo import REPO, fresh_copy
-from _support.venvs import Finished, create_venv, pip_install, require_package_index, run
+from _support.repo import REPO
+from _support.venvs import DISTRIBUTION, Finished, installed_output, run
 
 import osmosis_rollout
 
 pytestmark = pytest.mark.pip_index
-
-BUILD_TIMEOUT = 900
 
 #: Any of these in pip's output is a packaging warning the project must not cause.
 WARNING_PATTERN = re.compile(r"deprecat|BuildBackendWarning|SetuptoolsWarning", re.IGNORECASE)
@@ -41,21 +39,16 @@ class Built:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    require_package_index()
-    root = tmp_path_factory.mktemp("distribution")
-    source = fresh_copy(root / "source")
-    python = create_venv(root / "venv")
-    install = pip_install(python, ".", cwd=source)
-    assert install.returncode == 0, install.explain()
-    wheels = root / "wheels"
-    wheel_build = run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(wheels), "."],
-        cwd=source,
-        timeout=BUILD_TIMEOUT,
-    )
-    assert wheel_build.returncode == 0, wheel_build.explain()
-    (wheel,) = wheels.glob("pytest_osmosis-*.whl")
+def built() -> Built:
+    folder = DISTRIBUTION.folder()
+    # pip ran (the index was reachable) and failed: the project does not install, a failure.
+    for step in ("install", "wheel"):
+        done = installed_output(folder, step)
+        assert done is None or done.returncode == 0, done.explain()
+    python = DISTRIBUTION.require()
+    install = installed_output(folder, "install")
+    assert install is not None
+    (wheel,) = (folder / "wheels").glob("pytest_osmosis-*.whl")
     return Built(install, python, wheel)
 
 
@@ -67,13 +60,11 @@ def wheel_metadata(wheel: Path) -> Message:
     return email.parser.Parser().parsestr(text)
 
 
-@pytest.mark.timeout(BUILD_TIMEOUT * 2)
 def test_pip_install_in_a_fresh_venv_prints_no_packaging_warning(built: Built) -> None:
     warnings = [line for line in built.install.output.splitlines() if WARNING_PATTERN.search(line)]
     assert warnings == [], built.install.explain()
 
 
-@pytest.mark.timeout(BUILD_TIMEOUT * 2)
 def test_the_installed_packages_import_and_report_the_version(built: Built) -> None:
     probe = run(
         [
@@ -90,7 +81,6 @@ def test_the_installed_packages_import_and_report_the_version(built: Built) -> N
     assert (built.python.parent / "osmosis-rollout").is_file()
 
 
-@pytest.mark.timeout(BUILD_TIMEOUT * 2)
 def test_the_wheel_carries_the_license_file_and_pep_639_metadata(built: Built) -> None:
     version = osmosis_rollout.__version__
     dist_info = f"pytest_osmosis-{version}.dist-info"

@@ -7,32 +7,24 @@ litellm]`` in a single ``pip install``. A set of requirements that resolves has 
 resolve too, so this also shows ``pip install "osmosis-ai[openai-agents]==0.3.8"
 ".[openai-agents]"`` and the Strands and LiteLLM pairs resolve (``rubric`` is the official
 extra that asks for LiteLLM alone). Nothing is pinned: this is what a user gets from the index
-today. Skipped, with the reason, without a Python >= 3.12 or without the index. The
-environment takes about a minute to build: it is built once, and the suite runs with
-``--dist loadfile`` so that this file's tests share one xdist worker.
+today (as of the venv's build: it is rebuilt when ``pyproject.toml`` changes). The environment
+is built before pytest by ``scripts/test.sh`` (``_support.venvs.SIDE_BY_SIDE``), and the code
+imported is the checkout's (``PYTHONPATH``), so a cached venv never tests old code. Skipped,
+with the reason, when it could not be built (no Python >= 3.12, no index).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from _support.repo import fresh_copy
-from _support.venvs import (
-    PIP_TIMEOUT,
-    create_venv,
-    find_python312,
-    pip_install,
-    require_package_index,
-    run,
-)
+from _support.repo import REPO
+from _support.venvs import SIDE_BY_SIDE, run
 
 pytestmark = pytest.mark.pip_index
-
-OFFICIAL = "osmosis-ai[openai-agents,strands,rubric]==0.3.8"
-OURS_EXTRAS = "openai-agents,strands,litellm"
 
 #: Per framework: the statements that load it through each SDK in the shared environment.
 IMPORTS = {
@@ -60,16 +52,8 @@ class Shared:
 
 
 @pytest.fixture(scope="session")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Shared:
-    python312 = find_python312()
-    if python312 is None:
-        pytest.skip("osmosis-ai 0.3.8 needs Python >= 3.12 and none was found")
-    require_package_index()
-    root = tmp_path_factory.mktemp("side-by-side")
-    source = fresh_copy(root / "source")
-    python = create_venv(root / "venv", python312)
-    installed = pip_install(python, OFFICIAL, f"{source}[{OURS_EXTRAS}]")
-    assert installed.returncode == 0, installed.explain()
+def shared() -> Shared:
+    python = SIDE_BY_SIDE.require()
     probe = run(
         [
             str(python),
@@ -83,7 +67,6 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Shared:
     return Shared(python, json.loads(probe.stdout))
 
 
-@pytest.mark.timeout(PIP_TIMEOUT + 300)
 @pytest.mark.parametrize("framework", sorted(IMPORTS))
 def test_both_sdks_install_side_by_side_and_import_their_integration(
     shared: Shared, framework: str
@@ -94,6 +77,7 @@ def test_both_sdks_install_side_by_side_and_import_their_integration(
     imported = run(
         [str(shared.python), "-c", f"import os; {setup}; {official}; {ours}"],
         timeout=180,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert imported.returncode == 0, (
         f"{framework} {shared.versions[framework]} is shared by both SDKs\n" + imported.explain()

@@ -56,7 +56,7 @@ def test_rates_are_shown_with_their_intervals_in_the_summary_report_and_html(
     assert interval["low"] == pytest.approx(low / 100, abs=0.001)
     assert set(summary["pass_rate_interval"]) == {"low", "high", "confidence", "method"}
     assert summary["pass_rate_interval"]["low"] <= summary["pass_rate"]
-    assert summary["reward_stats"]["mean_interval"]["method"] == "t"
+    assert summary["reward_stats"]["mean_interval"]["method"] == "wilson, t quantile"
     html = (root / "r.html").read_text()
     assert f"{rate:.1f}% [{low:.1f}%, {high:.1f}%] (95%)" in html
 
@@ -183,6 +183,8 @@ def test_an_unchanged_flaky_policy_is_not_a_regression(
         "confidence",
         "method",
         "change",
+        "margin",
+        "alternative",
     }
     assert test["significant"] is False and test["method"] == "exact McNemar"
     assert f"rows worse, {test['better']} better" in line
@@ -223,5 +225,5 @@ def test_repeats_compare_each_rows_pass_fraction_with_the_baseline(
     monkeypatch.setenv("FLAKY_SEED", "2")
     _run(pytester, "--osmosis-n=3", "--osmosis-baseline=base.json", "--osmosis-report=now.json")
     test = json.loads((root / "now.json").read_text())["baseline"]["test"]
-    assert test["method"] == "sign test on per-row pass fractions"
+    assert test["method"] == "exact test stratified by row"
     assert test["confidence"] == 0.95

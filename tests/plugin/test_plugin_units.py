@@ -300,7 +300,13 @@ def test_the_pass_rate_gate_forgives_row_misses_above_it(tmp_path: Path) -> None
         exitstatus=pytest.ExitCode.TESTS_FAILED,
     )
     assert gates.exit_override == pytest.ExitCode.OK
-    assert gates.extra["gate"] == {"min_pass_rate": 0.75, "pass_rate": 0.75, "passed": True}
+    assert gates.extra["gate"] == {
+        "min_pass_rate": 0.75,
+        "pass_rate": 0.75,
+        "passed": True,
+        "measure": "pass rate",
+        "estimand": "the pass rate on the task the 4 rows are drawn from (wilson at 95%)",
+    }
     assert gates.verdicts == [
         ("gate: pass rate 75.0% >= 75.0%: passed (1 row(s) missed, see above)", True)
     ]

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy
-from osmosis_rollout.policy.connection_pools import pool_sizes
 from osmosis_rollout.policy.openai_compatible import openai_route
+from osmosis_rollout.transport.connection_pools import pool_sizes
 
 KEY = "sk-stub-0123456789abcdef"
 

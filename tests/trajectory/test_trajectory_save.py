@@ -53,10 +53,14 @@ def test_save_without_sample_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "r1").exists()
 
 
-def test_save_skips_sample_without_trajectory_messages(tmp_path: Path) -> None:
+def test_save_skips_sample_without_trajectory_messages_and_says_so_as_the_official(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     s = RolloutSample(messages=CHAT, trajectory_messages=None)
-    assert write_trajectory(tmp_path, "r1", result(s)) is None
+    with caplog.at_level(logging.INFO, logger="osmosis_rollout.trajectory.save"):
+        assert write_trajectory(tmp_path, "r1", result(s)) is None
     assert not (tmp_path / "r1" / "trajectory.json").exists()
+    assert "Skipping trajectory for rollout r1: no trajectory messages" in caplog.text
 
 
 def test_save_writes_a_placeholder_document_for_an_empty_conversation(tmp_path: Path) -> None:

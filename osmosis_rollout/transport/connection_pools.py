@@ -3,10 +3,12 @@
 An httpx connection pool scans every one of its connections whenever a request starts or a
 response closes (each idle one with a readability poll): with 256 calls in flight on one
 pool that scan was over half of the policy's CPU per model call. :func:`pooled_transport`
-splits a client's connections over pools of :data:`REQUESTS_PER_POOL`. It is built for the
-HTTP library the installed ``openai`` SDK uses (``httpx``, or ``httpx2`` from openai 3), so
-it can sit under an ``AsyncOpenAI`` client; :mod:`osmosis_rollout.transport.sharded` does
-the same for the rollout clients' own httpx client.
+splits a client's connections over pools of :data:`REQUESTS_PER_POOL`, opened as the calls
+in flight need them. It is built for a given HTTP library (``httpx``, or ``httpx2``, which
+the ``openai`` SDK uses from release 3), so the one transport serves every client that
+makes many calls at once: the policy's ``AsyncOpenAI`` client
+(:mod:`osmosis_rollout.policy.openai_compatible`), the integrations' endpoint client
+(:mod:`osmosis_rollout.integrations._endpoint`) and ``RolloutChatClient``'s httpx client.
 """
 
 from __future__ import annotations
