@@ -350,6 +350,11 @@ class ReportGate(_Open):
         default=None, description="what was judged: 'pass rate' (rows) or 'attempt pass rate'"
     )
     estimate: float | None = Field(default=None, description="the judged rate")
+    estimand: str | None = Field(
+        default=None,
+        description="what the gate's confidence is about, in words: the rate on the task the "
+        "rows are drawn from, and how it was judged",
+    )
     interval: ReportInterval | None = Field(
         default=None, description="the interval the decision was read from"
     )
