@@ -11,8 +11,14 @@ Medians of ``--repeats`` runs, interleaved.
 with ``--plain``, beside a plain parametrized test of the same number of items (pytest's
 own per-item cost, the floor any plugin that makes one item per row sits on).
 
+``--end 10000`` runs that many rows with ``--osmosis-html`` and ``--osmosis-baseline`` (the
+baseline an earlier run of the same rows, not measured) beside a run with neither: peak RSS,
+wall, and how many times the run opened its journal to read it (an audit hook in the
+workspace's conftest counts them; issue 33: once).
+
     .venv/bin/python bench/bench_memory.py [--small 200] [--large 2000] [--payload 4096] [--repeats 3]
     .venv/bin/python bench/bench_memory.py --sizes 1000,5000,10000 [--plain] [--repeats 3]
+    .venv/bin/python bench/bench_memory.py --end 10000 [--payload 4096] [--repeats 1]
 """
 
 from __future__ import annotations
@@ -28,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchlib import OURS_PYTHON, machine, median, null_workspace, run_child, table
 
 
-def run(root: Path, rows: int, payload: int) -> dict[str, float]:
+def run(root: Path, rows: int, payload: int, *extra: str, out: str = "") -> dict[str, float]:
     argv = [OURS_PYTHON, "pytest_rusage.py", "-q", "-p", "no:cacheprovider",
             f"--osmosis-dataset=data/rows{rows}.jsonl", "--osmosis-policy=policy.py:policy",
-            f"--osmosis-output=out/{rows}"]  # fmt: skip
+            f"--osmosis-output=out/{out or rows}", *extra]  # fmt: skip
     env = {"BENCH_PAYLOAD": str(payload), "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT": str(root / "art")}
     shutil.rmtree(root / "out" / str(rows), ignore_errors=True)  # a run replaces no earlier run
     report = run_child(argv, cwd=root, env=env)
@@ -58,6 +64,72 @@ def run_plain(root: Path, rows: int) -> dict[str, float]:
     if report["rc"] != 0:
         raise SystemExit(f"plain test with {rows} items exited {report['rc']}")
     return report
+
+
+JOURNAL_READS = """
+import os
+import sys
+
+_reads = []
+
+
+def _audit(event, args):
+    if event == "open" and str(args[0]).endswith("rows.jsonl"):
+        mode, flags = args[1], args[2]
+        if ("r" in mode and "+" not in mode) if mode else flags & 3 == os.O_RDONLY:
+            _reads.append(1)
+
+
+sys.addaudithook(_audit)
+
+
+def pytest_unconfigure(config):
+    with open("journal_reads.txt", "w") as handle:
+        handle.write(str(len(_reads)))
+"""
+
+
+def end_of_run(rows: int, payload: int, repeats: int) -> None:
+    """A run's end at ``rows`` rows: with the HTML report and a baseline, and without."""
+    results: dict[str, list[dict[str, float]]] = {"report only": [], "+ html + baseline": []}
+    with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
+        root = Path(tmp)
+        null_workspace(root, rows)
+        (root / "conftest.py").write_text(JOURNAL_READS)
+        run(root, rows, payload, out="base")
+        for i in range(repeats):
+            for name, extra in (
+                ("report only", ()),
+                ("+ html + baseline", ("--osmosis-html=out/report.html",
+                                       "--osmosis-baseline=out/base/report.json")),
+            ):  # fmt: skip
+                result = run(root, rows, payload, *extra, out=f"run{i}")
+                result["reads"] = float((root / "journal_reads.txt").read_text())
+                result["report_mb"] = (
+                    root / "out" / f"run{i}" / "report.json"
+                ).stat().st_size / 2**20
+                journal = root / "out" / f"run{i}" / "rows.jsonl"
+                result["journal_mb"] = journal.stat().st_size / 2**20
+                results[name].append(result)
+    print(
+        f"{rows} rows, payload {payload} B per row (answers clipped to 1000 chars); median of {repeats}"
+    )
+    print(
+        table(
+            ["run", "peak RSS MB", "wall s", "journal reads", "rows.jsonl MB", "report.json MB"],
+            [
+                [
+                    name,
+                    f"{median([r['maxrss_kb'] for r in runs]) / 1024:.1f}",
+                    f"{median([r['wall'] for r in runs]):.1f}",
+                    f"{median([r['reads'] for r in runs]):.0f}",
+                    f"{median([r['journal_mb'] for r in runs]):.1f}",
+                    f"{median([r['report_mb'] for r in runs]):.1f}",
+                ]
+                for name, runs in results.items()
+            ],
+        )
+    )
 
 
 def scaling(sizes: list[int], payload: int, repeats: int, plain: bool) -> None:
@@ -134,8 +206,14 @@ def main() -> None:
         action="store_true",
         help="with --sizes: also a plain parametrized test of as many items (pytest's floor)",
     )
+    parser.add_argument(
+        "--end", type=int, help="rows of a run with --osmosis-html and --osmosis-baseline"
+    )
     args = parser.parse_args()
     print(machine())
+    if args.end:
+        end_of_run(args.end, args.payload, args.repeats)
+        return
     if args.sizes:
         scaling([int(n) for n in args.sizes.split(",")], args.payload, args.repeats, args.plain)
         return

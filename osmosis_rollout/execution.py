@@ -21,7 +21,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.backend.local import categorize_exception
@@ -34,6 +34,9 @@ from osmosis_rollout.types import (
     RolloutErrorCategory,
     RolloutStatus,
 )
+
+if TYPE_CHECKING:
+    from osmosis_rollout.trajectory.save import WriteFailureCallback
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +98,7 @@ async def _save_trajectory(
     extra_fields: Mapping[str, Any] | None,
     policy_key: str | None,
     secrets: Mapping[str, str | None] | None,
+    on_write_failure: WriteFailureCallback | None = None,
 ) -> tuple[Path | None, Path | None]:
     """Save ``result``'s files; return the paths of its trajectory and diagnostics."""
     from osmosis_rollout.redaction import environment_redactor
@@ -115,6 +119,7 @@ async def _save_trajectory(
         extra_fields=extra_fields,
         diagnostics=result.extra_fields,
         redactor=redactor,
+        on_write_failure=on_write_failure,
     )
     if _small(result):
         # A few messages take tens of microseconds to write: less than the hop to a thread
@@ -172,6 +177,7 @@ async def execute_in_process(
     trajectory_root: Path | None = None,
     trajectory_extra_fields: Mapping[str, Any] | None = None,
     secrets: Mapping[str, str | None] | None = None,
+    on_write_failure: WriteFailureCallback | None = None,
 ) -> ExecutedRollout:
     """Run ``request`` through ``backend`` with ``context`` current; never raises but cancellation.
 
@@ -182,6 +188,8 @@ async def execute_in_process(
     ``trajectory_extra_fields`` go to the trajectory's ``extra.osmosis`` (the request's
     ``extra_fields`` on the wire). The trajectory is redacted of the environment's secrets,
     the context's key and ``secrets`` (name -> value: a server's inbound key, say).
+    A trajectory file that cannot be written is logged, or handed to ``on_write_failure``
+    (see :func:`~osmosis_rollout.trajectory.save_trajectory`).
     """
     if context.progress is None:
         context.progress = RolloutProgress()
@@ -215,6 +223,7 @@ async def execute_in_process(
             trajectory_extra_fields,
             context.api_key,
             secrets,
+            on_write_failure,
         )
     return ExecutedRollout(
         rollout_id=request.id,

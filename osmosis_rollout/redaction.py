@@ -11,7 +11,9 @@ URL (``https://user:pass@host``) become ``https://***@host`` whatever they are.
 A rollout server is handed a new key with every rollout (``llm_api_key``): too many for one
 pattern. :class:`LiveRedactor` holds them in an index whose cost per text does not grow with
 their number, and :func:`redact_std_streams` puts the redactor in front of what the process
-prints.
+prints. It also redacts a key handed to it (each rollout's, and the server's own secrets)
+base64- or URL-encoded (:func:`encoded_forms`): a workflow that logs an ``Authorization:
+Basic`` header or a URL with the key in its query would otherwise write it out.
 
 Values shorter than :data:`MIN_SECRET_LENGTH` are ignored: a variable such as ``GH_TOKEN=1``
 must not turn every ``1`` of a report into a marker.
@@ -30,6 +32,8 @@ environment's secret values change.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import logging
 import os
@@ -38,6 +42,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self
+from urllib.parse import quote, quote_plus
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -47,6 +52,7 @@ __all__ = [
     "RedactingFormatter",
     "RedactingStream",
     "Redactor",
+    "encoded_forms",
     "environment_redactor",
     "redact_all_handlers",
     "redact_handler",
@@ -76,6 +82,34 @@ def redact_url(text: str) -> str:
 
 MIN_SECRET_LENGTH = 8
 """Shorter values are not redacted (too likely to occur by chance)."""
+
+
+_URL_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
+
+
+def encoded_forms(value: str) -> list[str]:
+    """How ``value`` reads base64-encoded (standard and URL-safe alphabets, padded or not, and
+    the part any longer base64 text holding it shows at each of the three byte alignments)
+    and URL-encoded; those at least :data:`MIN_SECRET_LENGTH` long and unlike ``value``."""
+    raw = value.encode()
+    # Most keys are all unreserved characters, which URL-encoding leaves as they are.
+    forms = (
+        set()
+        if _URL_UNRESERVED.fullmatch(value)
+        else {quote(value, safe=""), quote(value), quote_plus(value)}
+    )
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(raw).decode()
+        forms.update((whole, whole.rstrip("=")))
+        for offset in range(3):
+            # Inside a longer text the first characters also carry the bytes before it, and
+            # the last ones the bytes after: only those made of the value's bits alone stay.
+            text = encode(b"\0" * offset + raw).decode()
+            first = -(-8 * offset // 6)  # the first character with no bit from before
+            forms.add(text[first : 8 * (offset + len(raw)) // 6])
+    forms.discard(value)
+    return sorted(f for f in forms if len(f) >= MIN_SECRET_LENGTH)
+
 
 _ATOMS = frozenset({int, float, bool, type(None)})
 """Exact types a JSON-like walk returns as they are."""
@@ -397,6 +431,9 @@ class LiveRedactor(Redactor):
     :meth:`hold` and :meth:`release` count references (two rollouts handed the same key keep
     it until both end). A released value stays redacted while it is among the last
     :attr:`retained` released ones, for what outlives its rollout (a thread it started).
+
+    Held values, and the secrets given when built or by :meth:`add`, are also redacted in
+    their :func:`encoded_forms` (base64, URL-encoded), found through the same index.
     """
 
     retained = 4096
@@ -409,10 +446,25 @@ class LiveRedactor(Redactor):
         self._retired: dict[str, None] = {}
         """Released values, oldest first (insertion order)."""
         self._live_names: dict[str, str] = {}
-        self._by_prefix: dict[str, tuple[str, ...]] = {}
-        """First :data:`MIN_SECRET_LENGTH` characters -> the values starting so, longest first."""
+        self._by_prefix: dict[str, dict[int, set[str]]] = {}
+        """First :data:`MIN_SECRET_LENGTH` characters -> length -> the values starting so.
+
+        By length, not a list: keys handed out in sequence share their first characters
+        (``rk-0001...``, and so do their base64 forms), and a lookup then costs one set
+        probe per length rather than one comparison per key."""
         self._alphabet: frozenset[str] = frozenset()
         self._runs: re.Pattern[str] | None = None
+        self._forms: dict[str, list[str]] = {}
+        """Value -> the encoded forms indexed for it (removed with it)."""
+        for value, name in list(self._names.items()):
+            self._index_forms(name, value)
+
+    def add(self, name: str, value: str | None) -> None:
+        """As :meth:`Redactor.add`, its encoded forms included."""
+        super().add(name, value)
+        if value is not None and self._names.get(value) == name:
+            with self._held_lock:
+                self._index_forms(name, value)
 
     def hold(self, name: str, value: str | None) -> None:
         """Redact ``value`` as ``[REDACTED:name]`` until :meth:`release` (ignored when short)."""
@@ -449,23 +501,36 @@ class LiveRedactor(Redactor):
         return len(self._counts)
 
     def _index(self, name: str, value: str) -> None:
+        self._index_one(name, value)
+        self._index_forms(name, value)
+
+    def _index_forms(self, name: str, value: str) -> None:
+        forms = self._forms[value] = [f for f in encoded_forms(value) if f not in self._live_names]
+        for form in forms:
+            self._index_one(name, form)
+
+    def _index_one(self, name: str, value: str) -> None:
         self._live_names[value] = name
         prefix = value[:MIN_SECRET_LENGTH]
-        values = (*self._by_prefix.get(prefix, ()), value)
-        self._by_prefix[prefix] = tuple(sorted(values, key=len, reverse=True))
+        self._by_prefix.setdefault(prefix, {}).setdefault(len(value), set()).add(value)
         if not self._alphabet.issuperset(value):
             self._alphabet = self._alphabet.union(value)
             chars = "".join(sorted(self._alphabet))
             self._runs = re.compile(f"[{re.escape(chars)}]{{{MIN_SECRET_LENGTH},}}")
 
     def _unindex(self, value: str) -> None:
-        self._live_names.pop(value, None)
-        prefix = value[:MIN_SECRET_LENGTH]
-        values = tuple(v for v in self._by_prefix.get(prefix, ()) if v != value)
-        if values:
-            self._by_prefix[prefix] = values
-        else:
-            self._by_prefix.pop(prefix, None)
+        for indexed in (value, *self._forms.pop(value, ())):
+            if indexed in self._names:
+                continue  # also a secret for good (its own encoded form, say)
+            self._live_names.pop(indexed, None)
+            prefix = indexed[:MIN_SECRET_LENGTH]
+            bucket = self._by_prefix.get(prefix, {})
+            values = bucket.get(len(indexed), set())
+            values.discard(indexed)
+            if not values:
+                bucket.pop(len(indexed), None)
+            if not bucket:
+                self._by_prefix.pop(prefix, None)
 
     def redact(self, text: str) -> str:
         """``text`` redacted as by :class:`Redactor`, then of every held value."""
@@ -496,11 +561,16 @@ class LiveRedactor(Redactor):
         by_prefix = self._by_prefix
         i, last = 0, len(run) - MIN_SECRET_LENGTH
         while i <= last:
-            for value in by_prefix.get(run[i : i + MIN_SECRET_LENGTH], ()):
-                if run.startswith(value, i):
-                    found.append((i, i + len(value), names.get(value, "SECRET")))
-                    i += len(value)
-                    break
+            bucket = by_prefix.get(run[i : i + MIN_SECRET_LENGTH])
+            if bucket:
+                for length in sorted(bucket, reverse=True):  # the longest value first
+                    candidate = run[i : i + length]
+                    if candidate in bucket[length]:
+                        found.append((i, i + length, names.get(candidate, "SECRET")))
+                        i += length
+                        break
+                else:
+                    i += 1
             else:
                 i += 1
         return found
@@ -510,32 +580,67 @@ class LiveRedactor(Redactor):
         return self._walk(value)
 
 
+MAX_HELD_LINE = 65536
+"""A line held longer than this (characters) is written in part, its last
+:data:`HELD_TAIL` characters still held."""
+HELD_TAIL = 1024
+
+
+def _writer() -> object:
+    """Who is writing: the asyncio task running, else the thread."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no event loop running in this thread
+        task = None
+    return task if task is not None else threading.get_ident()
+
+
 class RedactingStream:
     """A text stream in front of ``inner`` that writes whole lines, redacted.
 
-    A line is held until its newline (or :meth:`flush`), so a secret written in pieces (one
-    ``write`` per ``print`` argument) is still seen whole. Everything else is ``inner``'s.
+    A line is held until its newline (or carriage return), so a secret written in pieces
+    (one ``write`` per ``print`` argument, ``print(part, end="", flush=True)``) is still
+    seen whole. Lines are held per writer (each asyncio task, each other thread), so that
+    concurrent rollouts printing at once cannot cut each other's secrets in two; a task's
+    unfinished line is written when the task ends, a thread's when it next writes a line
+    (or at :meth:`close`). :meth:`flush` flushes ``inner`` and holds unfinished lines on.
+    Everything else is ``inner``'s.
     """
 
     def __init__(self, inner: Any, redactor: Redactor) -> None:
         self.inner = inner
         self.redactor: Redactor | None = redactor
         """``None`` once switched off (another stream was put in front of this one)."""
-        self._partial = ""
-        self._lock = threading.Lock()
+        self._held: dict[object, str] = {}
+        self._lock = threading.RLock()
 
     def write(self, text: str) -> int:
-        """Write the complete lines of what was held plus ``text``; hold the rest."""
+        """Write the complete lines of what this writer held plus ``text``; hold the rest."""
         redactor = self.redactor
         if redactor is None:
             return int(self.inner.write(text))
+        writer = _writer()
         with self._lock:
-            held = self._partial + text
-            cut = held.rfind("\n") + 1
-            self._partial = held[cut:]
+            held = self._held.pop(writer, "") + text
+            cut = max(held.rfind("\n"), held.rfind("\r")) + 1
+            rest = held[cut:]
+            if len(rest) > MAX_HELD_LINE:
+                cut += len(rest) - HELD_TAIL
+                rest = held[cut:]
+            if rest:
+                if writer not in self._held and isinstance(writer, asyncio.Task):
+                    writer.add_done_callback(self._write_held)
+                self._held[writer] = rest
             if cut:
                 self.inner.write(redactor.redact(held[:cut]))
         return len(text)
+
+    def _write_held(self, writer: object) -> None:
+        with self._lock:
+            held = self._held.pop(writer, "")
+            if held:
+                redactor = self.redactor
+                self.inner.write(redactor.redact(held) if redactor is not None else held)
 
     def writelines(self, lines: Iterable[str]) -> None:
         """Write each of ``lines``."""
@@ -543,12 +648,13 @@ class RedactingStream:
             self.write(line)
 
     def flush(self) -> None:
-        """Write what is held (redacted), then flush ``inner``."""
-        with self._lock:
-            held, self._partial = self._partial, ""
-            if held:
-                redactor = self.redactor
-                self.inner.write(redactor.redact(held) if redactor is not None else held)
+        """Flush ``inner`` (unfinished lines stay held: a secret may be half written)."""
+        self.inner.flush()
+
+    def close(self) -> None:
+        """Write every unfinished line (redacted), then flush ``inner``; ``inner`` stays open."""
+        for writer in list(self._held):
+            self._write_held(writer)
         self.inner.flush()
 
     def __getattr__(self, name: str) -> Any:
@@ -562,7 +668,7 @@ def redact_std_streams(redactor: Redactor) -> Callable[[], None]:
     reaches its output redacted. Writes made to the file descriptors directly (C code,
     subprocesses sharing them) are not seen. Returns the undo: it flushes, and puts the
     original streams back where the wrappers are still in place (a wrapper something else
-    has since wrapped is switched off instead).
+    has since wrapped is switched off instead). The undo writes the lines still held.
     """
     installed: list[tuple[str, RedactingStream]] = []
     for name in ("stdout", "stderr"):
@@ -576,7 +682,7 @@ def redact_std_streams(redactor: Redactor) -> Callable[[], None]:
     def undo() -> None:
         for name, stream in installed:
             try:
-                stream.flush()
+                stream.close()
             except (OSError, ValueError):
                 pass  # the underlying stream is already closed
             if getattr(sys, name) is stream:

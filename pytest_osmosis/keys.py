@@ -14,7 +14,6 @@ import pytest
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
-    from osmosis_rollout.runs.journal import JournalRow
 
 SESSION_PLUGIN = "osmosis-session"
 """The name the session plugin is registered under (cheap to test with ``has_plugin``)."""
@@ -35,10 +34,6 @@ class RowRef:
 
 ROW_KEY = pytest.StashKey[RowRef]()
 """On a row item's ``stash``: the row it runs (set by the item itself)."""
-
-RECORD_KEY: pytest.StashKey[JournalRow] = pytest.StashKey()
-"""A finished row's record, moved onto its call report (as JSON values) by the makereport
-wrapper."""
 
 REPORT_ATTR = "osmosis"
 """The attribute carrying a row's record on its call report (pytest-xdist ships it to the

@@ -7,6 +7,8 @@ plugin, and point pytest's collection at the dataset files.
 
 from __future__ import annotations
 
+import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import pytest
 from pytest_osmosis.collect.preflight import PreflightPlugin, preflight_anchor
 from pytest_osmosis.keys import DATASETS_KEY
 from pytest_osmosis.options import OsmosisSettings, raw_value, resolve_path, resolve_settings
-from pytest_osmosis.results.output_paths import check_output_paths, refuse_overwrites
+from pytest_osmosis.results.output_paths import Input, check_output_paths, refuse_overwrites
 from pytest_osmosis.run.session import OsmosisSession, ensure_session, is_worker
 from pytest_osmosis.run.workspace import (
     dataset_from_eval_config,
@@ -60,8 +62,57 @@ def _toml_defaults(config: pytest.Config, path: Path) -> dict[str, Any]:
     return defaults
 
 
+def check_rootdir_kept(config: pytest.Config) -> None:
+    """Refuse a run whose rootdir or ini file an ``--osmosis-*`` value moved.
+
+    pytest finds its rootdir and ini file before any plugin loads, so it reads the value of
+    ``--osmosis-dataset ../shared/ext.jsonl`` (given after a space) as a test path: a path
+    outside the workspace moves the rootdir to a common ancestor, and the workspace's
+    ``pyproject.toml`` is silently not loaded (its policy, its model). pytest's own rule is
+    run again without those values; when it finds another rootdir or ini file, the run
+    stops before anything is written, naming the ``--flag=value`` form, which pytest skips.
+    """
+    from _pytest.config.findpaths import determine_setup
+
+    from pytest_osmosis.options import OPTIONS
+
+    takes_value = {spec.flag for spec in OPTIONS if spec.kind != "flag"}
+    args = list(config.invocation_params.args)
+    invocation = Path(config.invocation_params.dir)
+    spaced = [
+        (flag, value)
+        for flag, value in itertools.pairwise(args)
+        if flag in takes_value and (invocation / value.split("::")[0]).exists()
+    ]
+    if not spaced:
+        return
+    option = config.option
+    try:
+        rootpath, inipath, *_ = determine_setup(
+            inifile=option.inifilename,
+            override_ini=option.override_ini,
+            args=[str(a) for a in option.file_or_dir or []],
+            rootdir_cmd_arg=option.rootdir or None,
+            invocation_dir=invocation,
+        )
+    except TypeError:  # pragma: no cover - another pytest's signature: nothing to compare
+        return
+    if rootpath == config.rootpath and inipath == config.inipath:
+        return
+    flag, value = spaced[0]
+    moved = f"moved pytest's rootdir from {rootpath} to {config.rootpath}"
+    if inipath != config.inipath:
+        moved += f" and left {inipath} unread" if inipath else f" and loaded {config.inipath}"
+    raise pytest.UsageError(
+        f"pytest-osmosis: {flag} {value} {moved}: pytest reads an option's value given after "
+        f"a space as a test path before the plugin loads; write {flag}={value}"
+    )
+
+
 def configure_session(config: pytest.Config) -> None:
     """Resolve settings and register the session; when datasets are given, collect them."""
+    if not is_worker(config):
+        check_rootdir_kept(config)
     datasets = [str(p) for p in (raw_value(config, "dataset") or [])]
     from_eval_config = [] if datasets else dataset_from_eval_config(config)
     datasets = datasets or from_eval_config
@@ -97,10 +148,18 @@ def configure_session(config: pytest.Config) -> None:
         entrypoint = discover_entrypoint(workspace)
     if entrypoint is not None:
         _check_syntax(entrypoint, invocation)
+        from pytest_osmosis.results.resume import declared_env
+
+        declared_env(entrypoint, base=invocation)  # a malformed OSMOSIS_ENV: said before any row
     session = OsmosisSession(
         config, settings, workspace=workspace, entrypoint=entrypoint, eval_config=eval_config
     )
-    _check_outputs(config, settings, session.output)
+    _check_outputs(
+        config,
+        settings,
+        session.output,
+        _inputs(config, settings, dataset_paths, entrypoint, eval_config),
+    )
     session.register()
     config.stash[DATASETS_KEY] = {p.resolve() for p in dataset_paths}
     if settings.baseline:
@@ -172,8 +231,39 @@ def _check_syntax(entrypoint: str, base: Path) -> None:
         raise pytest.UsageError(str(exc)) from None
 
 
-def _check_outputs(config: pytest.Config, settings: OsmosisSettings, output: Path) -> None:
-    """Before any row runs: a resumable run to resume, and output paths that can be written."""
+def _inputs(
+    config: pytest.Config,
+    settings: OsmosisSettings,
+    datasets: list[Path],
+    entrypoint: str | None,
+    eval_config: Path | None,
+) -> list[Input]:
+    """The files and folders this run reads, which none of its outputs may overwrite."""
+    from pytest_osmosis.results.resume import reference_file
+    from pytest_osmosis.run.policy_choice import cassette_dir
+
+    base = Path(config.invocation_params.dir)
+    inputs = [Input("the dataset", path) for path in datasets]
+    for what, reference in (
+        ("the rollout entrypoint", entrypoint),
+        ("the policy", settings.policy),
+    ):
+        path = reference_file(reference, base=base)[1] if reference else None
+        if path is not None:
+            inputs.append(Input(what, path))
+    if eval_config is not None:
+        inputs.append(Input("the eval config", eval_config))
+    if settings.baseline:
+        inputs.append(Input("the baseline", resolve_path(config, settings.baseline)))
+    inputs.append(Input("cassettes", cassette_dir(config, settings), folder=True))
+    return inputs
+
+
+def _check_outputs(
+    config: pytest.Config, settings: OsmosisSettings, output: Path, inputs: list[Input]
+) -> None:
+    """Before any row runs: a resumable run to resume, and output paths that can be written
+    and overwrite none of the run's ``inputs``."""
     if settings.resume:
         from osmosis_rollout.runs.journal import RunJournalError, read_run_file
 
@@ -196,7 +286,7 @@ def _check_outputs(config: pytest.Config, settings: OsmosisSettings, output: Pat
         return
     report = resolve_path(config, settings.report) if settings.report else None
     html = resolve_path(config, settings.html) if settings.html else None
-    check_output_paths(config, output=output, report=report, html=html)
+    check_output_paths(config, output=output, report=report, html=html, inputs=inputs)
     if not settings.resume and not config.option.collectonly:
         refuse_overwrites(
             [
@@ -238,4 +328,10 @@ def dataset_collector(file_path: Path, parent: pytest.Collector) -> pytest.Colle
         return None
     from pytest_osmosis.collect.items import DatasetFile
 
-    return DatasetFile.from_parent(parent, path=file_path)
+    rootpath = parent.config.rootpath
+    if file_path.is_relative_to(rootpath):
+        return DatasetFile.from_parent(parent, path=file_path)
+    # pytest names a file outside the rootdir given as a path "" (its rows "::row-0"): two
+    # such datasets would share row ids, and with them journal lines and baselines.
+    nodeid = Path(os.path.relpath(file_path, rootpath)).as_posix()
+    return DatasetFile.from_parent(parent, path=file_path, nodeid=nodeid)

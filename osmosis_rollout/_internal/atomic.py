@@ -15,14 +15,12 @@ import json
 import os
 import secrets
 import shutil
-import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 _serials = itertools.count()
-_INDENT = 2
 
 
 def _temporary(path: Path, *, unique: bool = False) -> Path:
@@ -109,113 +107,11 @@ def write_text_atomic(path: Path, text: str, *, errors: str = "strict") -> None:
 
 
 def write_json_atomic(path: Path, document: Any) -> None:
-    """Write ``document`` as indented JSON to ``path`` atomically.
-
-    Streamed to the file, so a 10,000-row report never exists as one string; objects JSON
-    cannot encode are written as their ``str``.
-    """
+    """Write ``document`` as indented JSON to ``path`` atomically; objects JSON cannot
+    encode are written as their ``str``."""
     with atomic_file(path) as handle:
         json.dump(document, handle, indent=2, default=str)
         handle.write("\n")
-
-
-class JsonListSpool:
-    """A list of a JSON document's top level, kept formatted in an anonymous temporary file.
-
-    Items are formatted once, as :func:`write_json_atomic` writes them in such a list, as
-    they are appended; :func:`write_json_streamed` copies the text into each document that
-    holds the list. A list made once for several files never exists whole in memory.
-
-    The file is made in ``directory`` (the system's temporary directory when None). A
-    failure to make or write it (a full disk) is not raised by :meth:`append`, whose caller
-    may be computing more than the list, but by :meth:`write_to`: a document that holds the
-    list then fails to be written, as it would have without the spool.
-    """
-
-    def __init__(self, directory: Path | None = None) -> None:
-        self._directory = directory
-        self._file: IO[str] | None = None
-        self._error: OSError | None = None
-        self.count = 0
-        """How many items were appended."""
-
-    def append(self, item: Any) -> None:
-        """Format ``item`` into the list."""
-        pad = "\n" + " " * (2 * _INDENT)
-        text = (pad if self.count == 0 else "," + pad) + _nested_json(item, 2)
-        self.count += 1
-        if self._error is not None:
-            return
-        try:
-            if self._file is None:
-                # Kept open until close(); newline="": the text is copied as it was written
-                # (the document's file translates newlines).
-                self._file = tempfile.TemporaryFile(  # noqa: SIM115
-                    "w+", encoding="utf-8", newline="", dir=self._directory
-                )
-            self._file.write(text)
-        except OSError as exc:
-            self._error = exc
-
-    def write_to(self, handle: IO[str]) -> None:
-        """Write the list, as a value of the document's top level, to ``handle``."""
-        if self._error is not None:
-            raise self._error
-        if self._file is None:
-            handle.write("[]")
-            return
-        handle.write("[")
-        self._file.seek(0)
-        shutil.copyfileobj(self._file, handle)
-        handle.write("\n" + " " * _INDENT + "]")
-
-    def close(self) -> None:
-        """Remove the temporary file (text still buffered for it is dropped: a full disk
-        that refuses it does not matter to a file being thrown away)."""
-        if self._file is not None:
-            file, self._file = self._file, None
-            try:
-                file.close()
-            except OSError:
-                file.close()  # the buffer was cleared by the failed flush: this closes it
-
-
-def write_json_streamed(
-    path: Path,
-    document: Mapping[str, Any],
-    streamed: Mapping[str, Callable[[], Iterable[Any]] | JsonListSpool],
-) -> None:
-    """:func:`write_json_atomic` of ``document`` whose keys in ``streamed`` are lists made
-    item by item: ``streamed[key]()`` yields them as they are written, or they were
-    formatted into a :class:`JsonListSpool` (the key's value in ``document`` only holds its
-    place). The bytes are those :func:`write_json_atomic` writes for the document with
-    those lists in it, which never exist whole.
-    """
-    pad = " " * _INDENT
-    with atomic_file(path) as handle:
-        handle.write("{" if document else "{}")
-        for index, (key, value) in enumerate(document.items()):
-            handle.write(("\n" if index == 0 else ",\n") + pad + json.dumps(key) + ": ")
-            source = streamed.get(key)
-            if source is None:
-                handle.write(_nested_json(value, 1))
-                continue
-            if isinstance(source, JsonListSpool):
-                source.write_to(handle)
-                continue
-            empty = True
-            for item in source():
-                handle.write(("[\n" if empty else ",\n") + pad * 2 + _nested_json(item, 2))
-                empty = False
-            handle.write("[]" if empty else "\n" + pad + "]")
-        handle.write("\n}\n" if document else "\n")
-
-
-def _nested_json(value: Any, level: int) -> str:
-    """``value`` as :func:`write_json_atomic` writes it ``level`` levels deep (JSON strings
-    hold no raw newline, so every newline is the indentation's)."""
-    text = json.dumps(value, indent=_INDENT, default=str)
-    return text.replace("\n", "\n" + " " * (_INDENT * level))
 
 
 def copy_atomic(source: Path, path: Path) -> None:
@@ -231,10 +127,8 @@ def copy_atomic(source: Path, path: Path) -> None:
 
 
 __all__ = [
-    "JsonListSpool",
     "atomic_file",
     "copy_atomic",
     "write_json_atomic",
-    "write_json_streamed",
     "write_text_atomic",
 ]

@@ -231,20 +231,27 @@ class LocalBackend(ExecutionBackend):
         self._reserved: set[str] = set()
         self.artifact_root = Path(artifact_root) if artifact_root else default_artifact_root()
         self._executor: ThreadPoolExecutor | None = None
+        self._executor_workers = 0
 
     def _sync_executor(self) -> ThreadPoolExecutor:
-        """The backend's own pool for plain-``def`` run/grade, sized to the limiter.
+        """The backend's own pool for plain-``def`` run/grade, as wide as the limiter's limit.
 
         The loop's default pool has ``min(32, cpus + 4)`` threads, so with it a
         ``max_concurrent=32`` backend of sync workflows would run only a handful at a time
-        while the rest burned their deadlines waiting for a thread. Created on first use
-        so that a limiter replaced after construction is honoured.
+        while the rest burned their deadlines waiting for a thread. The limit can change
+        while the server runs (``--max-concurrent auto`` grows it): a limit past the pool's
+        width replaces the pool with a wider one (the old one's running calls finish on
+        their threads, which then exit). It never narrows: the limiter bounds the calls.
         """
-        if self._executor is None:
-            workers = self.limiter.max_concurrent or UNBOUNDED_SYNC_WORKERS
+        workers = self.limiter.max_concurrent or UNBOUNDED_SYNC_WORKERS
+        if self._executor is None or self._executor_workers < workers:
+            previous = self._executor
             self._executor = ThreadPoolExecutor(
                 max_workers=workers, thread_name_prefix="osmosis-rollout"
             )
+            self._executor_workers = workers
+            if previous is not None:
+                previous.shutdown(wait=False)
         return self._executor
 
     async def shutdown(self) -> None:

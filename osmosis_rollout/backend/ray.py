@@ -93,6 +93,9 @@ class ActorSpec:
     max_concurrent: int | None
     override_concurrency: bool
     artifact_root: str | None
+    secrets: tuple[tuple[str, str], ...] = ()
+    """Secrets handed to the server beyond the environment's (name, value): the actor
+    redacts them from what it prints and logs, as the server does."""
 
 
 class RolloutActor:
@@ -104,7 +107,19 @@ class RolloutActor:
     def __init__(self, spec: ActorSpec) -> None:
         from osmosis_rollout._internal.limiter import ConcurrencyLimiter
         from osmosis_rollout.backend.local import LocalBackend
+        from osmosis_rollout.redaction import (
+            LiveRedactor,
+            redact_all_handlers,
+            redact_std_streams,
+        )
         from osmosis_rollout.workspace.entrypoint import load_entrypoint
+
+        # Before the entrypoint runs: what this process prints or logs from here on (its
+        # worker log files, the lines Ray forwards to the driver) is redacted as the
+        # server's own output is, each rollout's key included while it runs.
+        self.redactor = LiveRedactor.from_environment(extra=dict(spec.secrets))
+        redact_std_streams(self.redactor)
+        redact_all_handlers(self.redactor)
 
         entrypoint = spec.entrypoint if spec.shipped else spec.fallback
         loaded = load_entrypoint(entrypoint, base_dir=Path.cwd())
@@ -151,8 +166,13 @@ class RolloutActor:
         rollout_ctx = RolloutContext(progress=progress, **context)
 
         async def run() -> ExecutionOutcome:
-            with rollout_ctx:
-                return await self.backend.execute(request)
+            key = rollout_ctx.api_key
+            self.redactor.hold("POLICY_API_KEY", key)
+            try:
+                with rollout_ctx:
+                    return await self.backend.execute(request)
+            finally:
+                self.redactor.release(key)
 
         task = asyncio.create_task(run())
         self.tasks[request.id] = task
@@ -391,7 +411,9 @@ class RayBackend(ExecutionBackend):
     job runtime env (``pip``, ``env_vars``...). ``local_num_cpus`` sizes the private cluster
     started when ``address`` is ``None``. ``artifact_root`` is where actors write artifacts
     (on their own node). ``max_queue_depth`` bounds the rollouts waiting for an actor slot, so
-    ``has_capacity()`` turns false (a server answers 429).
+    ``has_capacity()`` turns false (a server answers 429). Each actor redacts what it prints
+    and logs: the environment's secrets, each rollout's key while it runs, and ``secrets``
+    (name -> value; ``serve`` passes its ``--api-key``), shipped to the actors for that.
 
     :meth:`start` connects and waits for the actors; ``execute`` calls it if needed (blocking
     the event loop while the pool starts), so call it first in long-lived processes.
@@ -414,6 +436,7 @@ class RayBackend(ExecutionBackend):
         local_num_cpus: int | None = None,
         log_to_driver: bool = True,
         start_timeout_sec: float = DEFAULT_START_TIMEOUT_SEC,
+        secrets: Mapping[str, str | None] | None = None,
     ) -> None:
         if actors is not None and actors < 1:
             raise ValueError(f"actors must be >= 1, got {actors}")
@@ -448,6 +471,7 @@ class RayBackend(ExecutionBackend):
             max_concurrent=max_concurrent,
             override_concurrency=max_concurrent is not None,
             artifact_root=str(artifact_root) if artifact_root is not None else None,
+            secrets=tuple((name, value) for name, value in (secrets or {}).items() if value),
         )
         self._ray_module: ModuleType | None = None
         self._owns_connection = False

@@ -14,8 +14,9 @@ a short queue, admissions get 429 with ``Retry-After`` at once.
 
 Slow clients are shed: a request's headers must be complete within ``--header-timeout``
 (10 s), its body must average 1 KiB/s after 10 s, and past ``--max-connections`` (default:
-the open-file limit less an eighth) the oldest connection not being answered is closed.
-A slow response (a long poll) is never cut.
+the open-file limit less an eighth) the oldest connection not being answered that has not
+yet completed a request with the key is closed: a controller's kept-alive connections are
+never shed for churn without the key. A slow response (a long poll) is never cut.
 
 ``--backend ray`` keeps admission, leases and long polls in this process and runs the
 rollouts on a Ray cluster (``--ray-address``: ``auto``, ``HOST:PORT``; default a local
@@ -122,8 +123,9 @@ def add_parser(subparsers: Any) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="open connections at most; past it the oldest idle one is closed "
-        "(default: the open-file limit less an eighth)",
+        help="open connections at most; past it the oldest idle one without the key is "
+        "closed, never one that completed a request (default: the open-file limit less an "
+        "eighth)",
     )
     parser.add_argument(
         "--header-timeout",
@@ -189,7 +191,13 @@ def _ray_app(args: argparse.Namespace, api_key: str | None, options: dict[str, A
     from osmosis_rollout.errors import UsageError
     from osmosis_rollout.server.app import create_rollout_server
 
-    backend = RayBackend(args.entrypoint, address=args.ray_address, actors=args.ray_actors)
+    # The actors redact the inbound key too: a workflow could print it (read from a file).
+    backend = RayBackend(
+        args.entrypoint,
+        address=args.ray_address,
+        actors=args.ray_actors,
+        secrets={SERVER_API_KEY_ENV: api_key},
+    )
     backend.start()
     try:
         return create_rollout_server(backend=backend, api_key=api_key, **options)

@@ -35,7 +35,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
@@ -208,7 +208,9 @@ class RecordingPolicy:
 
     ``inner`` may be None for pure replay (``mode="none"``). ``secrets`` adds strings that must
     never reach a cassette, on top of every environment value whose name holds KEY, TOKEN, SECRET
-    or PASSWORD.
+    or PASSWORD. ``on_write_failure(path, exc)``, when given, is told of a cassette that could
+    not be written (a full disk) and the model's reply is still returned: the caller, not the
+    rollout, owns that failure. Without it the ``OSError`` propagates to the model call.
     """
 
     def __init__(
@@ -218,6 +220,7 @@ class RecordingPolicy:
         mode: RecordMode = "once",
         *,
         secrets: Iterable[str] = (),
+        on_write_failure: Callable[[Path, OSError], None] | None = None,
     ) -> None:
         if mode not in get_args(RecordMode):
             raise ValueError(
@@ -231,6 +234,7 @@ class RecordingPolicy:
         self.cassette_dir = Path(cassette_dir)
         self.mode: RecordMode = mode
         self._extra_secrets = {s for s in secrets if s}
+        self.on_write_failure = on_write_failure
         self._cassettes: dict[Path, _Cassette] = {}
         self._served: dict[str, dict[str, int]] = {}
         self._lock = threading.Lock()
@@ -294,7 +298,12 @@ class RecordingPolicy:
             cassette.add(interaction)
             served = self._served.setdefault(request.rollout_id, {})
             served[key] = served.get(key, 0) + 1
-            self._write(cassette)
+            try:
+                self._write(cassette)
+            except OSError as exc:
+                if self.on_write_failure is None:
+                    raise
+                self.on_write_failure(cassette.path, exc)
         return reply
 
     def _replay(self, cassette: _Cassette, key: str, rollout_id: str) -> ChatReply | None:

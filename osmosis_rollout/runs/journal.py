@@ -1,23 +1,23 @@
 """A run's journal: ``rows.jsonl`` appended row by row, and ``run.json`` saying what was asked.
 
-The journal is what survives a crash. Each finished row is appended as soon as its rollouts
-end (one ``os.write`` of whole lines on an ``O_APPEND`` descriptor, so the bytes are in the
-kernel before the call returns: a ``kill -9``, an OOM kill or a workflow's ``os._exit()``
+The journal is what survives a crash. Each row is appended once, as soon as its verdict is
+decided (one ``os.write`` of a whole line on an ``O_APPEND`` descriptor, so the bytes are in
+the kernel before the call returns: a ``kill -9``, an OOM kill or a workflow's ``os._exit()``
 right after loses nothing already written, and concurrent writers, threads or pytest-xdist
 workers, never interleave inside a line).
 
 Layout of a run directory::
 
     run.json      {"schema", "config", "selected": [row ids in order], "finished": {...} | null}
-    rows.jsonl    one line per attempt of a finished row (the official ``index.jsonl`` keys,
-                  plus ``nodeid``, ``dataset``, ``row_verdict``, ``row_stats``,
-                  ``fingerprint`` and ``run_id``)
+    rows.jsonl    one line per row: a :class:`~osmosis_rollout.runs.report_model.RowRecord`
+                  (its verdict, statistics, fingerprint, the run that wrote it, and its
+                  attempts with the official ``index.jsonl`` keys)
 
-A row may be written again later (its verdict changed when pytest reported it, or an item
-deadline added attempts); readers keep the last line of each ``(nodeid, run_index)``. A row
-written by a later run (a resume that ran it again: another ``run_id``) replaces every line
-of that row before it. A torn last line (the process died inside ``write``) is skipped, not
-fatal; :func:`cut_torn_tail` removes it before a resumed run appends.
+Lines are written and read by that one model. A row written again by a later run (a resume
+that ran it again) replaces the earlier line: readers keep the last line of each node id. A
+torn last line (the process died inside ``write``) is skipped, not fatal;
+:func:`cut_torn_tail` removes it before a resumed run appends. A journal written by an
+earlier release (one line per attempt) is refused with the way out.
 
 A write that fails (a full disk) is cut back to the whole lines before it and raised: the
 journal never ends inside a line this process wrote.
@@ -31,32 +31,25 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from osmosis_rollout._internal.atomic import write_json_atomic
 from osmosis_rollout.redaction import Redactor
-from osmosis_rollout.runs.report_model import JournalLine
+from osmosis_rollout.runs.report_model import RowRecord
 
 __all__ = [
     "JOURNAL_FILENAME",
     "RUN_FILENAME",
     "RUN_SCHEMA",
-    "JournalRow",
     "RowJournal",
     "RunJournalError",
     "cut_torn_tail",
-    "index_journal",
-    "parse_journal_row",
     "read_journal",
-    "read_journal_lines",
-    "read_journal_row",
     "read_run_file",
     "write_json_atomic",
     "write_run_file",
@@ -66,39 +59,19 @@ JOURNAL_FILENAME = "rows.jsonl"
 RUN_FILENAME = "run.json"
 RUN_SCHEMA = "pytest-osmosis/run/v1"
 
-ROW_FIELDS = ("row_verdict", "row_stats", "fingerprint", "run_id")
-"""Row-level keys each attempt line carries, beside the attempt's own keys."""
-
 
 class RunJournalError(Exception):
     """A run directory that has no readable journal (names the file and what is wrong)."""
 
 
-@dataclass
-class JournalRow:
-    """One row as the journal last recorded it."""
-
-    nodeid: str
-    dataset: str
-    row_key: str
-    verdict: str
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-    stats: dict[str, Any] = field(default_factory=dict)
-    fingerprint: dict[str, Any] | None = None
-    """What the row's result depends on (see :mod:`pytest_osmosis.results.resume`); None in a
-    journal written before fingerprints."""
-    run_id: str | None = None
-    """The run that wrote the row."""
-
-
 class RowJournal:
-    """Appends finished rows to ``rows.jsonl``; safe to call from several threads.
+    """Appends rows to ``rows.jsonl``, one line each; safe to call from several threads.
 
     ``fresh=True`` truncates an existing journal first (a new run in a reused output
     directory); ``fresh=False`` appends (a resumed run, or a pytest-xdist worker). The
     file and its directory are created on the first write, not before. Every value is
-    passed through ``redactor`` before it reaches the disk. ``run_id`` is written on every
-    line (see :func:`index_journal`).
+    passed through ``redactor`` before it reaches the disk; ``run_id`` is written on every
+    line.
     """
 
     def __init__(
@@ -127,41 +100,23 @@ class RowJournal:
             self._fd = os.open(self.path, flags, 0o644)
         return self._fd
 
-    def write_row(
-        self,
-        attempts: Sequence[Mapping[str, Any]],
-        *,
-        verdict: str,
-        stats: Mapping[str, Any],
-        fingerprint: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Append one row: each attempt line carries the row's verdict and statistics."""
-        self.write_encoded(
-            self.encode_row(attempts, verdict=verdict, stats=stats, fingerprint=fingerprint)
-        )
-
-    def encode_row(
-        self,
-        attempts: Sequence[Mapping[str, Any]],
-        *,
-        verdict: str,
-        stats: Mapping[str, Any],
-        fingerprint: Mapping[str, Any] | None = None,
-    ) -> bytes:
-        """The redacted lines :meth:`write_row` appends for one row (to compare or write later)."""
-        lines = []
-        row_fields: dict[str, Any] = {}
-        if fingerprint is not None:
-            row_fields["fingerprint"] = dict(fingerprint)
-        if self.run_id is not None:
-            row_fields["run_id"] = self.run_id
-        for attempt in attempts:
-            line = {**attempt, "row_verdict": verdict, "row_stats": dict(stats), **row_fields}
-            lines.append(_encode_redacted(line, self.redactor) + "\n")
-        return "".join(lines).encode("utf-8", errors="backslashreplace")
+    def write_row(self, record: RowRecord) -> bool:
+        """Append ``record`` as one line (redacted, stamped with this run's id); False when
+        the journal is already closed. An ``OSError`` is raised as :meth:`write_encoded`
+        says."""
+        record.run_id = self.run_id
+        try:
+            text: str | None = record.model_dump_json()
+        except ValueError:  # a lone surrogate, or a value JSON has no form for
+            text = None
+        if text is None or not self.redactor.absent_from_json(text):
+            redacted = self.redactor.redact_value(record.model_dump(mode="python"))
+            text = json.dumps(redacted, ensure_ascii=False, default=str)
+        # A lone surrogate has no UTF-8 form: "?" keeps the line readable.
+        return self.write_encoded((text + "\n").encode("utf-8", errors="replace"))
 
     def write_encoded(self, data: bytes) -> bool:
-        """Append lines made by :meth:`encode_row`; False when the journal is already closed.
+        """Append whole lines of bytes; False when the journal is already closed.
 
         An ``OSError`` (a full disk) is raised after cutting the file back to where this
         write began, so no torn line is left behind; the journal is closed then.
@@ -197,17 +152,6 @@ class RowJournal:
                 self._fd = None
 
 
-def _encode_redacted(line: dict[str, Any], redactor: Redactor) -> str:
-    """``line`` redacted, as one line of JSON (keys sorted, other objects as their ``str``)."""
-    try:
-        text = json.dumps(line, sort_keys=True)
-    except (TypeError, ValueError):
-        text = None  # objects JSON cannot encode (written as their str) or a cycle
-    if text is not None and redactor.absent_from_json(text):
-        return text  # what redacting the values first gives, without walking them
-    return json.dumps(redactor.redact_value(line), sort_keys=True, default=str)
-
-
 def cut_torn_tail(path: Path) -> int:
     """Cut ``path`` back to its last newline; the number of bytes removed (0 when it ends
     with a whole line, or does not exist).
@@ -241,175 +185,65 @@ def cut_torn_tail(path: Path) -> int:
         os.close(fd)
 
 
-def read_journal(path: Path) -> tuple[list[JournalRow], int]:
-    """The rows of a journal in first-appearance order, and how many lines were unreadable.
+def read_journal(path: Path, redactor: Redactor | None = None) -> tuple[list[RowRecord], int]:
+    """The rows of a journal in first-appearance order, and how many lines were unreadable
+    (a torn last line). The last line of each node id wins. A missing file is an empty
+    journal (no row finished). With ``redactor``, a line that holds one of its secrets (one
+    written before the secret was known) is read redacted.
 
-    The last line of each ``(nodeid, run_index)`` wins; a row's verdict and statistics are
-    those of its last line. A missing file is an empty journal (no row finished).
-
-    Each line is read through :class:`~osmosis_rollout.runs.report_model.JournalLine`, the model
-    the report's rows share: a line that breaks it is a :class:`RunJournalError` naming the
-    line and the field.
-    """
-    where, bad = index_journal(path)
-    if not where:
-        return [], bad
-    rows = []
-    with path.open("rb") as handle:
-        for offsets in where.values():
-            lines = read_journal_lines(handle, offsets)
-            for offset, raw in zip(offsets, lines, strict=True):
-                _check_line(path, offset, raw)
-            rows.append(parse_journal_row(lines, last=offsets.index(max(offsets))))
-    return rows, bad
-
-
-def _check_line(path: Path, offset: int, raw: bytes) -> None:
-    try:
-        JournalLine.model_validate(_loads(raw))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:3]
-        )
-        raise RunJournalError(
-            f"{path}: the line at byte {offset} is not a journal line ({problems}); "
-            "restore the file, or start a new run without --osmosis-resume"
-        ) from None
-
-
-def index_journal(path: Path) -> tuple[dict[str, list[int]], int]:
-    """Where each row's attempt lines are, and how many lines were unreadable.
-
-    Node id (in first-appearance order) -> the byte offsets of the row's attempt lines: the
-    last line of each ``(nodeid, run_index)``, ordered by ``run_index``; a line of another
-    ``run_id`` than the row's lines before it starts the row afresh. A missing file is an
-    empty journal.
+    Each line is read through :class:`~osmosis_rollout.runs.report_model.RowRecord`, the
+    model that wrote it: a line that breaks it is a :class:`RunJournalError` naming the line
+    and the field.
     """
     try:
         handle = path.open("rb")
     except FileNotFoundError:
-        return {}, 0
-    by_attempt: dict[str, dict[Any, int]] = {}
-    written_by: dict[str, Any] = {}
+        return [], 0
+    rows: dict[str, RowRecord] = {}
     bad = 0
-    offset = 0
     with handle:
-        for raw in handle:
-            start, offset = offset, offset + len(raw)
+        for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
             try:
-                line = _loads(raw)
-            except ValueError:
+                if redactor is not None and _holds_secret(raw, redactor):
+                    record = RowRecord.model_validate(redactor.redact_value(json.loads(raw)))
+                else:
+                    record = RowRecord.model_validate_json(raw)
+            except ValidationError as exc:
+                if exc.errors()[0]["type"] != "json_invalid":
+                    raise RunJournalError(_not_a_row(path, number, raw, exc)) from None
+                bad += 1  # a torn line
+                continue
+            except ValueError:  # a torn line, read through json.loads
                 bad += 1
                 continue
-            if not isinstance(line, dict) or not isinstance(line.get("nodeid"), str):
-                bad += 1
-                continue
-            nodeid = _shared(line["nodeid"])
-            run_id = line.get("run_id")
-            if nodeid in written_by and written_by[nodeid] != run_id:
-                del by_attempt[nodeid]  # run again by a later run: its lines replace these
-            written_by[nodeid] = run_id
-            by_attempt.setdefault(nodeid, {})[line.get("run_index", 0)] = start
-    return {
-        nodeid: [attempts[k] for k in sorted(attempts, key=_run_index_order)]
-        for nodeid, attempts in by_attempt.items()
-    }, bad
+            rows.pop(record.nodeid, None)  # a later line (a resume's) replaces the row
+            rows[record.nodeid] = record
+    return list(rows.values()), bad
 
 
-def read_journal_row(
-    handle: IO[bytes],
-    offsets: Sequence[int],
-    *,
-    keep: frozenset[str] | None = None,
-    share: bool = True,
-) -> JournalRow:
-    """The row whose attempt lines start at ``offsets`` (from :func:`index_journal`) of a
-    journal opened with ``open(path, "rb")``; only the attempts' keys in ``keep`` (all when
-    None). Its verdict and statistics are those of its last line written.
-
-    ``share``: keys and oft-repeated values are interned, for a caller that holds many rows;
-    one that reads a row at a time and lets it go passes False (it is faster).
-    """
-    lines = read_journal_lines(handle, offsets)
-    return parse_journal_row(lines, last=offsets.index(max(offsets)), keep=keep, share=share)
+def _holds_secret(raw: bytes, redactor: Redactor) -> bool:
+    try:
+        return not redactor.absent_from_json(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return True
 
 
-def read_journal_lines(handle: IO[bytes], offsets: Sequence[int]) -> list[bytes]:
-    """The lines that start at ``offsets`` of a journal opened with ``open(path, "rb")``."""
-    lines = []
-    for offset in offsets:
-        handle.seek(offset)
-        lines.append(handle.readline())
-    return lines
-
-
-def parse_journal_row(
-    lines: Sequence[bytes],
-    *,
-    last: int,
-    keep: frozenset[str] | None = None,
-    share: bool = True,
-) -> JournalRow:
-    """The row whose attempt lines are ``lines`` (``lines[last]`` written last), as
-    :func:`read_journal_row` reads it."""
-    attempts = []
-    last_line: dict[str, Any] = {}
-    last_fields: tuple[Any, ...] = (None, None, None, None)
-    for index, raw in enumerate(lines):
-        line = _loads(raw)
-        fields = tuple(line.pop(name, None) for name in ROW_FIELDS)
-        if index == last:
-            last_line, last_fields = line, fields
-        if keep is not None:
-            line = {k: v for k, v in line.items() if k in keep}
-        if share:
-            line = {_shared(k): _shared_value(k, v) for k, v in line.items()}
-        attempts.append(line)
-    verdict, stats, fingerprint, run_id = last_fields
-    return JournalRow(
-        nodeid=_shared(str(last_line["nodeid"])),
-        dataset=_shared(str(last_line.get("dataset", ""))),
-        row_key=str(last_line.get("row_key", "")),
-        verdict=_shared(str(verdict or _verdict_of(last_line))),
-        attempts=attempts,
-        stats={_shared(str(k)): v for k, v in dict(stats or {}).items()},
-        fingerprint=fingerprint if isinstance(fingerprint, dict) else None,
-        run_id=run_id if isinstance(run_id, str) else None,
+def _not_a_row(path: Path, number: int, raw: bytes, exc: ValidationError) -> str:
+    if b'"row_verdict"' in raw and b'"attempts"' not in raw:
+        return (
+            f"{path}: written by an earlier pytest-osmosis (one line per attempt); this "
+            "release writes one line per row. Rebuild that run's report with the release "
+            "that wrote it, or start a fresh run (without --osmosis-resume)"
+        )
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:3]
     )
-
-
-_SHARED_VALUES = frozenset({"dataset", "status", "error_type", "error_phase"})
-"""Attempt keys whose values repeat from row to row (a handful of distinct strings)."""
-
-
-def _loads(raw: bytes) -> Any:
-    """``json.loads(raw)``: a line that opens an object with no NUL after the brace is the
-    UTF-8 that json would detect (in Python, per call), so it is decoded as json does."""
-    if raw[:1] == b"{" and raw[1:2] != b"\x00":
-        return json.loads(raw.decode("utf-8", "surrogatepass"))
-    return json.loads(raw)
-
-
-def _shared(text: str) -> str:
-    return sys.intern(text)
-
-
-def _shared_value(key: str, value: Any) -> Any:
-    if key in _SHARED_VALUES and isinstance(value, str) and len(value) <= 512:
-        return sys.intern(value)
-    return value
-
-
-def _run_index_order(value: Any) -> tuple[int, str]:
-    return (value, "") if isinstance(value, int) else (1 << 30, str(value))
-
-
-def _verdict_of(attempt: Mapping[str, Any]) -> str:
-    if attempt.get("status") == "skipped":
-        return "skipped"
-    return "passed" if attempt.get("passed") else "failed"
+    return (
+        f"{path}: line {number} is not a journal row ({problems}); restore the file, or "
+        "start a new run without --osmosis-resume"
+    )
 
 
 def write_run_file(

@@ -22,14 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_rollout.runs.gating import summary_intervals
-from osmosis_rollout.runs.journal import (
-    JOURNAL_FILENAME,
-    JournalRow,
-    read_journal,
-    read_run_file,
-)
+from osmosis_rollout.runs.journal import JOURNAL_FILENAME, read_journal, read_run_file
 from osmosis_rollout.runs.metrics import aggregate
-from osmosis_rollout.runs.report_model import REPORT_SCHEMA
+from osmosis_rollout.runs.report_model import REPORT_SCHEMA, RowRecord
 from osmosis_rollout.runs.run_verdict import decide
 
 __all__ = [
@@ -38,9 +33,8 @@ __all__ = [
     "build_report",
     "in_report_order",
     "rebuild_report",
+    "report_document",
     "report_head",
-    "row_errored",
-    "row_verdict_entry",
     "summarize",
     "tool_version",
 ]
@@ -49,22 +43,17 @@ STOPPED_BY_KILLED = "killed"
 """``stopped_by`` of a run whose process died before recording how it ended."""
 
 
-def row_errored(verdict: str, attempts: Sequence[Mapping[str, Any]]) -> bool:
-    """A failed row whose rollouts errored (at least one attempt has no reward because it failed)."""
-    return verdict == "failed" and any(a.get("status") == "failed" for a in attempts)
-
-
-def row_ungraded(verdict: str, attempts: Sequence[Mapping[str, Any]]) -> bool:
+def row_ungraded(row: RowRecord) -> bool:
     """A row whose rollouts all ran and none was graded (no reward, not removed)."""
     return (
-        verdict != "skipped"
-        and bool(attempts)
-        and all(a.get("status") == "success" and a.get("reward") is None for a in attempts)
+        row.verdict != "skipped"
+        and bool(row.attempts)
+        and all(a.status == "success" and a.reward is None for a in row.attempts)
     )
 
 
 def summarize(
-    rows: Iterable[JournalRow],
+    rows: Iterable[RowRecord],
     pass_threshold: float,
     *,
     not_run: Sequence[str] = (),
@@ -72,7 +61,7 @@ def summarize(
 ) -> dict[str, Any]:
     """The report's ``summary`` for ``rows`` (in item order) and the rows that did not run.
 
-    ``rows`` is read once, one row at a time: a run's rows can be streamed from its journal.
+    ``rows`` is read once, one row at a time.
     """
     verdicts: Counter[str] = Counter()
     errored = 0
@@ -88,22 +77,29 @@ def summarize(
         nonlocal errored, ungraded, tokens_estimated, cost_estimated, first, last
         for row in rows:
             verdicts[row.verdict] += 1
-            errored += row_errored(row.verdict, row.attempts)
-            if row_ungraded(row.verdict, row.attempts):
+            errored += row.errored()
+            if row_ungraded(row):
                 ungraded += 1
-                ungraded_why.update(str(a.get("ungraded") or "not_graded") for a in row.attempts)
+                ungraded_why.update(a.ungraded or "not_graded" for a in row.attempts)
             for a in row.attempts:
-                if a.get("status") == "failed":
-                    errors[a.get("error_type")] += 1
-                tokens_estimated = tokens_estimated or bool(a.get("tokens_estimated"))
-                cost_estimated = cost_estimated or bool(a.get("cost_estimated"))
-                if a.get("cost_usd") is not None:
-                    costs.append(a["cost_usd"])
-                if a.get("started_at"):
-                    end = a["started_at"] + a.get("duration_ms", 0) / 1000.0
-                    first = a["started_at"] if first is None else min(first, a["started_at"])
+                if a.status == "failed":
+                    errors[a.error_type] += 1
+                tokens_estimated = tokens_estimated or a.tokens_estimated
+                cost_estimated = cost_estimated or a.cost_estimated
+                if a.cost_usd is not None:
+                    costs.append(a.cost_usd)
+                if a.started_at:
+                    end = a.started_at + a.duration_ms / 1000.0
+                    first = a.started_at if first is None else min(first, a.started_at)
                     last = end if last is None else max(last, end)
-                yield a
+                # The official metrics read the index keys of each attempt.
+                yield {
+                    "run_index": a.run_index,
+                    "row_index": a.row_index,
+                    "status": a.status,
+                    "reward": a.reward,
+                    "tokens": a.tokens,
+                }
 
     summary = aggregate(attempts(), pass_threshold)
     scored_rows = verdicts["passed"] + verdicts["failed"]
@@ -147,7 +143,7 @@ def summarize(
 
 
 def build_report(
-    rows: Sequence[JournalRow],
+    rows: Sequence[RowRecord],
     *,
     pass_threshold: float,
     selected: Sequence[str],
@@ -155,22 +151,38 @@ def build_report(
     config: Mapping[str, Any],
     preflight: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The report document: rows in ``selected`` order (others after), and the ids not run."""
-    ordered = in_report_order(rows, selected)
+    """The report document of ``rows`` (in report order: see :func:`in_report_order`), the
+    rows of ``selected`` with no record being the rows not run."""
     done = {r.nodeid for r in rows}
     not_run = [nodeid for nodeid in selected if nodeid not in done]
-    document = report_head(
-        summarize(ordered, pass_threshold, not_run=not_run, finished=finished),
+    return report_document(
+        rows,
+        summarize(rows, pass_threshold, not_run=not_run, finished=finished),
         not_run=not_run,
         config=config,
         preflight=preflight,
     )
-    document["rows"] = [a for r in ordered for a in r.attempts]
-    document["row_verdicts"] = [row_verdict_entry(r) for r in ordered]
+
+
+def report_document(
+    rows: Sequence[RowRecord],
+    summary: dict[str, Any],
+    *,
+    not_run: Sequence[str],
+    config: Mapping[str, Any],
+    preflight: Sequence[Mapping[str, Any]] = (),
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The report document: :func:`report_head`, ``extra`` (gates, baseline, resume) at the
+    top level, and the rows' two lists, views of the records."""
+    document = report_head(summary, not_run=not_run, config=config, preflight=preflight)
+    document.update(extra or {})
+    document["rows"] = [a for r in rows for a in r.report_rows()]
+    document["row_verdicts"] = [r.verdict_entry() for r in rows]
     return document
 
 
-def in_report_order(rows: Iterable[JournalRow], selected: Sequence[str]) -> list[JournalRow]:
+def in_report_order(rows: Iterable[RowRecord], selected: Sequence[str]) -> list[RowRecord]:
     """``rows`` in ``selected`` order, the rows no one selected after them."""
     position = {nodeid: i for i, nodeid in enumerate(selected)}
     return sorted(rows, key=lambda r: position.get(r.nodeid, len(position)))
@@ -183,9 +195,9 @@ def report_head(
     config: Mapping[str, Any],
     preflight: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The report document with its per-row lists (``rows``, ``row_verdicts``) left empty,
-    for a writer to fill, or stream, row by row. The summary gains the intervals beside its
-    rates, at the run's ``confidence`` (``--osmosis-confidence``, else 0.95)."""
+    """The report document with its per-row lists (``rows``, ``row_verdicts``) left empty.
+    The summary gains the intervals beside its rates, at the run's ``confidence``
+    (``--osmosis-confidence``, else 0.95)."""
     confidence = config.get("confidence")
     level = float(confidence) if isinstance(confidence, int | float) else 0.95
     return {
@@ -196,17 +208,6 @@ def report_head(
         "not_run": list(not_run),
         "preflight": [dict(p) for p in preflight],
         "config": dict(config),
-    }
-
-
-def row_verdict_entry(row: JournalRow) -> dict[str, Any]:
-    """A row's entry in the report's ``row_verdicts``: who it is, its verdict, its statistics."""
-    return {
-        "nodeid": row.nodeid,
-        "dataset": row.dataset,
-        "row_key": row.row_key,
-        "verdict": row.verdict,
-        **row.stats,
     }
 
 
@@ -222,7 +223,7 @@ def rebuild_report(run_dir: Path) -> tuple[dict[str, Any], int]:
     config = run.get("config") or {}
     threshold = config.get("pass_threshold")
     document = build_report(
-        rows,
+        in_report_order(rows, run.get("selected") or []),
         pass_threshold=float(threshold) if isinstance(threshold, int | float) else 1.0,
         selected=list(run.get("selected") or []),
         finished=run.get("finished"),

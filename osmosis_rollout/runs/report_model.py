@@ -1,10 +1,11 @@
 """The records of a run, one model each: a row's attempt, its verdict, the run's summary.
 
-The same models describe a ``rows.jsonl`` journal line (:class:`JournalLine`: an attempt and
-its row's verdict, statistics and fingerprint) and ``report.json``'s rows
-(:class:`ReportAttempt`, :class:`ReportRowVerdict`): the journal is read through
-:class:`JournalLine` (:func:`osmosis_rollout.runs.journal.read_journal` validates each line,
-naming the line that breaks it), and a report through :class:`ReportDocument`
+A row is one record from where it is decided to every file: :class:`AttemptRecord` for an
+attempt and :class:`RowRecord` for a row's verdict over its attempts. A ``rows.jsonl``
+journal line is a :class:`RowRecord` (written and read back by this model,
+:mod:`osmosis_rollout.runs.journal`); ``report.json``'s rows are views of the same records
+(:class:`ReportAttempt`, :class:`ReportRowVerdict`), and a report is read through
+:class:`ReportDocument`
 (``--osmosis-baseline``, tools that consume a run's report). The published JSON Schema
 comes from them (``docs/report.schema.json``, regenerated with
 ``python -m osmosis_rollout.runs.report_model > docs/report.schema.json``) and names every key
@@ -25,9 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = [
     "REPORT_SCHEMA",
+    "AttemptRecord",
     "Fingerprint",
     "GraderSaid",
-    "JournalLine",
     "ReportAttempt",
     "ReportBaseline",
     "ReportConfig",
@@ -40,6 +41,7 @@ __all__ = [
     "ReportSummary",
     "RewardStats",
     "RowCounts",
+    "RowRecord",
     "RowStats",
     "RunVerdict",
     "VerdictReason",
@@ -100,80 +102,73 @@ class GraderSaid(_Open):
     )
 
 
-class ReportAttempt(_Open):
-    """One attempt of one row: the official ``index.jsonl`` keys plus ours (a line of the
-    report's ``rows``; the attempt part of a ``rows.jsonl`` line)."""
+class AttemptRecord(_Open):
+    """One attempt of one row, classified as the official ``osmosis eval run`` classifies it:
+    the official ``index.jsonl`` keys plus ours.
 
-    nodeid: str = Field(description="pytest node id of the row's item")
-    dataset: str | None = Field(default=None, description="the dataset file the row came from")
-    row_key: str | None = Field(
-        default=None, description="the row's id column, else row-<index in the file>"
+    Built where the attempt ends, journaled inside its :class:`RowRecord`, and read back by
+    every reader of the run. ``status`` is ``success`` | ``failed`` | ``skipped`` (the grader
+    removed the sample); ``error_type`` is the error category, else the message, else
+    ``rollout_failed``.
+    """
+
+    row_key: str = Field(
+        default="", description="the row's id column, else row-<index in the file>"
     )
-    row_index: int | None = Field(
-        default=None, description="position of the row among the selected rows"
+    row_index: int = Field(default=0, description="position of the row among the selected rows")
+    source_row_index: int = Field(
+        default=0, description="0-based offset of the row in its dataset file"
     )
-    source_row_index: int | None = Field(
-        default=None, description="0-based offset of the row in its dataset file"
+    run_index: int = Field(
+        default=0, description="which attempt of the row this is (0 to --osmosis-n - 1)"
     )
-    run_index: int | None = Field(
-        default=None, description="which attempt of the row this is (0 to --osmosis-n - 1)"
-    )
-    rollout_id: str | None = Field(default=None, description="the rollout's id")
-    status: str | None = Field(
-        default=None, description="success | failed (the rollout errored) | skipped"
-    )
+    rollout_id: str = Field(default="", description="the rollout's id")
+    status: str = Field(description="success | failed (the rollout errored) | skipped")
     reward: float | None = Field(
         default=None, description="the grader's reward; null when ungraded or errored"
     )
-    passed: bool | None = Field(default=None, description="the reward reached the pass threshold")
     error_type: str | None = Field(
         default=None, description="the error category of a failed rollout"
     )
     err_message: str | None = Field(default=None, description="the failed rollout's message")
-    error_phase: str | None = Field(
-        default=None, description="workflow or grader: where user code failed, in-process"
-    )
-    blocked_loop: str | None = Field(
-        default=None, description="what blocked the rollouts' event loop during a failed attempt"
-    )
     tokens: int | None = Field(default=None, description="tokens the policy used")
-    tokens_estimated: bool | None = Field(
-        default=None, description="tokens were estimated (the policy reported no usage)"
+    tokens_estimated: bool = Field(
+        default=False, description="tokens were estimated (the policy reported no usage)"
     )
     cost_usd: float | None = Field(
         default=None, description="the attempt's cost in US dollars; null when not priced"
     )
-    cost_estimated: bool | None = Field(
-        default=None, description="the cost was computed from estimated tokens"
+    cost_estimated: bool = Field(
+        default=False, description="the cost was computed from estimated tokens"
     )
-    duration_ms: float | None = Field(default=None, description="the rollout's wall time (ms)")
-    started_at: float | None = Field(
-        default=None, description="when the rollout started (Unix time, seconds)"
-    )
-    trajectory_filename: str | None = Field(
-        default=None, description="the attempt's trajectory.json"
+    duration_ms: float = Field(default=0.0, description="the rollout's wall time (ms)")
+    started_at: float = Field(
+        default=0.0, description="when the rollout started (Unix time, seconds)"
     )
     diagnostics_path: str | None = Field(
         default=None, description="the attempt's diagnostics file, when one was written"
     )
     last_assistant: str | None = Field(
-        default=None, description="the last assistant message of the trajectory"
+        default=None, description="the last assistant message of the trajectory (clipped)"
     )
     tool_calls: list[str] | None = Field(
         default=None,
         description="the sample's tool calls, one 'name({arguments})' line each, arguments "
         "clipped to 200 characters, at most 20 lines; null when it made none",
     )
-    policy_calls: int | None = Field(default=None, description="model calls the rollout made")
+    policy_calls: int = Field(default=0, description="model calls the rollout made")
+    error_phase: str | None = Field(
+        default=None, description="workflow or grader: where user code failed, in-process"
+    )
+    blocked_loop: str | None = Field(
+        default=None, description="what blocked the rollouts' event loop during a failed attempt"
+    )
+    passed: bool = Field(default=False, description="the reward reached the pass threshold")
     grader: GraderSaid | None = Field(
         default=None, description="what the grader said of this attempt, when it said anything"
     )
     workflow_log: str | None = Field(
         default=None, description="what the workflow logged, kept when the attempt errored"
-    )
-    ungraded: str | None = Field(
-        default=None,
-        description="why a rollout that ran has no reward: no_grader, no_label or not_graded",
     )
     prompt: str | None = Field(
         default=None,
@@ -185,6 +180,29 @@ class ReportAttempt(_Open):
         description="what the rollout printed to stdout/stderr (in-process), its first 2000 "
         "characters; rollouts.log has all of it",
     )
+    ungraded: str | None = Field(
+        default=None,
+        description="why a rollout that ran has no reward: no_grader, no_label or not_graded",
+    )
+    trajectory_filename: str | None = Field(
+        default=None, description="the attempt's trajectory.json"
+    )
+
+    @property
+    def trajectory_path(self) -> str | None:
+        """The attempt's trajectory file (``trajectory_filename``)."""
+        return self.trajectory_filename
+
+
+class ReportAttempt(AttemptRecord):
+    """A line of the report's ``rows``: an attempt with its row's node id and dataset."""
+
+    # Read leniently: a report's rows are read back from files other tools may have written.
+    status: str | None = Field(  # type: ignore[assignment]
+        default=None, description="success | failed (the rollout errored) | skipped"
+    )
+    nodeid: str = Field(description="pytest node id of the row's item")
+    dataset: str | None = Field(default=None, description="the dataset file the row came from")
 
 
 class RowStats(_Open):
@@ -213,26 +231,76 @@ class Fingerprint(_Open):
 
     row: str = Field(description="hash of the row's content and label")
     entrypoint: str | None = Field(description="the rollout entrypoint and its file's hash")
+    env: str | None = Field(
+        default=None,
+        description="hash of the environment variables the rollout declares it reads "
+        "(OSMOSIS_ENV), never their values; null when it declares none",
+    )
     policy: str | None = Field(description="the policy (a scripted policy with its file's hash)")
     pass_threshold: float = Field(description="the pass threshold")
     row_pass: str = Field(description="the row rule over attempts (--osmosis-row-pass)")
     n: int = Field(description="attempts per row (--osmosis-n)")
 
 
-class JournalLine(ReportAttempt):
-    """One line of ``rows.jsonl``: an attempt, with its row's verdict, statistics,
-    fingerprint and the run that wrote it (each attempt line of a row carries them)."""
+class RowRecord(_Open):
+    """A row's verdict over its attempts: one line of ``rows.jsonl``.
 
-    row_verdict: str | None = Field(
-        default=None, description="the row's verdict: passed | failed | skipped"
+    Decided once, where the row's last attempt ends (or where its item gave up waiting),
+    journaled once, and read back by the report, the HTML, the gates, the baseline and a
+    resume. The report's ``row_verdicts`` entry and ``rows`` lines are views of it.
+    """
+
+    nodeid: str = Field(description="pytest node id of the row's item")
+    dataset: str | None = Field(default=None, description="the dataset file the row came from")
+    row_key: str = Field(default="", description="the row's key")
+    verdict: str = Field(description="passed | failed | skipped, under the row-pass rule")
+    attempts: list[AttemptRecord] = Field(default_factory=list, description="its attempts")
+    stats: dict[str, Any] = Field(
+        default_factory=dict, description="the row's statistics (a RowStats)"
     )
-    row_stats: RowStats | None = Field(default=None, description="the row's statistics")
-    fingerprint: Fingerprint | None = Field(
-        default=None, description="what the row's result depends on (null: an older journal)"
+    fingerprint: dict[str, Any] | None = Field(
+        default=None, description="what the row's result depends on (a Fingerprint)"
     )
     run_id: str | None = Field(
-        default=None, description="the run that wrote the line (a later one replaces the row)"
+        default=None, description="the run that wrote the line (a later line replaces the row)"
     )
+
+    @property
+    def outcome(self) -> str:
+        """:attr:`verdict` under the name the ``osmosis_result`` fixture's multi-attempt
+        result had before rows became records (users' tests read it)."""
+        return self.verdict
+
+    @property
+    def passed_attempts(self) -> int:
+        """Attempts that reached the threshold."""
+        return sum(1 for a in self.attempts if a.passed and a.status != "skipped")
+
+    @property
+    def scored_attempts(self) -> int:
+        """Attempts not skipped."""
+        return sum(1 for a in self.attempts if a.status != "skipped")
+
+    def errored(self) -> bool:
+        """A failed row whose rollouts errored (an attempt has no reward because it failed)."""
+        return self.verdict == "failed" and any(a.status == "failed" for a in self.attempts)
+
+    def report_rows(self) -> list[dict[str, Any]]:
+        """Its attempts as the report's ``rows`` hold them (with node id and dataset)."""
+        return [
+            {**a.model_dump(), "nodeid": self.nodeid, "dataset": self.dataset}
+            for a in self.attempts
+        ]
+
+    def verdict_entry(self) -> dict[str, Any]:
+        """Its entry in the report's ``row_verdicts``: who it is, its verdict, its statistics."""
+        return {
+            "nodeid": self.nodeid,
+            "dataset": self.dataset,
+            "row_key": self.row_key,
+            "verdict": self.verdict,
+            **self.stats,
+        }
 
 
 class ReportRowVerdict(RowStats):
@@ -580,10 +648,21 @@ def report_json_schema() -> dict[str, Any]:
     """The JSON Schema of ``report.json`` (what ``docs/report.schema.json`` holds), with the
     ``rows.jsonl`` line's model beside it under ``$defs``."""
     schema = ReportDocument.model_json_schema(by_alias=True)
-    journal = JournalLine.model_json_schema(by_alias=True)
+    journal = RowRecord.model_json_schema(by_alias=True)
     defs = schema.setdefault("$defs", {})
     defs.update(journal.pop("$defs", {}))
-    defs["JournalLine"] = journal
+    # The record keeps these two as plain objects (readers index them by key); the schema
+    # names their keys.
+    for name, model in (("stats", RowStats), ("fingerprint", Fingerprint)):
+        sub = model.model_json_schema(by_alias=True)
+        defs.update(sub.pop("$defs", {}))
+        defs[model.__name__] = sub
+        described = journal["properties"][name]["description"]
+        journal["properties"][name] = {
+            "$ref": f"#/$defs/{model.__name__}",
+            "description": described,
+        }
+    defs["RowRecord"] = journal
     # The keys CI scripts read are required of a report this release writes; the model
     # itself still reads older reports (a baseline) that lack them.
     schema["required"] = sorted({*schema.get("required", ()), *CI_KEYS})

@@ -17,6 +17,10 @@ from typing import Any
 SERVER_API_KEY_ENV = "OSMOSIS_ROLLOUT_API_KEY"
 """Environment variable ``osmosis-rollout serve`` reads the inbound key from."""
 
+REFUSED_SCOPE_KEY = "osmosis_rollout.refused"
+"""Set (True) in the ASGI scope of a request refused for want of the key: the connection it
+came on stays untrusted (see ``connections.py``)."""
+
 UNAUTHORIZED_BODY = json.dumps({"detail": "unauthorized"}, separators=(",", ":")).encode()
 
 
@@ -86,6 +90,7 @@ class BearerAuthMiddleware:
         if self.auth.accepts(header):
             await self.app(scope, receive, send)
             return
+        scope[REFUSED_SCOPE_KEY] = True
         await send(
             {
                 "type": "http.response.start",
@@ -93,10 +98,13 @@ class BearerAuthMiddleware:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(UNAUTHORIZED_BODY)).encode()),
+                    # No keep-alive for a client without the key: its file descriptor is
+                    # freed at once rather than held against the connection cap.
+                    (b"connection", b"close"),
                 ],
             }
         )
         await send({"type": "http.response.body", "body": UNAUTHORIZED_BODY})
 
 
-__all__ = ["SERVER_API_KEY_ENV", "BearerAuthMiddleware", "ControllerAuth"]
+__all__ = ["REFUSED_SCOPE_KEY", "SERVER_API_KEY_ENV", "BearerAuthMiddleware", "ControllerAuth"]

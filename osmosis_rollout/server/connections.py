@@ -13,8 +13,21 @@ subclass of uvicorn's h11 protocol (:func:`guarded_protocol`) and sheds:
   ``body_grace_sec`` (10 s) have passed since its headers;
 - when a new connection would pass ``max_connections`` (by default the open-file limit
   less an eighth, at least 64, kept for rollouts, files and outbound calls), the oldest
-  connection that is not being answered: one still sending its request or idle between
-  requests. If every connection is being answered, the new one is closed.
+  *untrusted* connection that is not being answered (one that has not sent its first
+  request in full; a request refused for want of the key closes its connection after the
+  401, see ``auth.py``). A connection is trusted once it
+  has completed a request the server did not refuse with 401 (any request when the server
+  has no key): a controller's idle keep-alive connections. Trusted connections are never
+  shed for the cap: churn of new connections without the key cannot close them. Nor is a
+  new connection whose request, waiting in the kernel and not yet read, carries the key
+  (looked at with ``MSG_PEEK``; any request when the server has no key): a flood accepted
+  in one go would otherwise close a controller's new connection before its request could
+  even be read. When no untrusted connection can be shed, the new one is closed.
+
+When the process is out of open files anyway, the event loop's ``accept()`` fails for each
+connection waiting (asyncio calls it up to the listen backlog per tick, and logs a traceback
+each time): :class:`RefusedAccepts` turns those into one warning line per
+:data:`REFUSED_ACCEPT_LOG_INTERVAL_SEC`.
 
 A slow *response* is legitimate: once a request has fully arrived (a long poll for a
 result, say), its connection is never timed out nor shed. The inbound key is checked as
@@ -26,7 +39,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import errno
 import logging
+import socket
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -40,6 +55,12 @@ MIN_BODY_RATE = 1024.0
 """Bytes per second a request body must average once its grace period is over."""
 SWEEP_INTERVAL_SEC = 0.5
 MIN_RESERVED_FDS = 64
+PEEK_BYTES = 8192
+"""How much of an unread request is looked at for the key (headers come first)."""
+REFUSED_ACCEPT_LOG_INTERVAL_SEC = 10.0
+"""At most one line per this many seconds about connections ``accept()`` refused."""
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 def default_max_connections() -> int:
@@ -73,6 +94,8 @@ class _Connection:
     phase: Phase = Phase.HEADERS
     since: float = field(default_factory=time.monotonic)
     body_bytes: int = 0
+    trusted: bool = False
+    """Completed a request the server did not refuse for want of the key."""
 
     def enter(self, phase: Phase) -> None:
         if phase is not self.phase:
@@ -105,40 +128,70 @@ class ConnectionGuard:
         self.body_grace_sec = body_grace_sec
         self.min_body_rate = min_body_rate
         self.shed: Counter[str] = Counter()
-        # Insertion order is opening order: the first sheddable one is the oldest.
-        self._connections: dict[asyncio.Transport, _Connection] = {}
+        self.credential: bytes | None = None
+        """``Bearer <key>`` as sent by a client with the server's key (None: no key)."""
+        # Insertion order is opening order: the first sheddable one is the oldest. Trusted
+        # connections move to their own table, so finding the one to shed never walks them.
+        self._untrusted: dict[asyncio.Transport, _Connection] = {}
+        self._trusted: dict[asyncio.Transport, _Connection] = {}
         self._sweeper: asyncio.TimerHandle | None = None
 
     def __len__(self) -> int:
-        return len(self._connections)
+        return len(self._untrusted) + len(self._trusted)
 
     def opened(self, transport: asyncio.Transport) -> _Connection:
-        """Track a new connection; past the cap, shed the oldest sheddable one."""
+        """Track a new connection; past the cap, shed the oldest sheddable untrusted one."""
         connection = _Connection(transport)
-        if len(self._connections) >= self.max_connections:
-            oldest = next((c for c in self._connections.values() if c.sheddable), None)
-            if oldest is None:  # every connection is being answered: refuse the new one
+        if len(self) >= self.max_connections:
+            oldest = self._oldest_sheddable()
+            if oldest is None:  # only trusted, answered or sending ones: refuse this one
                 self.shed["over_connection_cap"] += 1
                 transport.abort()
                 return connection
             self._shed(oldest, "over_connection_cap")
-        self._connections[transport] = connection
+        self._untrusted[transport] = connection
         if self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().call_later(SWEEP_INTERVAL_SEC, self._sweep)
         return connection
 
+    def _oldest_sheddable(self) -> _Connection | None:
+        """The oldest untrusted connection neither being answered nor holding an unread
+        request that carries the key."""
+        for connection in self._untrusted.values():
+            if connection.sheddable and not self._carries_key(connection.transport):
+                return connection
+        return None
+
+    def _carries_key(self, transport: asyncio.Transport) -> bool:
+        unread = _unread_bytes(transport)
+        if self.credential is None:
+            return bool(unread)
+        return self.credential in unread
+
+    def trust(self, connection: _Connection) -> None:
+        """``connection`` completed a request that was not refused: never shed it for the cap."""
+        if connection.trusted or connection.transport not in self._untrusted:
+            return  # trusted already, or shed or closed
+        del self._untrusted[connection.transport]
+        connection.trusted = True
+        self._trusted[connection.transport] = connection
+
     def closed(self, transport: asyncio.Transport) -> None:
         """Forget a connection that is gone."""
-        self._connections.pop(transport, None)
+        self._untrusted.pop(transport, None)
+        self._trusted.pop(transport, None)
 
     def _shed(self, connection: _Connection, reason: str) -> None:
         self.shed[reason] += 1
-        self._connections.pop(connection.transport, None)
+        self.closed(connection.transport)
         connection.transport.abort()
+
+    def _all(self) -> list[_Connection]:
+        return [*self._untrusted.values(), *self._trusted.values()]
 
     def _sweep(self) -> None:
         now = time.monotonic()
-        for connection in list(self._connections.values()):
+        for connection in self._all():
             elapsed = now - connection.since
             if connection.phase is Phase.HEADERS and elapsed > self.header_timeout_sec:
                 self._shed(connection, "header_timeout")
@@ -150,19 +203,127 @@ class ConnectionGuard:
                 self._shed(connection, "slow_body")
         self._sweeper = (
             asyncio.get_running_loop().call_later(SWEEP_INTERVAL_SEC, self._sweep)
-            if self._connections
+            if len(self)
             else None
         )
 
     def snapshot(self) -> dict[str, Any]:
-        """Open connections by phase, the cap, and how many were shed and why."""
-        phases = Counter(c.phase.value for c in self._connections.values())
+        """Open connections by phase, how many are trusted, the cap, and how many were shed
+        and why."""
+        phases = Counter(c.phase.value for c in self._all())
         return {
-            "open": len(self._connections),
+            "open": len(self),
+            "trusted": len(self._trusted),
             "max_connections": self.max_connections,
             "by_phase": {phase.value: phases[phase.value] for phase in Phase},
             "shed": dict(self.shed),
         }
+
+
+def _unread_bytes(transport: asyncio.Transport) -> bytes:
+    """The first :data:`PEEK_BYTES` the client sent that the loop has not read yet."""
+    sock = transport.get_extra_info("socket")
+    fileno = sock.fileno() if sock is not None else -1
+    if fileno < 0:
+        return b""
+    # A second socket object over the same descriptor (no dup: at the open-file limit there
+    # may be no descriptor to spare), detached so that it never closes it.
+    peek = socket.socket(fileno=fileno)
+    try:
+        return peek.recv(PEEK_BYTES, socket.MSG_PEEK | _DONTWAIT)
+    except OSError:  # BlockingIOError: nothing sent; anything else: nothing worth keeping
+        return b""
+    finally:
+        peek.detach()
+
+
+class RefusedAccepts:
+    """The event loop's exception handler: refused ``accept()`` calls become one line per interval.
+
+    asyncio reports an ``accept()`` that fails for want of files or memory through the loop's
+    exception handler, with a traceback, once per connection waiting in the backlog (it
+    retries the listener a second later). Those are counted here: the first is logged at once
+    with the fix, later ones as a count when :attr:`interval_sec` has passed since the last
+    line (and by :meth:`report` at the end). Every other exception goes to the handler that
+    was in place before.
+    """
+
+    def __init__(self, interval_sec: float = REFUSED_ACCEPT_LOG_INTERVAL_SEC) -> None:
+        self.interval_sec = interval_sec
+        self.total = 0
+        """Refused ``accept()`` calls since :meth:`install`."""
+        self._unreported = 0
+        self._reason = ""
+        self._next_line = 0.0
+        self._previous: Any = None
+        self._limit = "unknown"
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Handle ``loop``'s exceptions, passing on those that are not refused accepts."""
+        self._limit = _open_file_limit()  # read now: with no file left, even an import fails
+        self._previous = loop.get_exception_handler()
+        loop.set_exception_handler(self._handle)
+
+    def _handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        if (
+            isinstance(error, OSError)
+            and error.errno in _OUT_OF_RESOURCES
+            and "accept" in str(context.get("message", ""))
+        ):
+            self.total += 1
+            self._unreported += 1
+            self._reason = error.strerror or str(error)
+            now = time.monotonic()
+            if now >= self._next_line:
+                self._next_line = now + self.interval_sec
+                self.report()
+            return
+        if _stale_accept_retry(context):
+            return
+        if self._previous is not None:
+            self._previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    def report(self) -> None:
+        """Log the refusals not yet counted in a line (also when the server stops)."""
+        if not self._unreported:
+            return
+        count, self._unreported = self._unreported, 0
+        logger.warning(
+            "new connections refused: accept() failed %d time(s) since the last report: %s "
+            "(open-file limit %s); raise the limit (ulimit -n) or lower --max-connections "
+            "(next report in %gs at most)",
+            count,
+            self._reason,
+            self._limit,
+            self.interval_sec,
+        )
+
+
+def _stale_accept_retry(context: dict[str, Any]) -> bool:
+    """True for asyncio's retry of a refused ``accept()`` that fires after the listener closed.
+
+    Each refusal schedules a retry a second later; at shutdown the listener is closed first,
+    and every retry still pending then fails on the closed socket (``ValueError: Invalid file
+    descriptor: -1``), thousands of tracebacks after a burst. Nothing is lost: the server is
+    stopping. The handle's callback is read from asyncio's private ``_callback`` (the only
+    way to tell the retry from any other callback).
+    """
+    callback = getattr(context.get("handle"), "_callback", None)
+    return getattr(callback, "__name__", "") == "_start_serving" and isinstance(
+        context.get("exception"), ValueError | OSError
+    )
+
+
+def _open_file_limit() -> str:
+    try:
+        import resource
+    except ImportError:
+        return "unknown"
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
 
 
 def guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
@@ -173,6 +334,8 @@ def guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
     """
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from osmosis_rollout.server.auth import REFUSED_SCOPE_KEY
 
     class GuardedH11Protocol(H11Protocol):  # type: ignore[misc]  # uvicorn: untyped base
         _guarded: _Connection
@@ -195,6 +358,8 @@ def guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
             self._follow_request()
 
         def on_response_complete(self) -> None:
+            if not self.scope.get(REFUSED_SCOPE_KEY):
+                guard.trust(self._guarded)
             super().on_response_complete()
             self._follow_request()
 
@@ -216,8 +381,10 @@ __all__ = [
     "BODY_GRACE_SEC",
     "HEADER_TIMEOUT_SEC",
     "MIN_BODY_RATE",
+    "REFUSED_ACCEPT_LOG_INTERVAL_SEC",
     "ConnectionGuard",
     "Phase",
+    "RefusedAccepts",
     "default_max_connections",
     "guarded_protocol",
 ]

@@ -15,7 +15,10 @@ each change, the terminal one whatever fixed it) is one OpenTelemetry log record
 Every text is bounded (at most 512 printable characters, else left out); a rollout whose id is
 not such a text sends nothing. Nothing else of a request, and no secret, is ever sent. The
 export is batched on its own thread (queue 1024, batches of 128, every second, 2 s per
-request); a failing collector costs a warning, never an admission, lease or result.
+request); a failing collector costs a warning, never an admission, lease or result. At
+shutdown what is still queued gets :data:`CLOSE_TIMEOUT_SEC` (2 s) to reach the collector,
+then is dropped with one warning: a collector that accepts and never answers cannot hold a
+stopping server.
 
 **Traces** (ours, beyond the official): with ``OSMOSIS_ROLLOUT_OTLP_TRACES=1`` as well, each
 rollout is one trace to ``<endpoint>/v1/traces``: a ``rollout`` span from admission to its
@@ -63,7 +66,8 @@ MAX_EXPORT_BATCH_SIZE = 128
 SCHEDULE_DELAY_MILLIS = 1000
 EXPORT_TIMEOUT_MILLIS = 3000
 EXPORT_TIMEOUT_SEC = 2
-CLOSE_TIMEOUT_MILLIS = 3000
+CLOSE_TIMEOUT_SEC = 2.0
+"""At shutdown, how long the last events may take to reach the collector before they are dropped."""
 
 _PHASES = {RolloutStatus.RUNNING: "workflow", RolloutStatus.GRADING: "grader"}
 
@@ -111,6 +115,7 @@ class RolloutObservability:
         self._sequence = 0
         self._lock = threading.Lock()
         self._rollouts: dict[str, _Traced] = {}
+        self._endpoint = ""
 
     def start(self) -> None:
         """Start exporting when ``$OSMOSIS_ROLLOUT_OTLP_ENDPOINT`` is set (else do nothing).
@@ -121,6 +126,7 @@ class RolloutObservability:
         endpoint = os.environ.get(ENDPOINT_ENV, "").rstrip("/")
         if not endpoint:
             return
+        self._endpoint = endpoint
         require_extra("opentelemetry.sdk", extra="otel", package="opentelemetry-sdk")
         require_extra(
             "opentelemetry.exporter.otlp.proto.http",
@@ -134,7 +140,8 @@ class RolloutObservability:
 
         # Own providers, never the application's global ones.
         resource = Resource({"service.name": SERVICE_NAME})
-        logs = LoggerProvider(resource=resource)
+        # No exit hook of their own: one would flush at interpreter exit, unbounded.
+        logs = LoggerProvider(resource=resource, shutdown_on_exit=False)
         logs.add_log_record_processor(
             BatchLogRecordProcessor(
                 OTLPLogExporter(endpoint=f"{endpoint}/v1/logs", timeout=EXPORT_TIMEOUT_SEC),
@@ -156,7 +163,7 @@ class RolloutObservability:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        spans = TracerProvider(resource=resource)
+        spans = TracerProvider(resource=resource, shutdown_on_exit=False)
         spans.add_span_processor(
             BatchSpanProcessor(
                 OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces", timeout=EXPORT_TIMEOUT_SEC),
@@ -304,14 +311,34 @@ class RolloutObservability:
         finally:
             span.end()
 
-    def close(self) -> None:
-        """Flush what is queued (bounded) and stop exporting."""
-        for provider in self._providers:
-            provider.force_flush(timeout_millis=CLOSE_TIMEOUT_MILLIS)
-            provider.shutdown()
-        self._providers.clear()
+    def close(self, timeout_sec: float = CLOSE_TIMEOUT_SEC) -> None:
+        """Flush what is queued and stop exporting, within ``timeout_sec``.
+
+        The flush runs on a daemon thread: past ``timeout_sec`` it is left behind (what it
+        still holds is dropped, with one warning) and never delays the process's exit.
+        """
+        providers, self._providers = self._providers, []
         self._log = self._tracer = None
         self.enabled = False
+        if not providers:
+            return
+        deadline_millis = int(timeout_sec * 1000)
+
+        def flush_and_stop() -> None:
+            for provider in providers:
+                provider.force_flush(timeout_millis=deadline_millis)
+                provider.shutdown()
+
+        closing = threading.Thread(target=flush_and_stop, name="osmosis-otlp-close", daemon=True)
+        closing.start()
+        closing.join(timeout_sec)
+        if closing.is_alive():
+            logger.warning(
+                "the OTLP collector at %s did not answer within %gs: the rollout events and "
+                "spans still queued were dropped",
+                self._endpoint,
+                timeout_sec,
+            )
 
 
 __all__ = [

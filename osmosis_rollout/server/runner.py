@@ -11,7 +11,9 @@ lease lapsed) or ``drain_timeout_sec`` passes; only then is uvicorn told to exit
 signal stops at once (uvicorn's graceful stop), a third SIGINT forces it.
 
 Connections are served through :func:`~osmosis_rollout.server.connections.guarded_protocol`:
-slow requests are timed out and, at the connection cap, the oldest idle connection is shed
+slow requests are timed out and, at the connection cap, the oldest connection that never
+completed a request with the key is shed;
+``accept()`` refused at the open-file limit is logged one line per interval
 (``connections.py``).
 """
 
@@ -27,9 +29,11 @@ from typing import Any
 
 import uvicorn
 
+from osmosis_rollout.server.auth import SERVER_API_KEY_ENV
 from osmosis_rollout.server.connections import (
     HEADER_TIMEOUT_SEC,
     ConnectionGuard,
+    RefusedAccepts,
     guarded_protocol,
 )
 from osmosis_rollout.server.shutdown import DEFAULT_DRAIN_TIMEOUT_SEC, KEEP_ALIVE_SEC
@@ -61,11 +65,17 @@ class DrainingServer(uvicorn.Server):  # type: ignore[misc]  # uvicorn ships no 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_task: asyncio.Task[None] | None = None
         self._drain_requested = False
+        self.refused_accepts = RefusedAccepts()
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-        """Remember the loop (the signal handler schedules the drain on it), then serve."""
+        """Remember the loop (the signal handler schedules the drain on it), then serve,
+        logging refused accepts one line per interval."""
         self._loop = asyncio.get_running_loop()
-        await super().serve(sockets)
+        self.refused_accepts.install(self._loop)
+        try:
+            await super().serve(sockets)
+        finally:
+            self.refused_accepts.report()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """First signal: start the drain. Later ones: uvicorn's own stop (then force)."""
@@ -131,6 +141,8 @@ def run_rollout_app(
     rollout_server = rollout_server if rollout_server is not None else rollout_server_of(app)
     if rollout_server is not None:
         rollout_server.connections = guard  # reported by /health
+        key = rollout_server.secrets.get(SERVER_API_KEY_ENV)
+        guard.credential = f"Bearer {key}".encode() if key else None
     config = uvicorn.Config(
         app,
         http=guarded_protocol(guard),

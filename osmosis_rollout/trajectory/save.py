@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +34,15 @@ from osmosis_rollout.types import ExecutionResult, RolloutSample
 __all__ = [
     "DIAGNOSTICS_FILENAME",
     "TRAJECTORY_FILENAME",
+    "WriteFailureCallback",
     "save_trajectory",
     "write_trajectory",
 ]
 
 logger = logging.getLogger(__name__)
+
+WriteFailureCallback = Callable[[Path, OSError], None]
+"""Told of a file that could not be written: its path and the error."""
 
 TRAJECTORY_FILENAME = "trajectory.json"
 DIAGNOSTICS_FILENAME = "diagnostics.json"
@@ -55,6 +59,7 @@ def write_trajectory(
     diagnostics: Mapping[str, Any] | None = None,
     redactor: Redactor | None = None,
     report: TrajectoryReport | None = None,
+    on_write_failure: WriteFailureCallback | None = None,
 ) -> Path | None:
     """Write the rollout's ATIF document and diagnostics under ``<root>/<rollout_id>/``, now.
 
@@ -70,10 +75,22 @@ def write_trajectory(
     Returns the path of ``trajectory.json`` when it was written, else ``None`` (no sample,
     ``trajectory_messages`` is ``None``, an unusable rollout id, or an I/O failure).
     Never raises. Synchronous, for callers that choose their own thread;
-    :func:`save_trajectory` is the official SDK's awaited form.
+    :func:`save_trajectory` is the official SDK's awaited form. A file that could not be
+    written (a full disk) is logged as best-effort, as the official SDK does, or, with
+    ``on_write_failure``, handed to it as ``(path, exc)``: a caller that must not lose
+    trajectories silently (the pytest plugin) stops its run.
     """
     return _save_logged(
-        root, rollout_id, result, label, metadata, extra_fields, diagnostics, redactor, report
+        root,
+        rollout_id,
+        result,
+        label,
+        metadata,
+        extra_fields,
+        diagnostics,
+        redactor,
+        report,
+        on_write_failure,
     )
 
 
@@ -118,11 +135,21 @@ def _save_logged(
     diagnostics: Mapping[str, Any] | None,
     redactor: Redactor | None,
     report: TrajectoryReport | None,
+    on_write_failure: WriteFailureCallback | None = None,
 ) -> Path | None:
     try:
         redactor = redactor if redactor is not None else environment_redactor()
         return _save(
-            root, rollout_id, result, label, metadata, extra_fields, diagnostics, redactor, report
+            root,
+            rollout_id,
+            result,
+            label,
+            metadata,
+            extra_fields,
+            diagnostics,
+            redactor,
+            report,
+            on_write_failure,
         )
     except Exception:
         # The official SDK's wording: log lines people grep for read the same.
@@ -142,6 +169,7 @@ def _save(
     diagnostics: Mapping[str, Any] | None,
     redactor: Redactor,
     report: TrajectoryReport | None = None,
+    on_write_failure: WriteFailureCallback | None = None,
 ) -> Path | None:
     if not isinstance(rollout_id, str) or not is_single_path_segment(rollout_id):
         logger.warning("not saving a trajectory for unsafe rollout id %r", rollout_id)
@@ -151,11 +179,13 @@ def _save(
     payload = diagnostics if diagnostics is not None else result.extra_fields
     if payload is not None:
         # Written first and on its own: a failed rollout with no sample still leaves a record.
+        path = base.joinpath(rollout_id, DIAGNOSTICS_FILENAME)
         try:
-            _write_atomic(
-                base.joinpath(rollout_id, DIAGNOSTICS_FILENAME),
-                _diagnostics_text(redactor.redact_value(dict(payload))),
-            )
+            _write_atomic(path, _diagnostics_text(redactor.redact_value(dict(payload))))
+        except OSError as exc:
+            if on_write_failure is None:
+                raise
+            on_write_failure(path, exc)
         except Exception:
             logger.warning(
                 "Failed to save the diagnostics for rollout %s (best-effort)",
@@ -196,7 +226,13 @@ def _save(
                 exc,
             )
     dest = base.joinpath(rollout_id, TRAJECTORY_FILENAME)  # one join: this runs per rollout
-    _write_atomic(dest, text + "\n")
+    try:
+        _write_atomic(dest, text + "\n")
+    except OSError as exc:
+        if on_write_failure is None:
+            raise
+        on_write_failure(dest, exc)
+        return None
     return dest
 
 

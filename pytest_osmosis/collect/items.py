@@ -18,17 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_osmosis.keys import RECORD_KEY, ROW_KEY, RowRef
+from pytest_osmosis.keys import ROW_KEY, RowRef
 from pytest_osmosis.options import OPTIONS
-from pytest_osmosis.results.report import row_record
-from pytest_osmosis.results.verdict import RowVerdict, failure_message
+from pytest_osmosis.results.verdict import VerdictHookError, failure_message
 from pytest_osmosis.run.policy_choice import CassetteKeys
-from pytest_osmosis.run.session import OsmosisSession, ensure_session
+from pytest_osmosis.run.session import ensure_session
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
     from osmosis_rollout.dataset import DatasetRow
+    from osmosis_rollout.runs.report_model import RowRecord
+    from pytest_osmosis.run.session import OsmosisSession
 
 
 def rerun_command(config: pytest.Config, path: Path, name: str) -> str:
@@ -39,17 +40,27 @@ def rerun_command(config: pytest.Config, path: Path, name: str) -> str:
     (:data:`DESTINATIONS`): pasted, the line must not replace this run's report, HTML,
     markdown or run folder (nor resume it). Those the ini file names are emptied with
     ``-o osmosis_<name>=``, so the rerun writes to a fresh run folder of its own. The node id
-    is relative to the invocation directory, so the line runs as copied.
+    is relative to the invocation directory, so the line runs as copied. A dataset outside
+    the rootdir would move pytest's rootdir and ini file once its path is an argument (pytest
+    picks them from the paths it is given): the line then pins the ini file this run loaded
+    (``-c``), or the rootdir.
     """
-    where = os.path.relpath(path, config.invocation_params.dir)
+    invocation = config.invocation_params.dir
+    where = os.path.relpath(path, invocation)
     nodeid = f"{Path(where).as_posix()}::{name}"
     from_ini = [
         f"-o osmosis_{stem}="
         for stem in sorted(DESTINATIONS)
         if config.getini(f"osmosis_{stem}") not in (None, "", [])
     ]
+    pinned: list[str] = []
+    if not path.is_relative_to(config.rootpath):
+        if config.inipath is not None:
+            pinned = ["-c", os.path.relpath(config.inipath, invocation)]
+        else:
+            pinned = [f"--rootdir={os.path.relpath(config.rootpath, invocation)}"]
     return (
-        shlex.join(["pytest", *_osmosis_args(config.invocation_params.args)])
+        shlex.join(["pytest", *pinned, *_osmosis_args(config.invocation_params.args)])
         + "".join(f" {override}" for override in from_ini)
         + (" '" + nodeid.replace("'", "'\\''") + "'")
     )
@@ -129,7 +140,7 @@ class RowItem(pytest.Item):
         #: The key its cassettes are recorded under (see ``policy_choice.CassetteKeys``).
         self.cassette_key = cassette_key
         self.stash[ROW_KEY] = RowRef(row, cassette_key=cassette_key, dataset=self.dataset)
-        self._waited: tuple[RowVerdict, str] | BaseException | None = None
+        self._waited: tuple[RowRecord, str] | BaseException | None = None
         """What :meth:`setup` waited for: the verdict and the threshold's own outcome, or
         why there is none."""
 
@@ -150,10 +161,10 @@ class RowItem(pytest.Item):
         super().setup()
         session = ensure_session(self.config)
         try:
-            verdict = session.wait_for_row(
+            verdict = session.rows.wait_for_row(
                 self.nodeid, self.row, cassette_key=self.cassette_key, dataset=self.dataset
             )
-        except pytest.UsageError as exc:
+        except (pytest.UsageError, VerdictHookError) as exc:
             self._waited = OsmosisUsageFailure(str(exc))
             return
         except Exception as exc:
@@ -161,15 +172,12 @@ class RowItem(pytest.Item):
                 f"could not start the rollouts: {type(exc).__name__}: {exc}"
             )
             return
-        builtin = verdict.outcome
-        try:
-            self._record(session, verdict)
-        except OsmosisUsageFailure as exc:
-            self._waited = exc  # a verdict hook's mistake: reported by runtest, as before
-            return
+        self._properties(verdict)
+        row = session.book.get(self.nodeid)
+        builtin = row.builtin if row is not None and row.builtin is not None else verdict.verdict
         self._waited = (verdict, builtin)
         errored = any(a.status == "failed" for a in verdict.attempts)
-        if builtin == verdict.outcome == "failed" and errored and not _gated(session):
+        if builtin == verdict.verdict == "failed" and errored and not _gated(session):
             self._show_printed(verdict, "setup")
             pytest.fail(self._failure_message(session, verdict), pytrace=False)
 
@@ -181,13 +189,13 @@ class RowItem(pytest.Item):
         if waited is None:
             raise OsmosisUsageFailure("the row's rollouts were not waited for (no setup ran)")
         verdict, builtin = waited
-        if verdict.outcome != builtin:
-            self._decided_by_hook(builtin, verdict.outcome, verdict)
-        if verdict.outcome == "skipped":
+        if verdict.verdict != builtin:
+            self._decided_by_hook(builtin, verdict.verdict, verdict)
+        if verdict.verdict == "skipped":
             raise pytest.skip.Exception(
                 "the grader removed the sample (remove_sample=True)", _use_item_location=True
             )
-        if verdict.outcome == "failed":
+        if verdict.verdict == "failed":
             message = self._failure_message(session, verdict)
             if _gated(session):
                 # A pass-rate gate counts this miss and decides the run (its own test case,
@@ -196,7 +204,7 @@ class RowItem(pytest.Item):
             self._show_printed(verdict, "call")
             pytest.fail(message, pytrace=False)
 
-    def _failure_message(self, session: OsmosisSession, verdict: RowVerdict) -> str:
+    def _failure_message(self, session: OsmosisSession, verdict: RowRecord) -> str:
         return failure_message(
             row_desc=self.describe(),
             verdict=verdict,
@@ -208,7 +216,7 @@ class RowItem(pytest.Item):
             prompt=_prompt_text(self.row),
         )
 
-    def _show_printed(self, verdict: RowVerdict, when: str) -> None:
+    def _show_printed(self, verdict: RowRecord, when: str) -> None:
         """What this row's rollouts printed, as the failure's "Captured rollout output"
         section (with ``-s`` it went to the terminal as it was printed)."""
         if self.config.getoption("capture", None) == "no":
@@ -235,27 +243,7 @@ class RowItem(pytest.Item):
             self.row = dataclasses.replace(row, raw={}, initial_messages=[], metadata=None)
             self.stash[ROW_KEY] = dataclasses.replace(self.stash[ROW_KEY], row=self.row)
 
-    def _record(self, session: OsmosisSession, verdict: RowVerdict) -> None:
-        hook = self.config.hook.pytest_osmosis_row_verdict
-        asked = bool(hook.get_hookimpls())
-        record = verdict.record
-        if record is None or asked:
-            # Built for this item alone: what a verdict hook does with its result must not
-            # reach the record journaled where the row finished.
-            record = row_record(self.nodeid, self.dataset, self.row.key, verdict)
-        if asked:
-            identity = {"nodeid": self.nodeid, "dataset": self.dataset, "row_key": self.row.key}
-            decided = hook(
-                row=identity,
-                result={
-                    "verdict": record.verdict,
-                    "attempts": record.attempts,
-                    "stats": record.stats,
-                },
-            )
-            if decided is not None:
-                verdict.outcome = record.verdict = _hook_outcome(decided)
-        self.stash[RECORD_KEY] = record
+    def _properties(self, verdict: RowRecord) -> None:
         # Flat properties, for JUnit XML readers.
         last = verdict.attempts[-1]
         for name, value in (
@@ -269,7 +257,7 @@ class RowItem(pytest.Item):
             if value is not None:
                 self.user_properties.append((name, value))
 
-    def _decided_by_hook(self, builtin: str, outcome: str, verdict: RowVerdict) -> None:
+    def _decided_by_hook(self, builtin: str, outcome: str, verdict: RowRecord) -> None:
         """A ``pytest_osmosis_row_verdict`` hook overrode the threshold's verdict: say so."""
         if outcome == "skipped":
             raise pytest.skip.Exception(
@@ -305,17 +293,3 @@ class RowItem(pytest.Item):
 def _gated(session: OsmosisSession) -> bool:
     """A pass-rate gate decides the run: a row that misses is an expected failure."""
     return session.settings.min_pass_rate is not None
-
-
-def _hook_outcome(decided: Any) -> str:
-    """``True``/``"passed"``, ``False``/``"failed"`` or ``"skipped"``; anything else is a mistake."""
-    if decided is True or decided == "passed":
-        return "passed"
-    if decided is False or decided == "failed":
-        return "failed"
-    if decided == "skipped":
-        return "skipped"
-    raise OsmosisUsageFailure(
-        f"pytest_osmosis_row_verdict returned {decided!r}; return True/'passed', "
-        "False/'failed', 'skipped', or None to keep the built-in verdict"
-    )

@@ -22,10 +22,9 @@ import pytest
 
 from pytest_osmosis.display.progress import ProgressDisplay, ProgressState, Terminal
 from pytest_osmosis.keys import DATASETS_KEY, REPORT_ATTR, ROW_KEY
-from pytest_osmosis.results.report import row_errored
 
 if TYPE_CHECKING:
-    from pytest_osmosis.results.verdict import RowVerdict
+    from osmosis_rollout.runs.report_model import RowRecord
 
 
 def display_mode(config: pytest.Config, mode: str) -> Literal["bar", "line"] | None:
@@ -47,7 +46,8 @@ def _row_record_tally(record: dict[str, Any]) -> dict[str, Any]:
     attempts = record.get("attempts") or []
     costs = [a["cost_usd"] for a in attempts if a.get("cost_usd") is not None]
     return {
-        "errored": row_errored(record.get("verdict", ""), attempts),
+        "errored": record.get("verdict") == "failed"
+        and any(a.get("status") == "failed" for a in attempts),
         "tokens": sum(int(a.get("tokens") or 0) for a in attempts),
         "tokens_estimated": any(a.get("tokens_estimated") for a in attempts),
         "cost": sum(costs) if costs else None,
@@ -86,7 +86,7 @@ class LiveProgress:
             mode=mode,
             interval=interval,
         )
-        self._finished: collections.deque[tuple[str, RowVerdict]] = collections.deque()
+        self._finished: collections.deque[tuple[str, RowRecord]] = collections.deque()
 
     # -- writing -------------------------------------------------------------------------
 
@@ -108,7 +108,7 @@ class LiveProgress:
 
     # -- what the session tells us -------------------------------------------------------
 
-    def row_done(self, key: str, verdict: RowVerdict) -> None:
+    def row_done(self, key: str, verdict: RowRecord) -> None:
         """A row's rollouts finished (on the rollouts' thread): count it at the next draw."""
         self._finished.append((key, verdict))
 
@@ -134,8 +134,8 @@ class LiveProgress:
             costs = [a.cost_usd for a in attempts if a.cost_usd is not None]
             self.state.row_finished(
                 key,
-                verdict.outcome,
-                errored=verdict.outcome == "failed" and any(a.status == "failed" for a in attempts),
+                verdict.verdict,
+                errored=verdict.errored(),
                 tokens=sum(a.tokens or 0 for a in attempts),
                 tokens_estimated=any(a.tokens_estimated for a in attempts),
                 cost=sum(costs) if costs else None,

@@ -369,7 +369,7 @@ def _current_rows(report: RunReport) -> list[_CurrentRow]:
             row.nodeid,
             row.verdict,
             row_counts(row.stats, row.verdict),
-            [a.get("reward") for a in row.attempts],
+            [a.reward for a in row.attempts],
         )
         for row in report.iter_rows()
     ]

@@ -15,7 +15,7 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,6 @@ from osmosis_rollout.runs.run_verdict import failed_parts
 from pytest_osmosis.results.report import (
     format_cost,
     interval_text,
-    row_errored,
     ungraded_line,
 )
 
@@ -126,7 +125,8 @@ def _cost_text(value: float | None) -> str:
 
 def row_outcome(verdict: str, attempts: list[dict[str, Any]]) -> str:
     """``passed``, ``skipped``, ``errored`` (failed because a rollout errored) or ``failed``."""
-    return "errored" if row_errored(verdict, attempts) else verdict
+    errored = verdict == "failed" and any(a.get("status") == "failed" for a in attempts)
+    return "errored" if errored else verdict
 
 
 def _histogram(
@@ -552,14 +552,13 @@ def _regression_test(test: Any) -> str:
     return f"<p><b>{_e(line)}</b> ({_e(test.get('method'))}, {_e(percent(test['confidence']))})</p>"
 
 
-RowGroups = Callable[[], Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]]
 """Each row's ``row_verdicts`` entry and its attempts (the report's ``rows`` of that row), in
 report order; called once per pass."""
 
 
 def render(document: dict[str, Any]) -> str:
     """The whole report as one HTML string."""
-    return "".join(render_parts(document, lambda: _groups_of(document)))
+    return "".join(render_parts(document))
 
 
 def _groups_of(document: dict[str, Any]) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
@@ -570,10 +569,9 @@ def _groups_of(document: dict[str, Any]) -> Iterator[tuple[dict[str, Any], list[
         yield verdict, attempts_by_node.get(verdict["nodeid"], [])
 
 
-def render_parts(head: dict[str, Any], groups: RowGroups) -> Iterator[str]:
-    """The report's HTML in pieces: ``head`` is the report without its per-row lists, and
-    ``groups`` gives the rows twice (once for the charts and counts, once for the table),
-    so no more than one row is held at a time."""
+def render_parts(head: dict[str, Any]) -> Iterator[str]:
+    """The report's HTML in pieces, from the report document ``head``."""
+    groups = list(_groups_of(head))
     summary = head["summary"]
     baseline = head.get("baseline") or {}
     columns = {"pass_at_k": False, "baseline": bool(baseline), "cost": False}
@@ -582,7 +580,7 @@ def render_parts(head: dict[str, Any], groups: RowGroups) -> Iterator[str]:
     rewards: list[float] = []
     latencies: list[float] = []
     tokens: list[float] = []
-    for verdict, attempts in groups():
+    for verdict, attempts in groups:
         columns["pass_at_k"] = columns["pass_at_k"] or bool(verdict.get("pass_at_k"))
         outcomes[row_outcome(verdict["verdict"], attempts)] += 1
         for a in attempts:
@@ -656,17 +654,16 @@ def render_parts(head: dict[str, Any], groups: RowGroups) -> Iterator[str]:
         '<span id="count" class="count"></span></div>'
         f'<table id="rows"><thead><tr>{head_cells}</tr></thead>'
     )
-    for verdict, attempts in groups():
+    for verdict, attempts in groups:
         yield _row_group(verdict, attempts, baseline, columns)
     yield f"</table><script>{_JS}</script></body></html>\n"
 
 
-def write_html(path: Path, head: dict[str, Any], groups: RowGroups | None = None) -> None:
-    """Write the report to ``path`` atomically; its rows from ``groups`` (see
-    :func:`render_parts`) one at a time, or from ``head`` itself when it is the whole report."""
+def write_html(path: Path, document: dict[str, Any]) -> None:
+    """Write the report ``document`` (as ``report.json`` holds it) to ``path`` atomically."""
     from osmosis_rollout._internal.atomic import atomic_file
 
-    parts = render_parts(head, groups if groups is not None else lambda: _groups_of(head))
+    parts = render_parts(document)
     with atomic_file(path) as handle:
         for part in parts:
             handle.write(part)

@@ -3,7 +3,9 @@
 At start-up every path the run will write (``--osmosis-output``, ``--osmosis-report``,
 ``--osmosis-html``, ``--junitxml``) is checked: a directory that would have to be created
 under a plain file, a report path that is a directory, a place this process may not write.
-A bad one is a usage error naming the flag, the path and why, before any rollout runs.
+A bad one is a usage error naming the flag, the path and why, before any rollout runs. So is
+a report path that names one of the run's inputs (the dataset, the entrypoint, the policy, the
+baseline, a cassette): the run would overwrite what it reads.
 
 At the end, a file that still cannot be written (the disk filled up, something replaced a
 directory meanwhile) is reported as one line after the summary, naming the file and why, and
@@ -14,19 +16,36 @@ the run exits 12 (:data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`, set
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 __all__ = [
+    "Input",
     "OutputWrite",
     "check_output_paths",
     "refuse_overwrites",
     "why_unwritable",
     "write_outputs",
 ]
+
+
+@dataclass(frozen=True)
+class Input:
+    """A file or folder the run reads, which no output may overwrite."""
+
+    what: str
+    """What it is, for the message: ``the dataset``, ``cassettes``."""
+    path: Path
+    folder: bool = False
+    """A folder: nothing inside it may be written either."""
+
+    def holds(self, path: Path) -> bool:
+        """True when writing ``path`` would overwrite this input."""
+        mine, theirs = self.path.resolve(), path.resolve()
+        return theirs == mine or (self.folder and theirs.is_relative_to(mine))
 
 
 def _first_existing(path: Path) -> Path:
@@ -58,9 +77,15 @@ def why_unwritable(path: Path, *, directory: bool) -> str | None:
 
 
 def check_output_paths(
-    config: pytest.Config, *, output: Path | None, report: Path | None, html: Path | None
+    config: pytest.Config,
+    *,
+    output: Path | None,
+    report: Path | None,
+    html: Path | None,
+    inputs: Sequence[Input] = (),
 ) -> None:
-    """Raise ``pytest.UsageError`` for the first output path that cannot be written."""
+    """Raise ``pytest.UsageError`` for the first output path that cannot be written, or
+    that names one of the run's ``inputs``."""
     junit = getattr(config.option, "xmlpath", None)
     junit_path = None
     if junit:
@@ -76,6 +101,13 @@ def check_output_paths(
     for flag, path, directory in checks:
         if path is None:
             continue
+        if not directory:
+            for read in inputs:
+                if read.holds(path):
+                    raise pytest.UsageError(
+                        f"{flag}: {_shown(config, path)} is {read.what} this run reads; "
+                        "writing there would overwrite it: choose another path"
+                    )
         reason = why_unwritable(path, directory=directory)
         if reason is not None:
             raise pytest.UsageError(
@@ -100,6 +132,14 @@ def refuse_overwrites(files: list[tuple[str, Path | None]], *, overwrite: bool) 
                 f"{flag}: {path} exists (an earlier run wrote it); pass --osmosis-overwrite "
                 "to replace it, or choose another path"
             )
+
+
+def _shown(config: pytest.Config, path: Path) -> str:
+    """``path`` relative to the invocation directory when it lies inside it."""
+    try:
+        return str(path.relative_to(Path(config.invocation_params.dir)))
+    except ValueError:
+        return str(path)
 
 
 @dataclass(frozen=True)

@@ -1,100 +1,48 @@
 """The run's report and its terminal summary, built from the run's journal.
 
-Rows are journaled where they run (:mod:`osmosis_rollout.runs.journal`): appended to
-``rows.jsonl`` as soon as a row's rollouts finish, and again if pytest's report changes the
-row (a user hook's verdict, an item deadline). A row's record also travels on its call
-report as an ``osmosis`` attribute of JSON primitives, so under pytest-xdist the controller
-sees every row it reported even if a worker's journal write failed; flat
+Each row is journaled once, where its verdict is decided (:mod:`osmosis_rollout.runs.journal`):
+one :class:`~osmosis_rollout.runs.report_model.RowRecord` line in ``rows.jsonl``. Its record
+also travels on its call report as an ``osmosis`` attribute of JSON primitives, for the
+``pytest_osmosis_row_finished`` hook and pytest-xdist's controller; flat
 ``user_properties`` carry only the headline numbers, for JUnit XML.
 
-At the end the controller reads the journal back (rows that finished but were never
-reported, e.g. after ``-x``, count too), overlays the rows it saw reported, and builds the
-JSON report as :func:`osmosis_rollout.runs.report.build_report` does, the function
-``osmosis-rollout report rebuild`` uses on a run that died. While pytest runs, the report
-keeps in memory only the reported rows this process did not journal itself (pytest-xdist
-workers' rows); at the end it keeps only where each row's lines are in the journal, and reads
-the rows back once, one at a time: the summary, the terminal's timings and the report's two
-row lists (formatted into temporary files that every report file copies) come from that one
-reading.
+At the end the controller reads the journal once, into memory (a 10,000-row run of clipped
+answers is tens of megabytes: ``bench/RESULTS.md``), and the summary, the gates, the baseline,
+``report.json``, the HTML and the terminal's timings all read those records. The document is
+built as :func:`osmosis_rollout.runs.report.build_report` builds it, the function
+``osmosis-rollout report rebuild`` uses on a run that died.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
-import heapq
 import math
-import operator
 import statistics
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from osmosis_rollout._internal.atomic import JsonListSpool, write_json_streamed
+from osmosis_rollout._internal.atomic import copy_atomic, write_json_atomic
 from osmosis_rollout.redaction import Redactor
 from osmosis_rollout.runs.gating import percent
-from osmosis_rollout.runs.journal import (
-    JOURNAL_FILENAME,
-    JournalRow,
-    RowJournal,
-    index_journal,
-    parse_journal_row,
-    read_journal_lines,
-)
-from osmosis_rollout.runs.report import report_head, row_errored, row_verdict_entry, summarize
+from osmosis_rollout.runs.journal import JOURNAL_FILENAME, RowJournal, read_journal
+from osmosis_rollout.runs.report import in_report_order, report_document, summarize
+from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
 from osmosis_rollout.runs.run_verdict import failed_parts
-from pytest_osmosis.results.verdict import RowVerdict
-
-RowRecord = JournalRow
-"""What the controller keeps per row: its verdict, its attempts' index rows, its statistics."""
 
 __all__ = [
-    "RowRecord",
     "RunReport",
     "Timings",
     "format_cost",
     "reward_word",
-    "row_errored",
-    "row_record",
 ]
 
 FINISHED_NORMALLY: dict[str, Any] = {"stopped_by": None, "interrupted": False}
 
-SUMMARY_KEYS = frozenset(
-    {
-        "reward",
-        "status",
-        "error_type",
-        "tokens",
-        "tokens_estimated",
-        "cost_usd",
-        "cost_estimated",
-        "started_at",
-        "duration_ms",
-        "run_index",
-        "row_index",
-        "row_key",
-    }
-)
-"""The attempt keys the summary, the gates and the terminal read from each row as it is read
-back (the report files read every attempt whole)."""
-
-
-def row_record(nodeid: str, dataset: str, row_key: str, verdict: RowVerdict) -> RowRecord:
-    """The record of a finished row, as the journal, the report and its call report carry it."""
-    return RowRecord(
-        nodeid=nodeid,
-        dataset=dataset,
-        row_key=row_key,
-        verdict=verdict.outcome,
-        attempts=[a.index_row(nodeid, dataset) for a in verdict.attempts],
-        stats=verdict.stats(),
-    )
-
 
 class RunReport:
-    """The run's rows: journaled where they run, collected from reports, read back at the end.
+    """The run's rows: journaled where they are decided, read back once at the end.
 
     ``resume=True`` appends to an existing journal (``--osmosis-resume``) instead of starting
     a fresh one. Nothing is created on disk until the first row is journaled.
@@ -119,72 +67,21 @@ class RunReport:
         self.journal = RowJournal(
             output / JOURNAL_FILENAME, fresh=not resume, redactor=self.redactor, run_id=run_id
         )
+        self.reported: set[str] = set()
+        """The node ids of the rows pytest reported (on the controlling process)."""
         self.rows: list[RowRecord] = []
-        """The reported rows the journal may not hold as reported (pytest-xdist workers')."""
-        self._in_journal: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-        """Reported rows whose reported version this process journaled: their key orders."""
-        self._orders: dict[tuple[tuple[str, ...], tuple[str, ...]], Any] = {}
-        """Each distinct key order once (rows share them)."""
-        self._where: dict[str, list[int]] = {}
-        """After :meth:`finish`: the journal offsets of each row read from it."""
-        self._held: dict[str, RowRecord] = {}
-        """After :meth:`finish`: the rows of the report that are not read from the journal."""
-        self._order: list[str] | None = None
-        """After :meth:`finish`: every row's node id, in report order."""
-        self._read: _ReadBack | None = None
-        """After :meth:`finish`, once asked for: the rows as read back (see :meth:`summary`)."""
-        self.preflight: list[dict[str, Any]] = []
-        self.selected: list[str] = []
+        """After :meth:`finish`: every row of the report, in report order."""
         self.not_run: list[str] = []
+        """After :meth:`finish`: the selected rows with no record."""
+        self.preflight: list[dict[str, Any]] = []
         self.finished: dict[str, Any] = dict(FINISHED_NORMALLY)
-
-    def journal_row(self, record: RowRecord) -> None:
-        """Append ``record`` to ``rows.jsonl`` now (where the row ran)."""
-        self.journal.write_encoded(self.encode_row(record))
-
-    def encode_row(self, record: RowRecord) -> bytes:
-        """The journal lines of ``record``, as :meth:`journal_row` would append them."""
-        return self.journal.encode_row(
-            record.attempts,
-            verdict=record.verdict,
-            stats=record.stats,
-            fingerprint=record.fingerprint,
-        )
-
-    def add(self, record: RowRecord, *, journaled: bool = False) -> None:
-        """Keep one reported row's record (on the controlling process).
-
-        ``journaled``: this process wrote exactly this record to the journal, where
-        :meth:`finish` reads it back; only the order of its keys is kept, not the record.
-        """
-        if not journaled:
-            self.rows.append(record)
-            return
-        attempt_keys = tuple(record.attempts[0]) if record.attempts else ()
-        order = (attempt_keys, tuple(record.stats))
-        self._in_journal[record.nodeid] = self._orders.setdefault(order, order)
-
-    @property
-    def reported(self) -> int:
-        """How many reported rows were added (before :meth:`finish`)."""
-        return len(self.rows) + len(self._in_journal)
-
-    def reported_ids(self) -> set[str]:
-        """The node ids of the reported rows (before :meth:`finish`)."""
-        return {record.nodeid for record in self.rows} | set(self._in_journal)
+        self._summary: dict[str, Any] | None = None
+        self._document: dict[str, Any] | None = None
+        self._written: Path | None = None
 
     def close(self) -> None:
-        """Stop journaling (late rollouts of a stopped run are not written); remove the
-        temporary files of the rows read back."""
+        """Stop journaling (late rollouts of a stopped run are not written)."""
         self.journal.close()
-        self.release_files()
-
-    def release_files(self) -> None:
-        """Remove the temporary files that hold the report's row lists, once every report
-        file is written (:meth:`write_json` fails after it); the summary and the timings
-        stay."""
-        if self._read is not None:
-            self._read.close()
 
     def finish(
         self,
@@ -193,184 +90,77 @@ class RunReport:
         finished: dict[str, Any],
         counted: set[str] | None = None,
     ) -> None:
-        """Index the journal's rows and say how the run ended.
-
-        Rows are the journal's (every row that finished, reported or not), each replaced by
-        the record its report carried when there is one, in ``selected`` order; the rows of
-        ``selected`` with neither are the rows not run. Only where each row's lines are is
-        kept: the first of :meth:`summary`, :meth:`write_json` and :meth:`timings` reads the
-        rows back, one at a time, for all three, so the end of a 10,000-row run neither holds
-        them all nor reads them more than once. With ``counted``, only those journaled rows
-        count; the others of ``selected`` are rows not run.
-        """
-        where, _ = index_journal(self.output / JOURNAL_FILENAME)
+        """Read the journal once: its rows (every row that finished, reported or not) in
+        ``selected`` order, the rows of ``selected`` with none being the rows not run, and
+        how the run ended. With ``counted``, only those journaled rows count."""
+        rows, _ = read_journal(self.output / JOURNAL_FILENAME, self.redactor)
         if counted is not None:
-            where = {nodeid: offsets for nodeid, offsets in where.items() if nodeid in counted}
-        held = {record.nodeid: record for record in self.rows}
-        done = [*where, *(nodeid for nodeid in held if nodeid not in where)]
-        for nodeid in held:
-            where.pop(nodeid, None)
-        self._where = where
-        self._held = held
-        position = {nodeid: i for i, nodeid in enumerate(selected)}
-        self._order = sorted(done, key=lambda nodeid: position.get(nodeid, len(position)))
-        finished_ids = set(done)
-        self.selected = list(selected)
-        self.not_run = [nodeid for nodeid in selected if nodeid not in finished_ids]
+            rows = [row for row in rows if row.nodeid in counted]
+        self.rows = in_report_order(rows, selected)
+        done = {row.nodeid for row in rows}
+        self.not_run = [nodeid for nodeid in selected if nodeid not in done]
         self.finished = dict(finished)
-        self.release_files()
-        self._read = None
+        self._summary = None
 
-    def iter_rows(self, keep: frozenset[str] | None = SUMMARY_KEYS) -> Iterator[RowRecord]:
-        """Every row in report order (after :meth:`finish`; the held rows before it), those
-        of the journal read back one at a time with only the attempt keys in ``keep`` (all
-        when None)."""
-        for row, _ in self._rows(keep, check=False):
-            yield row
-
-    def _rows(
-        self, keep: frozenset[str] | None, *, check: bool
-    ) -> Iterator[tuple[RowRecord, bool]]:
-        """:meth:`iter_rows`, each row with whether redacting it would certainly change
-        nothing (``check``: its journal lines hold no secret of the redactor)."""
-        if self._order is None:
-            for row in self.rows:
-                yield row, False
-            return
-        if not self._where:
-            for nodeid in self._order:
-                yield self._held[nodeid], False
-            return
-        with (self.output / JOURNAL_FILENAME).open("rb") as handle:
-            for nodeid in self._order:
-                offsets = self._where.get(nodeid)
-                if offsets is None:
-                    yield self._held[nodeid], False
-                    continue
-                lines = read_journal_lines(handle, offsets)
-                last = offsets.index(max(offsets))
-                row = parse_journal_row(lines, last=last, keep=keep, share=False)
-                yield row, check and all(self._holds_no_secret(line) for line in lines)
-
-    def _holds_no_secret(self, line: bytes) -> bool:
-        # An ASCII line decodes the same whichever encoding json.loads detected in it.
-        return line.isascii() and self.redactor.absent_from_json(line.decode("ascii"))
+    def iter_rows(self) -> Iterator[RowRecord]:
+        """Every row, in report order (after :meth:`finish`)."""
+        return iter(self.rows)
 
     def summary(self) -> dict[str, Any]:
         """The official ``metrics.json`` summary keys, plus row-level counts and completeness."""
-        if self._order is None:
-            return summarize(
-                self.iter_rows(), self.pass_threshold, not_run=self.not_run, finished=self.finished
+        if self._summary is None:
+            self._summary = summarize(
+                self.rows, self.pass_threshold, not_run=self.not_run, finished=self.finished
             )
-        return copy.deepcopy(self._read_back().summary)
+        return copy.deepcopy(self._summary)
 
-    def head(self, extra: dict[str, Any]) -> dict[str, Any]:
-        """The JSON report (redacted) without its per-row lists, with ``extra`` (gates,
-        baseline) at the top level (see :meth:`write_json`)."""
-        document = report_head(
-            self.summary(), not_run=self.not_run, config=self.settings, preflight=self.preflight
+    def document(self, extra: dict[str, Any]) -> dict[str, Any]:
+        """The JSON report, redacted, with ``extra`` (gates, baseline, resume) at the top
+        level; :meth:`write_json` writes it."""
+        document = report_document(
+            self.rows,
+            self.summary(),
+            not_run=self.not_run,
+            config=self.settings,
+            preflight=self.preflight,
+            extra=extra,
         )
-        document.update(extra)
-        redacted: dict[str, Any] = self.redactor.redact_shared(document)
-        return redacted
+        # The rows were redacted as they were read (finish); the rest is redacted here.
+        for key, value in document.items():
+            if key not in ("rows", "row_verdicts"):
+                document[key] = self.redactor.redact_shared(value)
+        self._document, self._written = document, None
+        return document
 
-    def write_json(self, path: Path, head: dict[str, Any]) -> None:
-        """Write the JSON report to ``path``: the bytes of ``write_json_atomic`` of the whole
-        document, its rows read back from the journal one by one (once for every file, see
-        :meth:`finish`), never all held at once."""
-        if self._order is not None:
-            self._read_back().write_json(path, head)
+    def write_json(self, path: Path) -> None:
+        """Write the JSON report made by :meth:`document` to ``path``, atomically: encoded
+        once, streamed to the first file, copied to the others."""
+        if self._document is None:
+            raise RuntimeError("RunReport.document() makes the report before it is written")
+        if self._written is not None and self._written.is_file():
+            copy_atomic(self._written, path)
             return
-        read = self._read_rows()
-        try:
-            read.write_json(path, head)
-        finally:
-            read.close()
+        write_json_atomic(path, self._document)
+        self._written = path
 
     def timings(self, slowest: int) -> Timings:
         """The rollouts' durations, the ``slowest`` longest and the flaky rows, for the
         terminal summary."""
-        if self._order is not None and self._read_back().timings.top >= slowest:
-            return self._read_back().timings.first(slowest)
-        tally = _TimingsTally(slowest)
-        for row in self.iter_rows():
-            tally.add(row)
-        return tally.result()
-
-    def row_groups(self) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
-        """Each row's ``row_verdicts`` entry and its attempts, whole and redacted, in report
-        order, as the report files hold them (for a writer that renders a row at a time)."""
-        for row, clean in self._rows(None, check=True):
-            yield self._as_reported(row, redacted=clean)
-
-    def _read_back(self) -> _ReadBack:
-        """Every row read back from the journal once (after :meth:`finish`): the summary,
-        the timings and the report's two row lists, formatted into temporary files."""
-        if self._read is None:
-            self._read = self._read_rows()
-        return self._read
-
-    def _read_rows(self) -> _ReadBack:
-        # Beside the report files, on their disk: the system's temporary directory may be
-        # a small in-memory file system.
-        directory = self.output if self.output.is_dir() else None
-        rows, verdicts = JsonListSpool(directory), JsonListSpool(directory)
-        tally = _TimingsTally(SLOWEST)
-
-        def read() -> Iterator[RowRecord]:
-            for row, clean in self._rows(None, check=True):
-                verdict, attempts = self._as_reported(row, redacted=clean)
-                verdicts.append(verdict)
-                for attempt in attempts:
-                    rows.append(attempt)
-                tally.add(row)
-                yield row
-
-        try:
-            summary = summarize(
-                read(), self.pass_threshold, not_run=self.not_run, finished=self.finished
-            )
-        except BaseException:
-            rows.close()
-            verdicts.close()
-            raise
-        return _ReadBack(summary, tally.result(), rows, verdicts)
-
-    def _as_reported(
-        self, row: RowRecord, *, redacted: bool = False
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """``row`` redacted (unless it is known to hold no secret: ``redacted``), in the key
-        order its report carried (the journal sorts keys)."""
-        redact = _as_it_is if redacted else self.redactor.redact_shared
-        order = self._in_journal.get(row.nodeid) if row.nodeid in self._where else None
-        if order is None:
-            return redact(row_verdict_entry(row)), [redact(a) for a in row.attempts]
-        attempts = [redact(_in_order(a, order[0])) for a in row.attempts]
-        stats = _in_order(row.stats, order[1])
-        # Not dataclasses.replace, which costs several times more per row.
-        ordered = RowRecord(row.nodeid, row.dataset, row.row_key, row.verdict, row.attempts, stats)
-        return redact(row_verdict_entry(ordered)), attempts
-
-
-@dataclass
-class _ReadBack:
-    """What one reading of the rows gave: the summary, the timings, the report's row lists."""
-
-    summary: dict[str, Any]
-    timings: Timings
-    rows: JsonListSpool
-    verdicts: JsonListSpool
-
-    def write_json(self, path: Path, head: dict[str, Any]) -> None:
-        write_json_streamed(path, head, {"rows": self.rows, "row_verdicts": self.verdicts})
-
-    def close(self) -> None:
-        self.rows.close()
-        self.verdicts.close()
-
-
-SLOWEST = 5
-"""How many of the slowest rollouts the terminal summary names."""
+        attempts = [a for row in self.rows for a in row.attempts]
+        durations = [a.duration_ms for a in attempts]
+        # Of equal durations the earlier ranks higher (sorted is stable).
+        longest = sorted(attempts, key=lambda a: -a.duration_ms)[:slowest]
+        return Timings(
+            count=len(durations),
+            total_ms=sum(durations),
+            median_ms=statistics.median(durations) if durations else None,
+            slowest=[(a.duration_ms, _attempt_label(a)) for a in longest],
+            flaky=[
+                f"{row.row_key} {row.stats['passed_attempts']}/{row.stats['attempts']}"
+                for row in self.rows
+                if row.stats.get("flaky")
+            ],
+        )
 
 
 @dataclass(frozen=True)
@@ -381,72 +171,9 @@ class Timings:
     total_ms: float
     median_ms: float | None
     slowest: list[tuple[float, str]]
-    """Up to ``top`` (duration, label), longest first, equal ones in row order."""
-    top: int
+    """The longest (duration, label), longest first, equal ones in row order."""
     flaky: list[str]
     """``row_key passed/attempts`` of each row with mixed results."""
-
-    def first(self, slowest: int) -> Timings:
-        """These timings naming only the ``slowest`` longest rollouts."""
-        return replace(self, slowest=self.slowest[:slowest], top=slowest)
-
-
-class _TimingsTally:
-    """Builds :class:`Timings` from rows read one at a time (only the durations are kept)."""
-
-    def __init__(self, top: int) -> None:
-        self.top = top
-        self.durations: list[float] = []
-        self.heap: list[tuple[float, int, str]] = []
-        self.flaky: list[str] = []
-
-    def add(self, row: RowRecord) -> None:
-        if row.stats.get("flaky"):
-            self.flaky.append(
-                f"{row.row_key} {row.stats['passed_attempts']}/{row.stats['attempts']}"
-            )
-        for attempt in row.attempts:
-            ms = attempt["duration_ms"]
-            self.durations.append(ms)
-            # Of equal durations the earlier ranks higher: -position orders them so.
-            entry = (ms, -len(self.durations))
-            if len(self.heap) < self.top:
-                heapq.heappush(self.heap, (*entry, _attempt_label(attempt)))
-            elif self.heap and entry > self.heap[0][:2]:
-                heapq.heapreplace(self.heap, (*entry, _attempt_label(attempt)))
-
-    def result(self) -> Timings:
-        durations = self.durations
-        return Timings(
-            count=len(durations),
-            total_ms=sum(durations),
-            median_ms=statistics.median(durations) if durations else None,
-            slowest=[(ms, label) for ms, _, label in sorted(self.heap, reverse=True)],
-            top=self.top,
-            flaky=self.flaky,
-        )
-
-
-@functools.lru_cache(maxsize=64)
-def _getter(keys: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
-    return operator.itemgetter(*keys)
-
-
-def _as_it_is(value: Any) -> Any:
-    return value
-
-
-def _in_order(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    """``values`` with ``keys`` first, in that order (then any others, as they were)."""
-    if len(values) == len(keys) > 1:
-        try:
-            # The same keys (the usual case): taken in one call, not one lookup at a time.
-            return dict(zip(keys, _getter(keys)(values), strict=True))
-        except KeyError:
-            pass
-    ordered = {k: values[k] for k in keys if k in values}
-    ordered.update((k, v) for k, v in values.items() if k not in ordered)
-    return ordered
 
 
 def format_cost(cost: float) -> str:
@@ -504,9 +231,9 @@ def _why(attempt: dict[str, Any]) -> str:
     return f" ({first})"
 
 
-def _attempt_label(attempt: dict[str, Any]) -> str:
-    run = attempt.get("run_index") or 0
-    return f"{attempt['row_key']}#{run}" if run else str(attempt["row_key"])
+def _attempt_label(attempt: AttemptRecord) -> str:
+    run = attempt.run_index
+    return f"{attempt.row_key}#{run}" if run else attempt.row_key
 
 
 Segment = tuple[str, dict[str, bool]]

@@ -1,8 +1,11 @@
 """An honest resume: which journaled rows still stand, and which run again, and why.
 
 Every journaled row carries a fingerprint of what its result depends on: the row's content
-and label, the rollout entrypoint's file, the policy, the pass threshold, the row rule and
-the number of attempts (:func:`run_fingerprint`, :func:`row_fingerprint`). A resumed run
+and label, every file of the rollout's folder (or of its package: :func:`rollout_digest`),
+the policy's module, the environment variables the rollout declares it reads
+(``OSMOSIS_ENV = ["NAME", ...]`` at the top level of the entrypoint: :func:`env_digest`),
+the pass threshold, the row rule and the number of attempts (:func:`run_fingerprint`,
+:func:`row_fingerprint`). A resumed run
 (``--osmosis-resume RUN_DIR``) keeps a journaled row only when its fingerprint is today's
 and it has a result; a row whose rollouts errored (a server that died, say) runs again
 unless ``--osmosis-resume-keep-errors``. :class:`ResumePlan` says how many rows ran again and
@@ -13,9 +16,11 @@ collected the rows, and leaves the rows that stand out of the run.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +30,11 @@ import pytest
 
 from osmosis_rollout.runs.journal import (
     JOURNAL_FILENAME,
-    JournalRow,
     RunJournalError,
     read_journal,
     read_run_file,
 )
-from osmosis_rollout.runs.report import row_errored
+from osmosis_rollout.runs.report_model import RowRecord
 from pytest_osmosis.keys import row_ref
 
 if TYPE_CHECKING:
@@ -38,22 +42,30 @@ if TYPE_CHECKING:
     from pytest_osmosis.options import OsmosisSettings
 
 __all__ = [
+    "ENV_DECLARATION",
     "ERRORED",
     "RESUME_PLUGIN",
     "Resume",
     "ResumePlan",
+    "declared_env",
+    "env_digest",
     "file_digest",
+    "reference_file",
+    "rollout_digest",
     "row_digest",
     "row_fingerprint",
     "run_fingerprint",
 ]
 
 RESUME_PLUGIN = "osmosis-resume"
+ENV_DECLARATION = "OSMOSIS_ENV"
+"""The entrypoint's top-level list of the environment variables its rollout reads."""
 ERRORED = "errored"
 """The reason a row whose rollouts errored runs again."""
 
 CHANGED = {
-    "entrypoint": "rollout file changed",
+    "entrypoint": "rollout files changed",
+    "env": "environment changed",
     "policy": "policy changed",
     "pass_threshold": "pass threshold changed",
     "row_pass": "row rule changed",
@@ -68,11 +80,8 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def file_digest(reference: str | None, *, base: Path) -> str | None:
-    """A short hash of the file behind ``FILE_OR_MODULE[:ATTR]`` (``base`` for a relative
-    path), the reference itself when no file is found, None without a reference."""
-    if not reference:
-        return None
+def reference_file(reference: str, *, base: Path) -> tuple[str, Path | None]:
+    """``FILE_OR_MODULE[:ATTR]`` -> (``FILE_OR_MODULE``, its file if one is found)."""
     target = reference
     head, sep, tail = reference.rpartition(":")
     if sep and tail.isidentifier() and head:
@@ -80,17 +89,128 @@ def file_digest(reference: str | None, *, base: Path) -> str | None:
     path = Path(target).expanduser()
     if not path.is_absolute():
         path = base / path
-    if not path.is_file():
-        try:
-            spec = importlib.util.find_spec(target)
-        except (ImportError, ValueError):
-            spec = None
-        origin = spec.origin if spec is not None else None
-        path = Path(origin) if origin and origin not in ("built-in", "frozen") else path
+    if path.is_file():
+        return target, path
+    try:
+        spec = importlib.util.find_spec(target)
+    except (ImportError, ValueError):
+        spec = None
+    origin = spec.origin if spec is not None else None
+    if origin and origin not in ("built-in", "frozen") and Path(origin).is_file():
+        return target, Path(origin)
+    return target, None
+
+
+def file_digest(reference: str | None, *, base: Path) -> str | None:
+    """A short hash of the file behind ``FILE_OR_MODULE[:ATTR]`` (``base`` for a relative
+    path), the reference itself when no file is found, None without a reference."""
+    if not reference:
+        return None
+    target, path = reference_file(reference, base=base)
+    if path is None:
+        return target
     try:
         return f"{target}#{_digest(path.read_bytes())}"
     except OSError:
         return target
+
+
+def _rollout_folder(entrypoint: Path) -> Path:
+    """The entrypoint's folder, or the outermost package folder holding it."""
+    folder = entrypoint.parent
+    while (folder / "__init__.py").is_file() and (folder.parent / "__init__.py").is_file():
+        folder = folder.parent
+    return folder
+
+
+def _skipped(relative: Path) -> bool:
+    # Hidden folders (.git, .osmosis runs, .venv) and bytecode are not the rollout's source.
+    return any(part.startswith(".") or part == "__pycache__" for part in relative.parts) or (
+        relative.suffix in (".pyc", ".pyo")
+    )
+
+
+def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] = ()) -> str | None:
+    """A short hash of every file of the rollout's folder (the entrypoint's folder, or its
+    package's): a module ``main.py`` imports from beside it counts as much as ``main.py``.
+
+    ``skip``: files and folders left out (the run's output, its datasets, whose rows have
+    their own digest, and its cassettes, when they lie inside). Hidden folders and bytecode
+    are left out too. The reference itself when no file is found.
+    """
+    if not entrypoint:
+        return None
+    target, path = reference_file(entrypoint, base=base)
+    if path is None:
+        return target
+    folder = _rollout_folder(path.resolve())
+    skipped = {s.resolve() for s in skip}
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(folder):
+        here = Path(root)
+        dirs[:] = sorted(
+            d for d in dirs if not _skipped(Path(d)) and (here / d).resolve() not in skipped
+        )
+        for name in sorted(files):
+            relative = (here / name).relative_to(folder)
+            if _skipped(relative) or (here / name).resolve() in skipped:
+                continue
+            try:
+                data = (here / name).read_bytes()
+            except OSError:
+                continue  # unreadable (a dangling link): not part of what the rollout can run
+            digest.update(relative.as_posix().encode() + b"\0" + _digest(data).encode())
+    return f"{target}#{digest.hexdigest()[:16]}"
+
+
+def declared_env(entrypoint: str | None, *, base: Path) -> list[str]:
+    """The names in the entrypoint's top-level ``OSMOSIS_ENV = [...]`` (read, not imported).
+
+    Raises ``pytest.UsageError`` when it is not a list or tuple of string literals.
+    """
+    if not entrypoint:
+        return []
+    _, path = reference_file(entrypoint, base=base)
+    if path is None or path.suffix != ".py":
+        return []
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return []  # the syntax check at start-up says what is wrong
+    for node in tree.body:
+        value = None
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == ENV_DECLARATION for t in node.targets)
+        ) or (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == ENV_DECLARATION
+        ):
+            value = node.value
+        if value is None:
+            continue
+        elements = value.elts if isinstance(value, ast.List | ast.Tuple) else []
+        names = [
+            e.value for e in elements if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        ]
+        if isinstance(value, ast.List | ast.Tuple) and len(names) == len(elements):
+            return names
+        raise pytest.UsageError(
+            f"{path}:{node.lineno}: {ENV_DECLARATION} must be a list of environment variable "
+            f'names written out as strings, e.g. {ENV_DECLARATION} = ["GRADER_MODE"]'
+        )
+    return []
+
+
+def env_digest(names: Iterable[str], environ: Mapping[str, str] | None = None) -> str | None:
+    """A short hash of the values of the environment variables ``names`` (None without
+    names): the journal keeps the digest, never a value, which may be a secret."""
+    names = sorted(set(names))
+    if not names:
+        return None
+    source = os.environ if environ is None else environ
+    return _digest(json.dumps({n: source.get(n) for n in names}).encode())
 
 
 def run_fingerprint(
@@ -101,11 +221,13 @@ def run_fingerprint(
     row_pass: str,
     n: int,
     base: Path,
+    skip: Iterable[Path] = (),
 ) -> dict[str, Any]:
     """The run-wide part of every row's fingerprint (``policy``: the scripted policy's
-    reference, or ``litellm:MODEL``)."""
+    reference, or ``litellm:MODEL``; ``skip``: folders the rollout digest leaves out)."""
     return {
-        "entrypoint": file_digest(entrypoint, base=base),
+        "entrypoint": rollout_digest(entrypoint, base=base, skip=skip),
+        "env": env_digest(declared_env(entrypoint, base=base)),
         "policy": file_digest(policy, base=base)
         if policy and not policy.startswith("litellm:")
         else policy,
@@ -129,10 +251,10 @@ def row_fingerprint(
 
 
 def why_again(
-    journaled: JournalRow, fingerprint: Mapping[str, Any] | None, *, keep_errors: bool
+    journaled: RowRecord, fingerprint: Mapping[str, Any] | None, *, keep_errors: bool
 ) -> str | None:
     """Why a journaled row must run again (None: it stands)."""
-    if not keep_errors and row_errored(journaled.verdict, journaled.attempts):
+    if not keep_errors and journaled.errored():
         return ERRORED
     if fingerprint is None:
         return None
@@ -160,7 +282,7 @@ class ResumePlan:
     def decide(
         cls,
         journal: Path,
-        rows: Iterable[JournalRow],
+        rows: Iterable[RowRecord],
         fingerprints: Mapping[str, Mapping[str, Any] | None],
         *,
         keep_errors: bool,

@@ -2,35 +2,29 @@
 
 A :class:`Row` is created when pytest's item for it is submitted and goes::
 
-    submitted -> running -> finished -> reported
-                                     \\-> (never reported: -x or a signal stopped pytest)
+    submitted -> running -> decided -> reported
+                                    \\-> (never reported: -x or a signal stopped pytest)
 
-(``selected`` rows that were never submitted are the run's rows not run; a submitted row
-that never finished becomes ``not run`` when the run stops, see :meth:`RowBook.stop`.) A row owns its fingerprint, its
-verdict as decided where its last attempt finished (:attr:`Row.settled`), and its place in
-the journal: the record written where it finished, until pytest reports it, and whether the
-journal holds the version its report carries.
-
-The journal is where a row's verdict lives: :class:`RowBook` is the one writer of the
-rows' journal lines (through the run's :class:`~pytest_osmosis.results.report.RunReport`), and
-the summary, the exit status, the gates, the report files and a later resume read the
-journal back.
+Its verdict is decided once, on the rollouts' loop thread, as its last attempt ends (or,
+when its item gave up waiting, when the item hands the loop the rest to settle): the
+:class:`~osmosis_rollout.runs.report_model.RowRecord` is journaled then and there, and is
+the row's one record from then on: its item's outcome, its test report, the report files and
+a later resume all read it. A row's facts live here, not on its item.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import enum
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from osmosis_rollout.runs.journal import JOURNAL_FILENAME, JournalRow
+from osmosis_rollout.runs.journal import JOURNAL_FILENAME
 
 if TYPE_CHECKING:
-    from pytest_osmosis.results.report import RunReport
+    from osmosis_rollout.runs.journal import RowJournal
+    from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
     from pytest_osmosis.results.run_folder import RunFolder
-    from pytest_osmosis.results.verdict import RowVerdict
 
 __all__ = ["Row", "RowBook", "RowState"]
 
@@ -38,118 +32,107 @@ __all__ = ["Row", "RowBook", "RowState"]
 class RowState(enum.Enum):
     """Where a row is in its run."""
 
-    SELECTED = "selected"
-    """Chosen to run; no attempt submitted yet."""
     SUBMITTED = "submitted"
     """Its attempts are queued in the scheduler."""
     RUNNING = "running"
     """At least one attempt started."""
-    FINISHED = "finished"
-    """Every attempt ended; its verdict is settled (and journaled, for a dataset row)."""
+    DECIDED = "decided"
+    """Its verdict is decided (and journaled, for a dataset row)."""
     REPORTED = "reported"
     """The item that waits for it took the verdict: pytest reports it."""
-    NOT_RUN = "not run"
-    """The run ended before the row finished."""
 
 
 @dataclass(eq=False)
 class Row:
-    """One row of the run (one pytest item): its state, verdict and place in the journal."""
+    """One row of the run (one pytest item): its attempts' results and its one record."""
 
     key: str
     """The item's node id."""
+    row_key: str
+    """The dataset row's key."""
     dataset: str | None
     """The dataset file, for a row that goes into the run's report (None: marker rows)."""
+    attempts: int
+    """How many attempts it gets."""
+    index: int = 0
+    """The row's position among the selected rows."""
+    source_index: int = 0
+    """Its offset in its dataset file."""
     fingerprint: dict[str, Any] | None = None
     """What its result depends on (see :mod:`pytest_osmosis.results.resume`)."""
-    state: RowState = RowState.SELECTED
-    settled: concurrent.futures.Future[RowVerdict | None] | None = field(
+    state: RowState = RowState.SUBMITTED
+    results: list[AttemptRecord | None] = field(default_factory=list)
+    """Each attempt's result as it ends (None until then)."""
+    settled: concurrent.futures.Future[RowRecord] | None = field(
         default_factory=concurrent.futures.Future
     )
-    """Its verdict, decided where its last attempt finished, until the item that waits for it
-    takes it (the result is None when an attempt gave no result: the item decides then)."""
-    journaled: JournalRow | None = None
-    """The record journaled where it finished, until its report is journaled."""
-    journaled_as_reported: bool = False
-    """The journal holds the version its report carries: a late write would be stale."""
+    """Its record, once decided (see :meth:`claim`), until pytest reported it
+    (:meth:`release`)."""
+    builtin: str | None = None
+    """The verdict the threshold alone gave, when a ``pytest_osmosis_row_verdict`` hook
+    changed it."""
     watched: bool = False
     """The live progress was told of it."""
+
+    def __post_init__(self) -> None:
+        if not self.results:
+            self.results = [None] * self.attempts
 
     def started(self) -> None:
         """An attempt started (on the rollouts' loop)."""
         if self.state is RowState.SUBMITTED:
             self.state = RowState.RUNNING
 
-    def finished(self) -> None:
-        """Every attempt ended with a result (on the rollouts' loop); an item that stopped
-        waiting (its deadline) has already reported the row."""
-        if self.state in (RowState.SUBMITTED, RowState.RUNNING):
-            self.state = RowState.FINISHED
+    def claim(self) -> bool:
+        """True for the one caller that decides the row: the loop's thread, or the item's
+        when the loop is gone. The claim is the record's future leaving its pending state,
+        so no other step can decide it again."""
+        if self.settled is None:
+            return False  # reported and released
+        try:
+            return self.settled.set_running_or_notify_cancel()
+        except RuntimeError:  # already claimed
+            return False
+
+    @property
+    def record(self) -> RowRecord | None:
+        """The row's record, once decided."""
+        settled = self.settled
+        if settled is None or not settled.done() or settled.exception() is not None:
+            return None
+        return settled.result()
+
+    def release(self) -> None:
+        """Pytest reported the row: its record is in the journal, its report carries a copy,
+        and nothing of it is kept here (a 10,000-row run holds no row's answers)."""
+        self.state = RowState.REPORTED
+        self.settled = None
+        self.results = [None] * self.attempts
 
 
 class RowBook:
-    """The run's rows by node id, and the one writer of their journal lines."""
+    """The run's rows by node id, and where a decided row is journaled."""
 
-    def __init__(self, report: RunReport, folder: RunFolder) -> None:
-        self.report = report
+    def __init__(self, journal: RowJournal, folder: RunFolder) -> None:
+        self.journal = journal
         self.folder = folder
         self._rows: dict[str, Row] = {}
-        self._lock = threading.Lock()
-        """Orders one row's journal writes as they are decided (rollouts' and items' threads)."""
 
     def get(self, key: str) -> Row | None:
         """The row submitted under ``key``, if any."""
         return self._rows.get(key)
 
-    def add(self, key: str, dataset: str | None, fingerprint: dict[str, Any] | None) -> Row:
+    def add(self, row: Row) -> Row:
         """A new row about to be submitted."""
-        row = Row(key, dataset, fingerprint, RowState.SUBMITTED)
-        self._rows[key] = row
+        self._rows[row.key] = row
         return row
 
-    def stop(self) -> None:
-        """The run is over: every row that did not finish was not run."""
-        for row in self._rows.values():
-            if row.state not in (RowState.FINISHED, RowState.REPORTED):
-                row.state = RowState.NOT_RUN
-
-    def not_run(self) -> list[str]:
-        """The rows submitted that never finished, in submission order (after :meth:`stop`)."""
-        return [key for key, row in self._rows.items() if row.state is RowState.NOT_RUN]
-
-    def journal(self, row: Row | None, record: JournalRow, *, reported: bool = False) -> bool:
-        """Write ``record`` unless the journal already holds exactly this version of the row.
-
-        ``reported``: the version the row's report carries, which no later write replaces.
-        True when the journal holds ``record`` afterwards. A write that fails stops the run
-        (:meth:`RunFolder.write_failed`); the row still reaches the report through its test
-        report.
-        """
-        if row is not None:
-            record.fingerprint = row.fingerprint
+    def journal_row(self, row: Row, record: RowRecord) -> None:
+        """Journal ``record``, the row's decided verdict (once, where it was decided). A write
+        that fails stops the run (:meth:`RunFolder.write_failed`); the row still reaches
+        pytest's report."""
+        record.fingerprint = row.fingerprint
         try:
-            # Encoded on the rollouts' thread; the report's version only when it differs (the
-            # main thread's work here happens while pytest's output capture is suspended).
-            data = None if reported else self.report.encode_row(record)
-            with self._lock:
-                if reported and row is not None:
-                    journaled, row.journaled = row.journaled, None
-                    # Usually the very record written where the row finished (handed over).
-                    if journaled is record or journaled == record:
-                        row.journaled_as_reported = True
-                        return True
-                elif row is not None and row.journaled_as_reported:
-                    return False
-                if data is None:
-                    data = self.report.encode_row(record)
-                if not self.report.journal.write_encoded(data):
-                    return False
-                if row is not None:
-                    if reported:
-                        row.journaled_as_reported = True
-                    else:
-                        row.journaled = record
-                return True
+            self.journal.write_row(record)
         except OSError as exc:
             self.folder.write_failed(exc, JOURNAL_FILENAME)
-            return False

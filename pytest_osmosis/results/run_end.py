@@ -1,8 +1,8 @@
 """The run's end: its verdict over every row, the report files, the gates and the summary.
 
 :class:`RunSummary` is a plugin object of its own (registered as ``osmosis-summary``). It
-collects each reported row's record (on the controlling process: pytest-xdist workers'
-reports arrive there), and at the end reads the rows back from the journal: every figure, the
+notes each reported row (on the controlling process: pytest-xdist workers' reports arrive
+there), and at the end reads the rows back from the journal, once: every figure, the
 exit status included, covers the rows pytest reported and the rows a resume kept; a row that
 finished ahead of pytest when ``-x`` or ``--maxfail`` stopped it counts nowhere (pytest does
 not count it either) and is a row not run, while after a signal every journaled row counts.
@@ -31,7 +31,7 @@ from pytest_osmosis.keys import REPORT_ATTR, WORD_ATTR
 from pytest_osmosis.options import resolve_path
 from pytest_osmosis.results.markdown import RowMiss
 from pytest_osmosis.results.output_paths import OutputWrite, write_outputs
-from pytest_osmosis.results.report import RowRecord, summary_segments, ungraded_line
+from pytest_osmosis.results.report import summary_segments, ungraded_line
 from pytest_osmosis.results.stopped import how_it_ended, incomplete_lines
 
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from pytest_osmosis.results.gates import GateResult
     from pytest_osmosis.results.report import RunReport
     from pytest_osmosis.results.resume import Resume
-    from pytest_osmosis.results.rows import RowBook
     from pytest_osmosis.results.run_folder import RunFolder
     from pytest_osmosis.signals import SignalWatch
 
@@ -101,7 +100,6 @@ class SummaryHost(Protocol):
     is_worker: bool
     report: RunReport
     folder: RunFolder
-    book: RowBook
     resume: Resume
     signals: SignalWatch
     selected: list[str]
@@ -166,29 +164,15 @@ class RunSummary:
             self.row_misses.append(
                 RowMiss(report.nodeid, _first_line(report), errored, not report.failed)
             )
-        record = RowRecord(
-            nodeid=value["nodeid"],
-            dataset=value["dataset"],
-            row_key=value["row_key"],
-            verdict=value["verdict"],
-            attempts=value["attempts"],
-            stats=value.get("stats", {}),
-        )
-        # A row this process journaled as reported is read back from the journal at the end:
-        # the report keeps nothing of it meanwhile.
-        row = osmosis.book.get(record.nodeid)
-        osmosis.report.add(record, journaled=row is not None and row.journaled_as_reported)
-        # pytest keeps every report for the session: do not keep the record twice.
+        # The row's record is in the journal, read back at the end: only that pytest
+        # reported it is kept (pytest keeps every report for the session).
+        osmosis.report.reported.add(value["nodeid"])
         delattr(report, REPORT_ATTR)
         hook = osmosis.config.hook.pytest_osmosis_row_finished
         if hook.get_hookimpls():
             hook(
-                row={"nodeid": record.nodeid, "dataset": record.dataset, "row_key": record.row_key},
-                result={
-                    "verdict": record.verdict,
-                    "attempts": record.attempts,
-                    "stats": record.stats,
-                },
+                row={k: value[k] for k in ("nodeid", "dataset", "row_key")},
+                result={k: value[k] for k in ("verdict", "attempts", "stats")},
                 report=report,
             )
 
@@ -276,7 +260,10 @@ class RunSummary:
             # -x, --maxfail or a write that failed: pytest stopped reporting, and a row that
             # finished ahead of it counts nowhere (pytest does not count it). A signal's
             # report counts every journaled row, as the journal holds them.
-            counted = report.reported_ids() | set(plan.kept if plan is not None else ())
+            counted = report.reported | set(plan.kept if plan is not None else ())
+        if exitstatus == pytest.ExitCode.INTERRUPTED and not finished.get("interrupted"):
+            # pytest-xdist ends -x/--maxfail as an interrupt; without xdist it is a failure.
+            exitstatus = session.exitstatus = pytest.ExitCode.TESTS_FAILED
         report.finish(selected=osmosis.selected, finished=finished, counted=counted)
         settings = osmosis.settings
         gates = apply_gates(
@@ -286,7 +273,7 @@ class RunSummary:
             testsfailed=session.testsfailed,
             exitstatus=exitstatus,
         )
-        head = report.head(dict(gates.extra))
+        head = report.document(dict(gates.extra))
         gate_lines = [*gates.verdicts, *self._grader_required(head)]
         other = session.testsfailed - self._row_failures - self._gate_failures
         verdict = decide(
@@ -374,8 +361,7 @@ class RunSummary:
             finished_at=decided.at,
             tool_version=tool_version(),
         )
-        # The report's rows are streamed from the journal into each file, never all at once.
-        head = report.head(extra)
+        head = report.document(extra)
         writes = [
             OutputWrite(
                 "run file",
@@ -385,7 +371,7 @@ class RunSummary:
             OutputWrite(
                 "JSON report",
                 str(output / "report.json"),
-                functools.partial(report.write_json, output / "report.json", head),
+                functools.partial(report.write_json, output / "report.json"),
             ),
         ]
         if settings.report:
@@ -394,7 +380,7 @@ class RunSummary:
                 OutputWrite(
                     "JSON report",
                     settings.report,
-                    functools.partial(report.write_json, report_path, head),
+                    functools.partial(report.write_json, report_path),
                 )
             )
         if settings.html:
@@ -402,10 +388,11 @@ class RunSummary:
 
             html_path = resolve_path(osmosis.config, settings.html)
 
-            def html() -> None:
-                write_html(html_path, head, report.row_groups)
-
-            writes.append(OutputWrite("HTML report", settings.html, html))
+            writes.append(
+                OutputWrite(
+                    "HTML report", settings.html, functools.partial(write_html, html_path, head)
+                )
+            )
         if settings.markdown:
             from osmosis_rollout._internal.atomic import write_text_atomic
             from pytest_osmosis.results.markdown import render_markdown
@@ -421,7 +408,6 @@ class RunSummary:
                 )
             )
         written, failures = write_outputs(writes)
-        report.release_files()
         return written, failures, head
 
     def _append_step_summary(self, head: dict[str, Any]) -> tuple[list[str], list[str]]:

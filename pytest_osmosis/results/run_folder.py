@@ -10,7 +10,7 @@ A run claims its folder before it writes anything there (:meth:`RunFolder.claim`
   ends. A second run on the same folder fails at start, naming the holder's pid and start
   time; it has written and deleted nothing.
 - **What is replaced.** A fresh run in an earlier run's folder removes only that run's
-  journal and report, once its own rows are about to run (:meth:`RunFolder.start_fresh`).
+  journal and report, once its own rows are about to run (:meth:`RunFolder.start`).
   A resumed run first cuts a torn last journal line back to the last newline.
 
 A run that never ran a row leaves the folder as it found it (:meth:`RunFolder.abandon`).
@@ -72,6 +72,18 @@ class RunFolder:
         if self.write_failure is None:
             full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
             self.write_failure = f"{'disk full' if full else exc.strerror or exc} writing {name}"
+
+    def file_failed(self, path: Path, exc: OSError) -> None:
+        """A cassette or trajectory at ``path`` could not be written: as :meth:`write_failed`,
+        naming it from this folder when it lies inside."""
+        self.write_failed(
+            exc, str(path.relative_to(self.path) if path.is_relative_to(self.path) else path)
+        )
+
+    def failed_elsewhere(self, reason: str) -> None:
+        """A pytest-xdist worker could not write a file of this run: remember its ``reason``."""
+        if self.write_failure is None:
+            self.write_failure = reason
 
     @property
     def claimed(self) -> bool:
@@ -155,16 +167,13 @@ class RunFolder:
         os.write(fd, json.dumps({"pid": os.getpid(), "started": started}).encode())
         self._fd = fd
 
-    def start_fresh(self) -> None:
-        """Rows are about to run in a fresh (not resumed) run: remove an earlier run's
+    def start(self, *, fresh: bool) -> None:
+        """Rows are about to run. A ``fresh`` (not resumed) run removes an earlier run's
         journal and report from the folder (only ever files a run of ours wrote)."""
         self._started = True
-        for name in (JOURNAL_FILENAME, REPORT_FILENAME):
-            (self.path / name).unlink(missing_ok=True)
-
-    def started(self) -> None:
-        """Rows are about to run (a resumed run keeps what the folder holds)."""
-        self._started = True
+        if fresh:
+            for name in (JOURNAL_FILENAME, REPORT_FILENAME):
+                (self.path / name).unlink(missing_ok=True)
 
     def write_run_file(
         self,

@@ -31,16 +31,18 @@ def how_it_ended(
     """``{"stopped_by", "interrupted"}`` for ``run.json``'s ``finished`` record."""
     if received_signal is not None:
         return {"stopped_by": received_signal, "interrupted": True}
-    if exitstatus == pytest.ExitCode.INTERRUPTED:
-        # A KeyboardInterrupt no handler of ours saw: Ctrl-C before the rows started, or
-        # raised by code under test.
-        return {"stopped_by": "KeyboardInterrupt", "interrupted": True}
     if session.shouldfail:
+        # Checked before an interrupt: pytest-xdist's controller ends a -x/--maxfail run by
+        # raising its ``Interrupted`` (a KeyboardInterrupt), which is no signal.
         maxfail = int(getattr(session.config.option, "maxfail", 0) or 0)
         return {
             "stopped_by": "-x" if maxfail == 1 else f"--maxfail={maxfail}",
             "interrupted": False,
         }
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        # A KeyboardInterrupt no handler of ours saw: Ctrl-C before the rows started, or
+        # raised by code under test.
+        return {"stopped_by": "KeyboardInterrupt", "interrupted": True}
     if session.shouldstop:
         reason = session.shouldstop if isinstance(session.shouldstop, str) else "stopped"
         return {"stopped_by": reason, "interrupted": False}

@@ -1,82 +1,20 @@
-"""One attempt's result, a row's verdict over its attempts, and the failure message a person reads."""
+"""A row's verdict over its attempts, decided once, and the failure message a person reads.
+
+The records themselves are :class:`~osmosis_rollout.runs.report_model.AttemptRecord` and
+:class:`~osmosis_rollout.runs.report_model.RowRecord`: :func:`decide_row` makes the one
+record of a row that its journal line, its test report and every report file carry.
+"""
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
 
 from osmosis_rollout.runs.metrics import row_stats
+from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
 from pytest_osmosis.options import RowPassRule
 
-if TYPE_CHECKING:
-    from osmosis_rollout.runs.journal import JournalRow
-
 STATUS_SUCCESS, STATUS_FAILED, STATUS_SKIPPED = "success", "failed", "skipped"
-
-
-@dataclass
-class AttemptResult:
-    """One rollout of one row, classified as the official ``osmosis eval run`` classifies it.
-
-    ``status`` is ``success`` | ``failed`` | ``skipped`` (the grader removed the sample);
-    ``error_type`` is the error category, else the message, else ``rollout_failed``.
-    """
-
-    row_key: str
-    row_index: int
-    source_row_index: int
-    run_index: int
-    rollout_id: str
-    status: str
-    reward: float | None
-    error_type: str | None = None
-    err_message: str | None = None
-    tokens: int | None = None
-    tokens_estimated: bool = False
-    cost_usd: float | None = None
-    cost_estimated: bool = False
-    duration_ms: float = 0.0
-    started_at: float = 0.0
-    trajectory_path: str | None = None
-    diagnostics_path: str | None = None
-    last_assistant: str | None = None
-    tool_calls: list[str] | None = None
-    """The tool calls of the sample, one ``name({arguments})`` line each, clipped and bounded
-    (:func:`pytest_osmosis.run.attempts.tool_call_lines`); None when it made none."""
-    policy_calls: int = 0
-    error_phase: str | None = None
-    """``workflow`` or ``grader`` when user code in that phase failed an in-process rollout."""
-    blocked_loop: str | None = None
-    """What blocked the rollout loop while this attempt was in flight, when it failed."""
-    passed: bool = False
-    grader: dict[str, Any] | None = None
-    """What the grader said of this attempt: ``reason`` (its log lines and each judge's
-    explanation, see :mod:`osmosis_rollout.rollout_notes`) and the sample's ``metrics``."""
-    workflow_log: str | None = None
-    """What the workflow logged, kept when the attempt errored."""
-    prompt: str | None = None
-    """The row's task (its first user message, clipped), kept on an errored attempt: such a
-    rollout may have left no trajectory to read it from."""
-    printed: str | None = None
-    """What the rollout printed (in-process), its first lines: the failure's "Captured
-    rollout output" section (:mod:`pytest_osmosis.run.rollout_log`)."""
-    ungraded: str | None = None
-    """Why a rollout that ran has no reward: ``no_grader`` (the rollout defines none),
-    ``no_label`` (the row has neither ground_truth nor metadata) or ``not_graded``."""
-
-    def index_row(self, nodeid: str, dataset: str) -> dict[str, Any]:
-        """The report row: the official ``index.jsonl`` keys plus ours (``nodeid``, ...)."""
-        row = {name: getattr(self, name) for name in _ATTEMPT_FIELDS}  # flat: no deep copy
-        row["trajectory_filename"] = row.pop("trajectory_path")
-        row["nodeid"] = nodeid
-        row["dataset"] = dataset
-        return row
-
-
-_ATTEMPT_FIELDS = tuple(f.name for f in fields(AttemptResult))
-"""The report row's keys, in order (``dataclasses.fields`` builds its tuple on every call)."""
 
 
 def classify(
@@ -102,7 +40,7 @@ def classify(
 
 
 def attempt_passes(
-    result: AttemptResult, threshold: float, *, ungraded_passes: bool = False
+    result: AttemptRecord, threshold: float, *, ungraded_passes: bool = False
 ) -> bool:
     """Reward >= threshold on a non-skipped attempt; an ungraded one passes iff ``ungraded_passes``."""
     if result.status == STATUS_SUCCESS and result.reward is None:
@@ -115,50 +53,60 @@ def attempt_passes(
     )
 
 
-@dataclass
-class RowVerdict:
-    """The verdict for one row over its attempts."""
-
-    outcome: str  # "passed" | "failed" | "skipped"
-    attempts: list[AttemptResult] = field(default_factory=list)
-    passed_attempts: int = 0
-    scored_attempts: int = 0
-    record: JournalRow | None = field(default=None, compare=False, repr=False)
-    """The row's record as it was journaled where the row finished
-    (:func:`pytest_osmosis.results.report.row_record`), for its report to reuse; None when it was
-    not journaled there or no longer matches the attempts."""
-
-    def stats(self) -> dict[str, Any]:
-        """The row's statistics for the report (:func:`osmosis_rollout.runs.metrics.row_stats`)."""
-        stats = row_stats(
-            [a.reward for a in self.attempts],
-            [None if a.status == STATUS_SKIPPED else a.passed for a in self.attempts],
-        )
-        costs = [a.cost_usd for a in self.attempts if a.cost_usd is not None]
-        if costs:
-            stats["cost_usd"] = sum(costs)
-        return stats
-
-
-def row_verdict(
-    attempts: list[AttemptResult],
+def decide_row(
+    identity: tuple[str, str | None, str],
+    attempts: list[AttemptRecord],
     threshold: float,
     rule: RowPassRule,
     *,
     ungraded_passes: bool = False,
-) -> RowVerdict:
-    """Apply the threshold to each attempt and ``rule`` to the row (skipped attempts do not count).
-
-    ``ungraded_passes``: an attempt no grader scored passes (the user set no threshold).
+) -> RowRecord:
+    """The row's record: the threshold applied to each attempt, ``rule`` to the row (skipped
+    attempts do not count), and its statistics. ``identity`` is ``(nodeid, dataset,
+    row_key)``; ``ungraded_passes``: an attempt no grader scored passes (no threshold set).
     """
     for attempt in attempts:
         attempt.passed = attempt_passes(attempt, threshold, ungraded_passes=ungraded_passes)
     scored = [a for a in attempts if a.status != STATUS_SKIPPED]
     passed = sum(1 for a in scored if a.passed)
     if not scored:
-        return RowVerdict("skipped", attempts, 0, 0)
-    outcome = "passed" if rule.passes(passed, len(scored)) else "failed"
-    return RowVerdict(outcome, attempts, passed, len(scored))
+        outcome = "skipped"
+    else:
+        outcome = "passed" if rule.passes(passed, len(scored)) else "failed"
+    stats = row_stats(
+        [a.reward for a in attempts],
+        [None if a.status == STATUS_SKIPPED else a.passed for a in attempts],
+    )
+    costs = [a.cost_usd for a in attempts if a.cost_usd is not None]
+    if costs:
+        stats["cost_usd"] = sum(costs)
+    nodeid, dataset, row_key = identity
+    return RowRecord(
+        nodeid=nodeid,
+        dataset=dataset,
+        row_key=row_key,
+        verdict=outcome,
+        attempts=attempts,
+        stats=stats,
+    )
+
+
+class VerdictHookError(Exception):
+    """A ``pytest_osmosis_row_verdict`` hook returned something that is not a verdict."""
+
+
+def hook_outcome(decided: object) -> str:
+    """``True``/``"passed"``, ``False``/``"failed"`` or ``"skipped"``; anything else is a mistake."""
+    if decided is True or decided == "passed":
+        return "passed"
+    if decided is False or decided == "failed":
+        return "failed"
+    if decided == "skipped":
+        return "skipped"
+    raise VerdictHookError(
+        f"pytest_osmosis_row_verdict returned {decided!r}; return True/'passed', "
+        "False/'failed', 'skipped', or None to keep the built-in verdict"
+    )
 
 
 def _clip(text: str | None, limit: int = 400) -> str:
@@ -171,7 +119,7 @@ def _clip(text: str | None, limit: int = 400) -> str:
 def failure_message(
     *,
     row_desc: str,
-    verdict: RowVerdict,
+    verdict: RowRecord,
     threshold: float,
     rule: RowPassRule,
     label: str | None,
@@ -223,8 +171,8 @@ def failure_message(
     if shown is not None:
         lines.extend(_said(shown))
         lines.append(f"  rollout id: {shown.rollout_id}")
-        if shown.trajectory_path:
-            lines.append(f"  trajectory: {shown.trajectory_path}")
+        if shown.trajectory_filename:
+            lines.append(f"  trajectory: {shown.trajectory_filename}")
         if shown.diagnostics_path:
             lines.append(f"  diagnostics: {shown.diagnostics_path}")
         if log_path and shown.error_phase and shown.error_type != "timeout":
@@ -261,29 +209,29 @@ SAID_LIMIT = 2048
 report files keep all of it."""
 
 
-def _said(attempt: AttemptResult) -> list[str]:
+def _said(attempt: AttemptRecord) -> list[str]:
     """The grader's reason and metrics, or an errored workflow's log, indented under the row."""
     lines: list[str] = []
-    said = attempt.grader or {}
-    if said.get("reason"):
+    said = attempt.grader
+    if said is not None and said.reason:
         lines.append("  grader said:")
-        lines.extend(f"    {line}" for line in _clip(said["reason"], SAID_LIMIT).splitlines())
-    if said.get("metrics"):
-        lines.append(f"  metrics: {_clip(json.dumps(said['metrics'], default=str), 400)}")
+        lines.extend(f"    {line}" for line in _clip(said.reason, SAID_LIMIT).splitlines())
+    if said is not None and said.metrics:
+        lines.append(f"  metrics: {_clip(json.dumps(said.metrics, default=str), 400)}")
     if attempt.workflow_log:
         lines.append("  workflow logged:")
         lines.extend(f"    {line}" for line in _clip(attempt.workflow_log, SAID_LIMIT).splitlines())
     return lines
 
 
-def _what_failed(attempt: AttemptResult, *, short: bool = False) -> str:
+def _what_failed(attempt: AttemptRecord, *, short: bool = False) -> str:
     """``rollout failed [type]``, or ``the grader failed [type]`` when the grader raised."""
     if attempt.error_phase == "grader":
         return f"{'grader' if short else 'the grader'} failed [{attempt.error_type}]"
     return f"{'' if short else 'rollout '}failed [{attempt.error_type}]"
 
 
-def _hint(verdict: RowVerdict, *, rerun: bool = False) -> str:
+def _hint(verdict: RowRecord, *, rerun: bool = False) -> str:
     errors = {a.error_type for a in verdict.attempts if a.status == STATUS_FAILED}
     if any(a.blocked_loop for a in verdict.attempts):
         return (

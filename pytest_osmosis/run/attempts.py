@@ -2,7 +2,9 @@
 
 Both runners serve the model through one :class:`~osmosis_rollout.controller.PolicyServer`
 on loopback, so a rollout never knows which policy answers it, and both produce the same
-:class:`AttemptResult`, so items, summary and report do not care which mode ran.
+:class:`~osmosis_rollout.runs.report_model.AttemptRecord`, so items, summary and report do
+not care which mode ran. An in-process result becomes the record directly; server mode reads
+the wire result the server sent.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from osmosis_rollout import ExecutionBackend, ExecutionRequest, RolloutContext, sample_text
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.execution import execute_in_process
-from osmosis_rollout.transport.wire import to_wire_result
-from pytest_osmosis.results.verdict import AttemptResult, classify
+from osmosis_rollout.runs.report_model import AttemptRecord, GraderSaid
+from osmosis_rollout.transport.wire import replace_surrogates
+from osmosis_rollout.types import ExecutionResult, RolloutStatus
+from pytest_osmosis.results.verdict import classify
 from pytest_osmosis.run.rollout_log import rollout_output
 
 if TYPE_CHECKING:
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
     from osmosis_rollout.policy import TokenPrices
     from osmosis_rollout.rollout_notes import RolloutNotes
+    from osmosis_rollout.trajectory.save import WriteFailureCallback
     from pytest_osmosis.run.rollout_servers import ServedServer
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -61,7 +66,7 @@ class AttemptRunner(Protocol):
 
     async def run_attempt(
         self, row: DatasetRow, attempt: int, *, cassette_key: str
-    ) -> AttemptResult: ...
+    ) -> AttemptRecord: ...
 
 
 @dataclass
@@ -103,8 +108,53 @@ def tool_call_lines(messages: Any) -> list[str] | None:
     return lines
 
 
+@dataclass(frozen=True)
+class Ended:
+    """How a rollout ended, as either mode sees it (an in-process result or the wire's)."""
+
+    status: str
+    """The wire status: ``success``, ``failure``, ..."""
+    reward: float | None = None
+    remove_sample: bool = False
+    err_category: str | None = None
+    err_message: str | None = None
+    messages: Any = None
+    metrics: Any = None
+
+    @classmethod
+    def of_result(cls, result: ExecutionResult) -> Ended:
+        """An in-process backend's result, read as it is (nothing encoded)."""
+        sample = result.sample
+        category = result.err_category
+        return cls(
+            status=RolloutStatus(result.status).value,
+            reward=sample.reward if sample is not None else None,
+            remove_sample=bool(sample is not None and sample.remove_sample),
+            err_category=None if category is None else str(getattr(category, "value", category)),
+            err_message=None
+            if result.err_message is None
+            else replace_surrogates(result.err_message),
+            messages=sample.messages if sample is not None else None,
+            metrics=sample.metrics if sample is not None else None,
+        )
+
+    @classmethod
+    def of_wire(cls, wire: dict[str, Any]) -> Ended:
+        """A rollout server's ``RolloutResultResponse`` JSON object."""
+        sample = wire.get("sample") or {}
+        return cls(
+            status=str(wire.get("status")),
+            reward=sample.get("reward"),
+            remove_sample=bool(sample.get("remove_sample")),
+            err_category=wire.get("err_category"),
+            err_message=wire.get("err_message"),
+            messages=sample.get("messages"),
+            metrics=sample.get("metrics"),
+        )
+
+
 class _AttemptBuilder:
-    """Shared tail of both runners: classify the wire result and attach the call log."""
+    """Shared tail of both runners: classify how the rollout ended and attach the call log."""
 
     prices: TokenPrices | None = None
     """Configured token prices; without them, the cost the provider reported (if any)."""
@@ -126,25 +176,20 @@ class _AttemptBuilder:
         row: DatasetRow,
         attempt: int,
         rollout_id: str,
-        wire: dict[str, Any],
+        ended: Ended,
         started: float,
         trajectory: Path | None,
         *,
         diagnostics: str | None,
         phase: str | None = None,
         notes: RolloutNotes | None = None,
-    ) -> AttemptResult:
+    ) -> AttemptRecord:
         log = self.policy_server.release(rollout_id)
         duration = time.perf_counter() - started
-        sample = wire.get("sample") or {}
         status, reward, error_type = classify(
-            str(wire.get("status")),
-            sample.get("reward"),
-            bool(sample.get("remove_sample")),
-            wire.get("err_category"),
-            wire.get("err_message"),
+            ended.status, ended.reward, ended.remove_sample, ended.err_category, ended.err_message
         )
-        err_message = wire.get("err_message")
+        err_message = ended.err_message
         miss = _policy_error(log)
         if status == "failed" and miss is not None:
             # The model call failed in the policy (a replay miss, a provider error): that is
@@ -152,7 +197,7 @@ class _AttemptBuilder:
             error_type, err_message = miss
             phase = None
         cost = log.cost(self.prices)
-        return AttemptResult(
+        return AttemptRecord(
             row_key=row.key,
             row_index=row.index,
             source_row_index=row.source_index,
@@ -168,28 +213,28 @@ class _AttemptBuilder:
             cost_estimated=cost is not None and cost.estimated,
             duration_ms=round(duration * 1000.0, 3),
             started_at=round(time.time() - duration, 6),
-            trajectory_path=str(trajectory) if trajectory else None,
+            trajectory_filename=str(trajectory) if trajectory else None,
             diagnostics_path=diagnostics,
-            last_assistant=_clip(last_assistant_text(sample.get("messages")), MAX_ANSWER_CHARS),
-            tool_calls=tool_call_lines(sample.get("messages")),
+            last_assistant=_clip(last_assistant_text(ended.messages), MAX_ANSWER_CHARS),
+            tool_calls=tool_call_lines(ended.messages),
             policy_calls=len(getattr(log, "calls", []) or []),
             error_phase=phase if status == "failed" else None,
-            grader=_grader_said(notes, sample.get("metrics")),
+            grader=_grader_said(notes, ended.metrics),
             workflow_log=(notes.workflow_log() or None) if notes and status == "failed" else None,
             prompt=_clip(_prompt_text(row), MAX_ANSWER_CHARS) if status == "failed" else None,
         )
 
 
-def _grader_said(notes: RolloutNotes | None, metrics: Any) -> dict[str, Any] | None:
+def _grader_said(notes: RolloutNotes | None, metrics: Any) -> GraderSaid | None:
     """The attempt's ``grader`` entry: the grader's reason and the sample's metrics, if any."""
     reason = notes.grader_reason() if notes is not None else ""
     if not reason and not metrics:
         return None
-    return {"reason": reason or None, "metrics": metrics if isinstance(metrics, dict) else {}}
+    return GraderSaid(reason=reason or None, metrics=metrics if isinstance(metrics, dict) else {})
 
 
 def _why_ungraded(backend: ExecutionBackend, row: DatasetRow) -> str:
-    """Why an in-process rollout that ran has no reward (see ``AttemptResult.ungraded``)."""
+    """Why an in-process rollout that ran has no reward (see ``AttemptRecord.ungraded``)."""
     if getattr(backend, "grader_cls", "unknown") is None:
         return "no_grader"
     if row.label is None and row.metadata is None:
@@ -230,16 +275,19 @@ class InProcessRunner(_AttemptBuilder):
         *,
         agent_timeout: float | None,
         grader_timeout: float | None,
+        on_write_failure: WriteFailureCallback | None = None,
     ) -> None:
         super().__init__(policy_server, paths)
         self.backend = backend
+        self.on_write_failure = on_write_failure
+        """Told of a trajectory file that could not be written (the run stops on it)."""
         self._trajectory_root = paths.rollouts  # a Path built once, not per row
         self.agent_timeout = agent_timeout
         self.grader_timeout = grader_timeout
 
     async def run_attempt(
         self, row: DatasetRow, attempt: int, *, cassette_key: str
-    ) -> AttemptResult:
+    ) -> AttemptRecord:
         rollout_id, key = self.begin(row, attempt, cassette_key)
         started = time.perf_counter()
         request = ExecutionRequest(
@@ -261,13 +309,17 @@ class InProcessRunner(_AttemptBuilder):
         )
         with rollout_output(rollout_id) as printed:
             executed = await execute_in_process(
-                self.backend, request, context, trajectory_root=self._trajectory_root
+                self.backend,
+                request,
+                context,
+                trajectory_root=self._trajectory_root,
+                on_write_failure=self.on_write_failure,
             )
         result = self.finish(
             row,
             attempt,
             rollout_id,
-            to_wire_result(rollout_id, executed.result),
+            Ended.of_result(executed.result),
             started,
             executed.trajectory,
             diagnostics=str(executed.diagnostics) if executed.diagnostics else None,
@@ -311,7 +363,7 @@ class ServerRunner(_AttemptBuilder):
 
     async def run_attempt(
         self, row: DatasetRow, attempt: int, *, cassette_key: str
-    ) -> AttemptResult:
+    ) -> AttemptRecord:
         rollout_id, key = self.begin(row, attempt, cassette_key)
         started = time.perf_counter()
         client = self.clients[next(self._next)]
@@ -328,7 +380,13 @@ class ServerRunner(_AttemptBuilder):
             trajectory = candidate if candidate.exists() else None
         diagnostics = _existing(self.paths.rollouts / rollout_id / "diagnostics.json")
         result = self.finish(
-            row, attempt, rollout_id, wire, started, trajectory, diagnostics=diagnostics
+            row,
+            attempt,
+            rollout_id,
+            Ended.of_wire(wire),
+            started,
+            trajectory,
+            diagnostics=diagnostics,
         )
         if result.status == "success" and result.reward is None:
             result.ungraded = "not_graded"  # the server's grader is not ours to see

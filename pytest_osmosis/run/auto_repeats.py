@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from osmosis_rollout.runs.gating import RowCounts, auto_round
+from osmosis_rollout.runs.report_model import AttemptRecord
 from pytest_osmosis.options import OsmosisSettings
-from pytest_osmosis.results.verdict import STATUS_SKIPPED, AttemptResult, attempt_passes
+from pytest_osmosis.results.verdict import STATUS_SKIPPED, attempt_passes
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
@@ -83,7 +84,7 @@ def run_rounds(
     return repeats
 
 
-def _passes(result: AttemptResult | None, settings: OsmosisSettings) -> int:
+def _passes(result: AttemptRecord | None, settings: OsmosisSettings) -> int:
     if result is None:
         return 0
     return int(
@@ -99,11 +100,11 @@ def _run_round(
     chosen: list[int],
     repeats: AutoRepeats,
     deadline: float,
-) -> list[AttemptResult | None]:
+) -> list[AttemptRecord | None]:
     """One more attempt for each chosen row, all started at once; their results in order
     (None for an attempt that failed to give one)."""
     scheduler = engine.scheduler
-    futures: list[concurrent.futures.Future[AttemptResult]] = []
+    futures: list[concurrent.futures.Future[AttemptRecord]] = []
     for index in chosen:
         row = rows[index]
         attempt = repeats.attempts[row.key]
@@ -120,7 +121,7 @@ def _run_round(
             )
         )
     started = time.monotonic()
-    results: list[AttemptResult | None] = []
+    results: list[AttemptRecord | None] = []
     for future in futures:
         try:
             results.append(scheduler.wait(future, max(0.0, started + deadline - time.monotonic())))

@@ -35,6 +35,7 @@ from pytest_osmosis.run.scheduler import RolloutScheduler
 
 if TYPE_CHECKING:
     from osmosis_rollout.backend.base import ExecutionBackend
+    from osmosis_rollout.trajectory.save import WriteFailureCallback
 
 
 @dataclass
@@ -208,12 +209,14 @@ def start_engine(
     output: Path,
     entrypoint: str | None,
     redactor: Redactor | None = None,
+    on_write_failure: WriteFailureCallback | None = None,
 ) -> Engine:
     """Import, start and wire everything the rows need; what was started is stopped on error.
 
     Nothing is written under ``output`` before the rollout and the policy loaded: a usage
     error (a bad policy path, a syntax error in the entrypoint) leaves no run directory.
-    The policy endpoint's key joins ``redactor``'s secrets.
+    The policy endpoint's key joins ``redactor``'s secrets. A cassette or trajectory that
+    cannot be written goes to ``on_write_failure``.
     """
     from osmosis_rollout.controller import PolicyServer
 
@@ -230,7 +233,7 @@ def start_engine(
         # Each rollout gets its own key, which opens only its own URL (the policy endpoint
         # may be reachable beyond this process: --osmosis-policy-host).
         policy_server = PolicyServer(
-            choose_policy(config, settings),
+            choose_policy(config, settings, on_write_failure),
             host=s.policy_host,
             scoped_keys=True,
         )
@@ -289,6 +292,7 @@ def start_engine(
                 paths,
                 agent_timeout=s.agent_timeout,
                 grader_timeout=s.grader_timeout,
+                on_write_failure=on_write_failure,
             )
         _before_the_clock(paths, in_process=in_process)
     except BaseException:

@@ -17,6 +17,7 @@ from pytest_osmosis.run.workspace import load_callable
 
 if TYPE_CHECKING:
     from osmosis_rollout.policy.recording import RecordMode
+    from osmosis_rollout.trajectory.save import WriteFailureCallback
 
 
 def cassette_dir(config: pytest.Config, settings: OsmosisSettings) -> Path:
@@ -66,8 +67,13 @@ def _has_cassettes(directory: Path) -> bool:
     return directory.is_dir() and any(directory.rglob("*.json"))
 
 
-def choose_policy(config: pytest.Config, settings: OsmosisSettings) -> Any:
-    """The policy serving model calls: scripted, LiteLLM, or replay, maybe wrapped to record."""
+def choose_policy(
+    config: pytest.Config,
+    settings: OsmosisSettings,
+    on_write_failure: WriteFailureCallback | None = None,
+) -> Any:
+    """The policy serving model calls: scripted, LiteLLM, or replay, maybe wrapped to record
+    (a cassette that cannot be written goes to ``on_write_failure``)."""
     from osmosis_rollout.policy import RecordingPolicy, as_policy
 
     s = settings
@@ -92,7 +98,9 @@ def choose_policy(config: pytest.Config, settings: OsmosisSettings) -> Any:
             )
     if mode is None or (mode == "none" and not _has_cassettes(cassettes)):
         return inner
-    return RecordingPolicy(inner, cassettes, cast("RecordMode", mode))
+    return RecordingPolicy(
+        inner, cassettes, cast("RecordMode", mode), on_write_failure=on_write_failure
+    )
 
 
 def _litellm_policy(model: str, source: str, settings: OsmosisSettings) -> Any:

@@ -21,7 +21,10 @@ import pytest
 
 from pytest_osmosis.run.scheduler import RolloutScheduler
 
-SERVE_START_TIMEOUT_SEC = 60.0
+SERVE_START_TIMEOUT_SEC = 180.0
+"""How long a started server may take to answer /health. Generous: importing a framework
+(openai-agents, strands) takes over a minute with both cores busy, and a server that exits
+early is noticed at once, so a longer bound costs nothing when the start goes well."""
 SERVE_STOP_TIMEOUT_SEC = 10.0
 
 ROLLOUTS_PER_CLIENT = 16

@@ -1,29 +1,33 @@
-"""Where a row's rollouts run: started ahead of pytest's in-order reporting, waited for by
-the row's item, and journaled the moment the last attempt ends.
+"""Where a row's rollouts run, and where its verdict is decided: once, on the rollouts' loop.
 
 :class:`RowRunner` is a plugin object of its own (registered as ``osmosis-rows``). It keeps
-a window of rows submitted ahead of the item pytest is running (:meth:`RowRunner.run_ahead`),
-decides each row's verdict on the rollouts' loop as its last attempt finishes and journals
-it there (so a crash loses no finished row), hands the verdict to the item that waits for
-the row (:meth:`RowRunner.wait_for_row`), and moves the item's record onto its call report.
-Each row's state lives on its :class:`~pytest_osmosis.results.rows.Row`.
+a window of rows submitted ahead of the item pytest is running (:meth:`RowRunner.run_ahead`).
+As a row's last attempt ends, the loop's thread decides its verdict (a
+``pytest_osmosis_row_verdict`` hook included), journals the record and tells the live
+progress. The item that waits for the row (:meth:`RowRunner.wait_for_row`) only takes the
+record; when it gives up waiting (its deadline), it hands the loop the rest to settle, so
+the loop's thread still decides. Only when the loop is gone (given up as blocked, or dead)
+does another thread decide, and :meth:`~pytest_osmosis.results.rows.Row.claim` lets exactly one.
+Each row's state and record live on its :class:`~pytest_osmosis.results.rows.Row`.
 """
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
-import threading
+import copy
+import functools
 import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from pytest_osmosis.keys import RECORD_KEY, REPORT_ATTR, WORD_ATTR, row_ref
-from pytest_osmosis.results.report import reward_word, row_record
+from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
+from pytest_osmosis.keys import REPORT_ATTR, WORD_ATTR, row_ref
+from pytest_osmosis.results.report import reward_word
 from pytest_osmosis.results.rows import Row, RowBook, RowState
-from pytest_osmosis.results.verdict import AttemptResult, RowVerdict, row_verdict
+from pytest_osmosis.results.verdict import decide_row, hook_outcome
 from pytest_osmosis.run.scheduler import RolloutLoopStopped, RolloutScheduler
 
 if TYPE_CHECKING:
@@ -36,15 +40,19 @@ __all__ = ["ROWS_PLUGIN", "RowRunner", "RowWatcher", "RunHost"]
 
 ROWS_PLUGIN = "osmosis-rows"
 ITEM_GRACE_SEC = 60.0
+"""How long an item that gave up waiting lets the loop settle its row."""
 WAIT_TICK_SEC = 0.1
 """How often a waiting item lets the live progress redraw."""
+
+Missing = tuple[str, str]
+"""What became of the attempts with no result: ``(error_type, message)``."""
 
 
 class RowWatcher(Protocol):
     """What the rows tell the live progress display (:mod:`pytest_osmosis.display.live`)."""
 
-    def row_done(self, key: str, verdict: RowVerdict) -> None:
-        """A row's rollouts all finished (called on the rollouts' thread)."""
+    def row_done(self, key: str, verdict: RowRecord) -> None:
+        """A row's verdict was decided (called on the rollouts' thread)."""
 
     def waiting(self) -> None:
         """The main thread is waiting for a row: a moment to redraw."""
@@ -56,6 +64,7 @@ class RowWatcher(Protocol):
 class RunHost(Protocol):
     """What the rows need from the session (:class:`~pytest_osmosis.run.session.OsmosisSession`)."""
 
+    config: pytest.Config
     settings: OsmosisSettings
     folder: RunFolder
 
@@ -79,7 +88,7 @@ class RowRunner:
         self.session = session
         self.book = book
         self.watcher: RowWatcher | None = None
-        """Told when a row's rollouts finish and while an item waits (the live progress)."""
+        """Told when a row's verdict is decided and while an item waits (the live progress)."""
         self._ahead: collections.deque[Callable[[], None]] = collections.deque()
 
     @property
@@ -134,83 +143,148 @@ class RowRunner:
     ) -> None:
         """Start every attempt of ``row`` under ``key`` (once: never again once submitted).
 
-        With ``dataset``, the row is journaled the moment its last attempt finishes.
+        With ``dataset``, the row is journaled the moment its verdict is decided.
         """
         scheduler = self.scheduler
         if self.book.get(key) is not None:
             return
         fingerprint = self.session.fingerprint(row) if dataset is not None else None
-        state = self.book.add(key, dataset, fingerprint)
+        state = self.book.add(
+            Row(
+                key,
+                row.key,
+                dataset,
+                self.session.row_attempts(key),
+                row.index,
+                row.source_index,
+                fingerprint,
+            )
+        )
+        state.watched = self.watcher is not None
         runner = self.session.ensure_engine().runner
         cassette = cassette_key or row.key
 
-        def attempt_factory(attempt: int) -> Callable[[], Awaitable[AttemptResult]]:
-            def start() -> Awaitable[AttemptResult]:
+        def attempt_factory(attempt: int) -> Callable[[], Awaitable[AttemptRecord]]:
+            def start() -> Awaitable[AttemptRecord]:
                 state.started()
                 return runner.run_attempt(row, attempt, cassette_key=cassette)
 
             return start
 
-        futures = [
-            scheduler.submit(f"{key}#{attempt}", attempt_factory(attempt))
-            for attempt in range(self.session.row_attempts(key))
-        ]
-        watcher = self.watcher
-        if watcher is not None:
-            state.watched = True
-        self._when_done(state, futures, row_key=row.key, watcher=watcher)
+        for attempt in range(state.attempts):
+            future = scheduler.submit(f"{key}#{attempt}", attempt_factory(attempt))
+            future.add_done_callback(
+                functools.partial(self._attempt_ended, scheduler, state, attempt)
+            )
 
-    def _when_done(
+    def _attempt_ended(
         self,
-        state: Row,
-        futures: list[concurrent.futures.Future[AttemptResult]],
-        *,
-        row_key: str,
-        watcher: RowWatcher | None,
+        scheduler: RolloutScheduler,
+        row: Row,
+        attempt: int,
+        future: concurrent.futures.Future[AttemptRecord],
     ) -> None:
-        """As soon as the row's last attempt finishes (on the rollout loop's thread), decide
-        its verdict once: journal it (a dataset row), tell ``watcher``, then hand it to the
-        item that waits for the row."""
-        pending = [len(futures)]
-        lock = threading.Lock()
-        settled = state.settled
-        assert settled is not None
+        """Keep an attempt's result (on the thread that ended it: the loop's, unless the loop
+        is gone); the last one to end has the row decided. A cancelled attempt decides
+        nothing."""
+        if future.cancelled():
+            # The run is stopping (a row it never reported is a row not run, not a failure),
+            # or the row was decided without this attempt.
+            return
+        if (exc := future.exception()) is not None:
+            kind = "rollout_loop_stopped" if isinstance(exc, RolloutLoopStopped) else "plugin_error"
+            text = str(exc) if kind != "plugin_error" else f"{type(exc).__name__}: {exc}"
+            result = self._failed(row, attempt, (kind, text))
+        else:
+            result = future.result()
+        row.results[attempt] = result
+        if all(r is not None for r in row.results):
+            self._settle_on_loop(scheduler, row, None)
 
-        def done(_: concurrent.futures.Future[AttemptResult]) -> None:
-            with lock:
-                pending[0] -= 1
-                if pending[0]:
-                    return
-            verdict: RowVerdict | None = None
-            try:
-                # A failure, cancellation or interruption leaves verdict None: the item
-                # reports (and journals) what became of the row.
-                if not any(f.cancelled() or f.exception() is not None for f in futures):
-                    verdict = self.verdict([f.result() for f in futures])
-                    state.finished()
-                    if state.dataset is not None:
-                        record = row_record(state.key, state.dataset, row_key, verdict)
-                        verdict.record = record
-                        self.book.journal(state, record)
-                    if watcher is not None:
-                        watcher.row_done(state.key, verdict)
-            finally:
-                # Handed over last: from here on the item's thread owns the verdict (a hook
-                # may change its outcome, a loop block its record). Whatever happened, the
-                # item that waits for the row must not wait for this.
-                settled.set_result(verdict)
+    def _settle_on_loop(
+        self, scheduler: RolloutScheduler, row: Row, missing: Missing | None
+    ) -> None:
+        """Have the loop's thread decide ``row`` (here, when this is that thread or the loop
+        is gone)."""
+        if scheduler.stopped is not None or scheduler.on_loop():
+            self._settle(scheduler, row, missing)
+            return
+        try:
+            scheduler.loop.call_soon_threadsafe(self._settle, scheduler, row, missing)
+        except RuntimeError:  # the loop is closed
+            self._settle(scheduler, row, missing)
 
-        for future in futures:
-            future.add_done_callback(done)
+    def _settle(self, scheduler: RolloutScheduler, row: Row, missing: Missing | None) -> None:
+        """Decide the row's verdict once: its attempts (``missing`` stands for those with no
+        result), the row rule, a verdict hook; journal it (a dataset row), tell the watcher,
+        then hand the record to the item that waits for it."""
+        if not row.claim():
+            return
+        settled = row.settled
+        assert settled is not None  # claimed: not released
+        try:
+            attempts: list[AttemptRecord] = []
+            for index, result in enumerate(row.results):
+                if result is None:
+                    future = scheduler.future(f"{row.key}#{index}")
+                    if future is not None:
+                        future.cancel()  # the item gave up on it
+                    result = self._failed(row, index, missing or ("cancelled", "no result"))
+                attempts.append(result)
+            _name_blocked_loop(scheduler, row.key, attempts)
+            record = self.decide(row, attempts)
+            if row.dataset is not None:
+                self._ask_hook(row, record)
+                self.book.journal_row(row, record)
+            row.state = RowState.DECIDED
+            if self.watcher is not None and row.watched:
+                self.watcher.row_done(row.key, record)
+        except Exception as exc:
+            settled.set_exception(exc)
+            return
+        settled.set_result(record)
 
-    def verdict(self, attempts: list[AttemptResult]) -> RowVerdict:
-        """The row's verdict over ``attempts`` under the run's threshold and row rule."""
+    def decide(self, row: Row, attempts: list[AttemptRecord]) -> RowRecord:
+        """The row's record over ``attempts`` under the run's threshold and row rule."""
         settings = self.session.settings
-        return row_verdict(
+        return decide_row(
+            (row.key, row.dataset, row.row_key),
             attempts,
             settings.pass_threshold,
             settings.row_pass,
             ungraded_passes=not settings.pass_threshold_set,
+        )
+
+    def _ask_hook(self, row: Row, record: RowRecord) -> None:
+        """A ``pytest_osmosis_row_verdict`` hook's verdict replaces the threshold's."""
+        hook = self.session.config.hook.pytest_osmosis_row_verdict
+        if not hook.get_hookimpls():
+            return
+        decided = hook(
+            row={"nodeid": record.nodeid, "dataset": record.dataset, "row_key": record.row_key},
+            # Copies: what a hook does with them must not reach the record.
+            result={
+                "verdict": record.verdict,
+                "attempts": record.report_rows(),
+                "stats": copy.deepcopy(record.stats),
+            },
+        )
+        outcome = None if decided is None else hook_outcome(decided)
+        if outcome is not None and outcome != record.verdict:
+            row.builtin, record.verdict = record.verdict, outcome
+
+    @staticmethod
+    def _failed(row: Row, attempt: int, why: Missing) -> AttemptRecord:
+        """An attempt that gave no result: failed with ``why``."""
+        error_type, message = why
+        return AttemptRecord(
+            row_key=row.row_key,
+            row_index=row.index,
+            source_row_index=row.source_index,
+            run_index=attempt,
+            status="failed",
+            error_type=error_type,
+            err_message=message,
         )
 
     def wait_for_row(
@@ -220,86 +294,77 @@ class RowRunner:
         *,
         cassette_key: str | None = None,
         dataset: str | None = None,
-    ) -> RowVerdict:
-        """Wait for the attempts submitted under ``key`` (submitting them if needed).
-
-        When every attempt gave a result, the verdict is the one decided where the last of
-        them finished, with the record the journal got (:attr:`RowVerdict.record`).
-        """
+    ) -> RowRecord:
+        """The record of the row submitted under ``key`` (submitting it if needed), as the
+        loop decided it; at the item's deadline, the loop settles it with what it has."""
         state = self.book.get(key)
         if state is None:  # not submitted ahead
             self.submit_row(key, row, cassette_key=cassette_key, dataset=dataset)
             state = self.book.get(key)
         assert state is not None
+        settled = state.settled
+        if settled is None:
+            raise RuntimeError(f"{key}: its row was already reported")
         scheduler = self.scheduler
         deadline = self.session.item_deadline()
-        attempts: list[AttemptResult] = []
-        submitted: list[float] = []
-        decided = True
-        for attempt in range(self.session.row_attempts(key)):
-            future_key = f"{key}#{attempt}"
-            future = scheduler.future(future_key)
-            assert future is not None
-            submitted.append(scheduler.submitted_at(future_key))
-            # Counted from submission, so rows that hang together expire together.
-            remaining = max(0.0, submitted[-1] + deadline - time.monotonic())
-            try:
-                attempts.append(self._result(scheduler, future, remaining))
-            except concurrent.futures.TimeoutError:
-                decided = False
-                future.cancel()
-                attempts.append(
-                    _synthetic(
-                        row,
-                        attempt,
-                        "item_timeout",
-                        f"no result within the item deadline ({deadline:g}s)",
-                    )
-                )
-            except concurrent.futures.CancelledError:
-                decided = False
-                attempts.append(_synthetic(row, attempt, "cancelled", "the rollout was cancelled"))
-            except RolloutLoopStopped as exc:
-                decided = False
-                attempts.append(_synthetic(row, attempt, "rollout_loop_stopped", str(exc)))
-            except Exception as exc:
-                decided = False
-                attempts.append(
-                    _synthetic(row, attempt, "plugin_error", f"{type(exc).__name__}: {exc}")
-                )
-            finally:
-                scheduler.forget(future_key)
-        settled, state.settled = state.settled, None  # the item owns the verdict now
-        verdict = _settled_verdict(settled) if decided and settled is not None else None
-        if _name_blocked_loop(scheduler, attempts, submitted) and verdict is not None:
-            verdict.record = None  # built before the attempts were told of the block
+        # Counted from submission, so rows that hang together expire together.
+        submitted = scheduler.submitted_at(f"{key}#0")
+        try:
+            self._wait(scheduler, settled, max(0.0, submitted + deadline - time.monotonic()))
+        except concurrent.futures.TimeoutError:
+            why = ("item_timeout", f"no result within the item deadline ({deadline:g}s)")
+            self._give_up(scheduler, state, settled, why)
+        finally:
+            for attempt in range(state.attempts):
+                scheduler.forget(f"{key}#{attempt}")
         state.state = RowState.REPORTED
         self._top_up()
-        return verdict if verdict is not None else self.verdict(attempts)
+        return settled.result(timeout=0)
 
-    def _result(
+    def _give_up(
         self,
         scheduler: RolloutScheduler,
-        future: concurrent.futures.Future[AttemptResult],
+        row: Row,
+        settled: concurrent.futures.Future[RowRecord],
+        why: Missing,
+    ) -> None:
+        """Hand the loop the row to settle with what it has; decide it here only when the
+        loop does not answer within :data:`ITEM_GRACE_SEC` (it is blocked or gone)."""
+        self._settle_on_loop(scheduler, row, why)
+        try:
+            scheduler.wait(settled, ITEM_GRACE_SEC)
+        except concurrent.futures.TimeoutError:
+            self._settle(scheduler, row, why)
+        except Exception:
+            pass  # the loop decided, and failed: the item reports that
+        if not settled.done():  # the loop claimed it and is still deciding
+            concurrent.futures.wait([settled], ITEM_GRACE_SEC)
+
+    def _wait(
+        self,
+        scheduler: RolloutScheduler,
+        settled: concurrent.futures.Future[RowRecord],
         timeout: float,
-    ) -> Any:
-        """``future.result(timeout)``, running the rollouts meanwhile (on this thread: see
-        :meth:`RolloutScheduler.wait`) and letting the watcher draw while it waits."""
+    ) -> None:
+        """Wait for the row's record, letting the watcher draw while it waits."""
         watcher = self.watcher
-        if watcher is None:
-            return scheduler.wait(future, timeout)
         deadline = time.monotonic() + timeout
         try:
             while True:
                 left = deadline - time.monotonic()
                 try:
-                    return scheduler.wait(future, max(0.0, min(left, WAIT_TICK_SEC)))
+                    scheduler.wait(settled, max(0.0, min(left, WAIT_TICK_SEC)))
+                    return
                 except concurrent.futures.TimeoutError:
                     if left <= WAIT_TICK_SEC:
                         raise
-                    watcher.waiting()
+                    if watcher is not None:
+                        watcher.waiting()
+                except Exception:
+                    return  # decided, and failed: the item reports it
         finally:
-            watcher.done_waiting()
+            if watcher is not None:
+                watcher.done_waiting()
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -330,72 +395,42 @@ class RowRunner:
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """Move a finished row's record from the item onto its call report, journaling the
-        reported version where the row ran."""
+        """Put a dataset row's record on its outcome report (its call's, or its setup's when
+        the row errored there), as JSON primitives, which pytest-xdist ships to the
+        controller, with what ``-v`` shows beside the outcome."""
         report = yield
         # The row's outcome report: its call, or its setup when the row errored there.
         outcome = report.when == "call" or (report.when == "setup" and report.failed)
-        if outcome and RECORD_KEY in item.stash:
-            record = item.stash[RECORD_KEY]
-            del item.stash[RECORD_KEY]
-            self.book.journal(self.book.get(item.nodeid), record, reported=True)
-            # The record's lists and dicts were built for this row alone, so they travel as
-            # they are: dataclasses.asdict's deep copy cost more than the rest of the item's
-            # bookkeeping.
+        row = self.book.get(item.nodeid) if outcome else None
+        record = row.record if row is not None and row.dataset is not None else None
+        if row is not None:
+            row.release()
+        if record is not None:
             value = {
                 "nodeid": record.nodeid,
                 "dataset": record.dataset,
                 "row_key": record.row_key,
                 "verdict": record.verdict,
-                "attempts": record.attempts,
+                "attempts": record.report_rows(),
                 "stats": record.stats,
             }
             setattr(report, REPORT_ATTR, value)
             setattr(report, WORD_ATTR, reward_word(value, self.session.settings.pass_threshold))
             # The row took its rollouts' time, not the moment its item waited for a result
             # that ran ahead: that is what JUnit's time and --durations show.
-            rollouts_sec = sum(a.get("duration_ms") or 0.0 for a in record.attempts) / 1000.0
+            rollouts_sec = sum(a.duration_ms for a in record.attempts) / 1000.0
             report.duration = max(report.duration, rollouts_sec)
         return report
 
 
-def _settled_verdict(
-    settled: concurrent.futures.Future[RowVerdict | None],
-) -> RowVerdict | None:
-    """The verdict decided where the row's last attempt finished (it is being decided now:
-    every attempt's result is in), or None to decide it here."""
-    try:
-        return settled.result(timeout=ITEM_GRACE_SEC)
-    except concurrent.futures.TimeoutError:
-        return None
-
-
 def _name_blocked_loop(
-    scheduler: RolloutScheduler, attempts: list[AttemptResult], submitted: list[float]
-) -> bool:
-    """Tell each failed attempt when something blocked the loop while it was in flight;
-    True when one was told."""
+    scheduler: RolloutScheduler, key: str, attempts: list[AttemptRecord]
+) -> None:
+    """Tell each failed attempt when something blocked the loop while it was in flight."""
     now = time.monotonic()
-    told = False
-    for attempt, started in zip(attempts, submitted, strict=True):
+    for index, attempt in enumerate(attempts):
         if attempt.status != "failed":
             continue
-        blocks = scheduler.blocks_between(started, now)
+        blocks = scheduler.blocks_between(scheduler.submitted_at(f"{key}#{index}"), now)
         if blocks:
             attempt.blocked_loop = max(blocks, key=lambda b: b.seconds).describe()
-            told = True
-    return told
-
-
-def _synthetic(row: DatasetRow, attempt: int, error_type: str, message: str) -> AttemptResult:
-    return AttemptResult(
-        row_key=row.key,
-        row_index=row.index,
-        source_row_index=row.source_index,
-        run_index=attempt,
-        rollout_id="",
-        status="failed",
-        reward=None,
-        error_type=error_type,
-        err_message=message,
-    )

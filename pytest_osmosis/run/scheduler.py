@@ -91,6 +91,15 @@ class RolloutScheduler:
         """The scheduler's event loop (runs on its own thread)."""
         return self._loop
 
+    @property
+    def stopped(self) -> RolloutLoopStopped | None:
+        """Why the loop was given up or died, if it was (nothing runs on it then)."""
+        return self._stopped
+
+    def on_loop(self) -> bool:
+        """True on the loop's own thread."""
+        return threading.get_ident() == self._thread.ident
+
     def _run_loop(self) -> None:
         asyncio.set_event_loop(self._loop)
         try:

@@ -13,7 +13,9 @@ and ``NFPlugin``, one plugin object per concern:
 - ``osmosis-resume``: :class:`~pytest_osmosis.results.resume.Resume`, which journaled rows stand;
 - ``osmosis-summary``: :class:`~pytest_osmosis.results.run_end.RunSummary`, the run's verdict,
   report files, gates and terminal summary;
-- ``osmosis-redaction``: :class:`~pytest_osmosis.results.report_redaction.ReportRedaction`.
+- ``osmosis-redaction``: :class:`~pytest_osmosis.results.report_redaction.ReportRedaction`;
+- ``osmosis-xdist``: :class:`~pytest_osmosis.run.xdist_run.XdistRun`, the run's rows and
+  failed writes across pytest-xdist's processes.
 
 Collection only reads datasets (cheap: ``--co`` never imports the rollout or starts a
 server). The rollout engine (policy endpoint, backend or servers, scheduler) is started the
@@ -34,7 +36,7 @@ import pytest
 
 from osmosis_rollout.errors import RunFolderError
 from osmosis_rollout.redaction import Redactor, redact_url
-from pytest_osmosis.keys import SESSION_PLUGIN, row_ref
+from pytest_osmosis.keys import DATASETS_KEY, SESSION_PLUGIN, row_ref
 from pytest_osmosis.options import OsmosisSettings, resolve_path, resolve_settings
 from pytest_osmosis.results.report import RunReport
 from pytest_osmosis.results.report_redaction import REDACTION_PLUGIN, ReportRedaction
@@ -43,12 +45,13 @@ from pytest_osmosis.results.rows import RowBook
 from pytest_osmosis.results.run_end import SUMMARY_PLUGIN, RunSummary
 from pytest_osmosis.results.run_folder import RunFolder
 from pytest_osmosis.run.attempts import RunPaths
+from pytest_osmosis.run.policy_choice import cassette_dir
 from pytest_osmosis.run.row_runner import ITEM_GRACE_SEC, ROWS_PLUGIN, RowRunner
+from pytest_osmosis.run.xdist_run import XDIST_PLUGIN, XdistRun
 from pytest_osmosis.signals import SignalWatch
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
-    from pytest_osmosis.results.verdict import RowVerdict
     from pytest_osmosis.run.auto_repeats import AutoRepeats
     from pytest_osmosis.run.engine import Engine
 
@@ -129,11 +132,12 @@ class OsmosisSession:
         self.log_failure: str | None = None
         """Why ``rollouts.log`` stopped being written, if it did."""
         self._run_fingerprint: dict[str, Any] | None = None
-        self.book = RowBook(self.report, self.folder)
+        self.book = RowBook(self.report.journal, self.folder)
         self.rows = RowRunner(self, self.book)
         self.resume = Resume(self)
         self.summary = RunSummary(self)
         self.redaction = ReportRedaction(config, self.redactor)
+        self.xdist = XdistRun(self)
 
     def register(self) -> None:
         """Register this session as the ``osmosis-session`` plugin, and its plugin objects."""
@@ -143,6 +147,7 @@ class OsmosisSession:
         manager.register(self.resume, RESUME_PLUGIN)
         manager.register(self.summary, SUMMARY_PLUGIN)
         manager.register(self.redaction, REDACTION_PLUGIN)
+        manager.register(self.xdist, XDIST_PLUGIN)
 
     def _output_dir(self) -> Path:
         if self.settings.resume:
@@ -189,6 +194,9 @@ class OsmosisSession:
         """What ``row``'s result depends on, as its journal lines carry it (see :mod:`~pytest_osmosis.results.resume`)."""
         if self._run_fingerprint is None:
             s = self.settings
+            datasets = self.config.stash.get(DATASETS_KEY, set())
+            # Each row has its own digest; cassettes change as they are recorded.
+            skip = [self.output, cassette_dir(self.config, s), *datasets]
             self._run_fingerprint = run_fingerprint(
                 entrypoint=self.entrypoint,
                 policy=s.policy or (f"litellm:{s.model}" if s.model else None),
@@ -196,6 +204,7 @@ class OsmosisSession:
                 row_pass=s.row_pass.describe(),
                 n=s.n,
                 base=Path(self.config.invocation_params.dir),
+                skip=skip,
             )
         return row_fingerprint(self._run_fingerprint, row.raw, row.label)
 
@@ -235,6 +244,7 @@ class OsmosisSession:
                 output=self.output,
                 entrypoint=self.entrypoint,
                 redactor=self.redactor,
+                on_write_failure=self.folder.file_failed,
             )
         except UsageError as exc:
             # A missing extra, a bad entrypoint: the user's to fix, said once.
@@ -252,23 +262,11 @@ class OsmosisSession:
         """How many attempts the row under ``key`` gets: ``--osmosis-n``, or what auto gave it."""
         return self.auto.attempts_for(key) if self.auto is not None else self.settings.n
 
-    def wait_for_row(
-        self,
-        key: str,
-        row: DatasetRow,
-        *,
-        cassette_key: str | None = None,
-        dataset: str | None = None,
-    ) -> RowVerdict:
-        """The verdict of the row submitted under ``key`` (see :meth:`RowRunner.wait_for_row`)."""
-        return self.rows.wait_for_row(key, row, cassette_key=cassette_key, dataset=dataset)
-
     def close(self) -> None:
         """Cancel what still runs and stop every server and thread this session started."""
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.stop()
-            self.book.stop()
             if engine.log is not None and engine.log.failure is not None:
                 self.log_failure = engine.log.failure
 
@@ -319,9 +317,7 @@ class OsmosisSession:
         previous = plan.previous if plan is not None else []
         if not items:
             # A resume with nothing left still reports every row of the run.
-            self.selected = list(previous)
-            if self.selected:
-                self.folder.started()
+            self.set_out(list(previous))
             return
         self.redaction.redact_pytest_logs()
         try:
@@ -332,16 +328,7 @@ class OsmosisSession:
         except Exception:
             return
         selected = [item.nodeid for item in items if _row_dataset(item) is not None]
-        self.selected = list(dict.fromkeys([*previous, *selected]))
-        if self.selected:
-            if self.settings.resume:
-                self.folder.started()
-            else:
-                self.folder.start_fresh()
-            try:
-                self.write_run_file(finished=None)
-            except OSError as exc:
-                self.folder.write_failed(exc, "run.json")
+        self.set_out(list(dict.fromkeys([*previous, *selected])))
         try:
             if self.settings.n_auto:  # issue 29: every row's attempts, in rounds, first
                 from pytest_osmosis.run.auto_repeats import AutoRow, run_rounds
@@ -366,6 +353,17 @@ class OsmosisSession:
         except Exception:
             # The session remembers the engine's error; every row reports it when it runs.
             return
+
+    def set_out(self, selected: list[str]) -> None:
+        """The run sets out to run ``selected`` (a fresh run clears an earlier one's files)."""
+        self.selected = selected
+        if not selected:
+            return
+        self.folder.start(fresh=not self.settings.resume)
+        try:
+            self.write_run_file(finished=None)
+        except OSError as exc:
+            self.folder.write_failed(exc, "run.json")
 
     def pytest_report_header(self) -> list[str] | None:
         if not self.settings.active:

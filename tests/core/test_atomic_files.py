@@ -7,16 +7,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from _support.json_values import json_like
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from osmosis_rollout._internal.atomic import (
-    JsonListSpool,
     atomic_file,
     copy_atomic,
     write_json_atomic,
-    write_json_streamed,
     write_text_atomic,
 )
 
@@ -90,40 +85,6 @@ def test_a_stale_temporary_of_a_reused_pid_does_not_block_the_write(tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([stale.name, "trajectory.json"])
 
 
-@pytest.mark.parametrize(
-    "rows",
-    [[], [{}], [{"k": "v\n\u00e9", "n": float("nan"), "t": (1, [2, {}])}, [], "s", 3.5, None]],
-)
-def test_a_streamed_json_document_has_the_bytes_of_the_whole_one(
-    tmp_path: Path, rows: list[object]
-) -> None:
-    document = {
-        "schema": "s",
-        "summary": {"nested": {"list": [1, {"x": None}], "empty": {}}},
-        "rows": rows,
-        "path": Path("/p"),  # written as its str, like write_json_atomic does
-        "tail": [],
-    }
-    write_json_atomic(tmp_path / "whole.json", document)
-    head = {**document, "rows": None}
-    write_json_streamed(tmp_path / "streamed.json", head, {"rows": lambda: iter(rows)})
-    assert (tmp_path / "streamed.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
-    spool = JsonListSpool()
-    for row in rows:
-        spool.append(row)
-    # A spooled list is formatted once and copied into each document that holds it.
-    for name in ("spooled.json", "spooled-again.json"):
-        write_json_streamed(tmp_path / name, head, {"rows": spool})
-        assert (tmp_path / name).read_bytes() == (tmp_path / "whole.json").read_bytes()
-    spool.close()
-
-
-def test_an_empty_streamed_document_is_an_empty_object(tmp_path: Path) -> None:
-    write_json_atomic(tmp_path / "whole.json", {})
-    write_json_streamed(tmp_path / "streamed.json", {}, {})
-    assert (tmp_path / "streamed.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
-
-
 def test_a_text_write_has_the_bytes_and_permissions_of_a_text_file_write(tmp_path: Path) -> None:
     text = "line one\nünïcödé ✓ \U0001f600\nlone \ud800 end\n" * 50
     plain = tmp_path / "plain.json"
@@ -155,60 +116,3 @@ def test_a_text_write_that_cannot_finish_leaves_the_old_file(
     monkeypatch.undo()
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["trajectory.json"]
-
-
-class _Name(str):
-    """A str subclass (json encodes it as a string)."""
-
-
-_any_json = json_like(
-    st.one_of(
-        st.none(),
-        st.booleans(),
-        st.integers().map(lambda i: i * 10**20),
-        st.floats(),  # NaN and infinities are written as json writes them
-        st.text(alphabet=st.characters(codec=None), max_size=8),
-        st.builds(_Name, st.text(max_size=4)),
-        st.builds(Path, st.sampled_from(["a", "b/c"])),  # written as its str (default=str)
-    )
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(_any_json, st.integers(0, 3))
-def test_a_nested_value_is_written_as_indented_json_writes_it(value: object, level: int) -> None:
-    from osmosis_rollout._internal.atomic import _nested_json
-
-    expected = json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * level)
-    assert _nested_json(value, level) == expected
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        [float("nan"), float("inf"), float("-inf"), -0.0, 1e300, 2**70],
-        {"é": "ünï ✓ \U0001f600", "lone": "\ud800", "ctl": '\x00\x1f"\\'},
-        {"deep": [[[[{}]]]], "empty": [], "none": None, "t": True, "f": False},
-        {"tuple": (1, 2), "path": Path("a/b"), 1: "int key", None: "null key"},
-    ],
-    ids=["numbers", "strings", "shapes", "foreign"],
-)
-def test_edge_values_nest_as_indented_json_writes_them(value: object) -> None:
-    from osmosis_rollout._internal.atomic import _nested_json
-
-    for level in (0, 2):
-        expected = json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * level)
-        assert _nested_json(value, level) == expected
-
-
-def test_a_spool_that_cannot_be_written_fails_the_documents_that_hold_it(tmp_path: Path) -> None:
-    # Appending goes on (its caller may be computing more than the list); each document
-    # that holds the list then fails as its own write would have, and none is left half done.
-    spool = JsonListSpool(tmp_path / "missing")
-    for i in range(3):
-        spool.append({"row": i})
-    assert spool.count == 3
-    with pytest.raises(FileNotFoundError):
-        write_json_streamed(tmp_path / "report.json", {"rows": None}, {"rows": spool})
-    assert list(tmp_path.iterdir()) == []
-    spool.close()

@@ -325,6 +325,7 @@ def test_a_subclass_that_redacts_each_text_its_own_way_is_not_skipped(tmp_path: 
     import re
 
     from osmosis_rollout.runs.journal import RowJournal
+    from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
 
     class MaskKeyShapes(Redactor):
         shape = re.compile(r"sk-[A-Za-z0-9]{20,}")
@@ -349,9 +350,12 @@ def test_a_subclass_that_redacts_each_text_its_own_way_is_not_skipped(tmp_path: 
     assert path is not None
     assert unconfigured not in path.read_text(encoding="utf-8")
     journal = RowJournal(tmp_path / "rows.jsonl", fresh=True, redactor=redactor)
-    line = journal.encode_row(
-        [{"nodeid": "n", "error": f"bad {unconfigured}"}], verdict="failed", stats={}
+    attempt = AttemptRecord(
+        row_key="r", rollout_id="r.0", status="failed", err_message=f"bad {unconfigured}"
     )
+    assert journal.write_row(RowRecord(nodeid="n", verdict="failed", attempts=[attempt]))
+    journal.close()
+    line = (tmp_path / "rows.jsonl").read_bytes()
     assert unconfigured.encode() not in line
     assert b"KEY_SHAPE" in line
 
@@ -453,11 +457,105 @@ def test_a_redacting_stream_sees_a_secret_written_in_pieces_and_flushes_the_rest
     inner = io.StringIO()
     stream = RedactingStream(inner, Redactor({"OPENAI_API_KEY": KEY}))
     stream.write("key: " + KEY[:5])
+    stream.flush()  # print(..., end="", flush=True): the line is still not complete
     assert inner.getvalue() == ""  # held until the line ends
     stream.write(KEY[5:] + "\nnext " + KEY)
     assert inner.getvalue() == "key: [REDACTED:OPENAI_API_KEY]\n"
-    stream.flush()
+    stream.close()
     assert inner.getvalue() == "key: [REDACTED:OPENAI_API_KEY]\nnext [REDACTED:OPENAI_API_KEY]"
+
+
+async def test_a_redacting_stream_keeps_each_tasks_line_apart_from_the_others() -> None:
+    import asyncio
+    import io
+
+    from osmosis_rollout.redaction import RedactingStream
+
+    inner = io.StringIO()
+    stream = RedactingStream(inner, Redactor({"OPENAI_API_KEY": KEY}))
+    halfway = asyncio.Event()
+
+    async def split_print() -> None:
+        stream.write("a: " + KEY[:9])
+        halfway.set()
+        await asyncio.sleep(0.01)
+        stream.write(KEY[9:] + "\n")
+        stream.write("unfinished " + KEY[:4])
+
+    async def whole_lines() -> None:
+        await halfway.wait()
+        stream.write("b: between the halves\n")
+
+    await asyncio.gather(split_print(), whole_lines())
+    await asyncio.sleep(0)  # the done callbacks of the tasks gather made
+    lines = inner.getvalue().splitlines()
+    assert lines == [
+        "b: between the halves",
+        "a: [REDACTED:OPENAI_API_KEY]",
+        "unfinished " + KEY[:4],  # written when its task ended
+    ]
+
+
+def test_a_redacting_stream_keeps_each_threads_line_apart_from_the_others() -> None:
+    import io
+
+    from osmosis_rollout.redaction import RedactingStream
+
+    inner = io.StringIO()
+    stream = RedactingStream(inner, Redactor({"OPENAI_API_KEY": KEY}))
+    stream.write("main: " + KEY[:6])
+    thread = threading.Thread(target=stream.write, args=("thread line\n",))
+    thread.start()
+    thread.join()
+    stream.write(KEY[6:] + "\n")
+    assert inner.getvalue().splitlines() == ["thread line", "main: [REDACTED:OPENAI_API_KEY]"]
+
+
+def test_a_held_key_is_redacted_base64_and_url_encoded_too() -> None:
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    from osmosis_rollout.redaction import LiveRedactor
+
+    key = "rk-9f8e/7d6c+5b4a=3f2e?1d0c"
+    redactor = LiveRedactor()
+    redactor.hold("POLICY_API_KEY", key)
+    marker = "[REDACTED:POLICY_API_KEY]"
+    raw = key.encode()
+    encoded = {
+        "base64": base64.b64encode(raw).decode(),
+        "base64 unpadded": base64.b64encode(raw).decode().rstrip("="),
+        "urlsafe base64": base64.urlsafe_b64encode(raw).decode(),
+        "url": quote(key, safe=""),
+        "url plus": quote_plus(key),
+    }
+    for form, text in encoded.items():
+        assert text != key
+        assert redactor.redact(f"x {text} y") == f"x {marker} y", form
+    # Inside a longer base64 text at every alignment (a Basic auth header, a JSON blob).
+    for prefix in ("", "u:", "us:", "usr:"):
+        blob = base64.b64encode(f"{prefix}{key}".encode()).decode()
+        redacted = redactor.redact(f"Authorization: Basic {blob}")
+        assert marker in redacted, prefix
+        assert base64.b64encode(raw).decode()[4:-4] not in redacted
+    redactor.release(key)
+    for _ in range(LiveRedactor.retained):
+        redactor.hold("POLICY_API_KEY", f"other-key-{_:08d}")
+        redactor.release(f"other-key-{_:08d}")
+    assert redactor.redact(encoded["base64"]) == encoded["base64"]  # forgotten with its key
+
+
+def test_the_inbound_key_is_redacted_base64_and_url_encoded_by_a_live_redactor() -> None:
+    import base64
+    from urllib.parse import quote
+
+    from osmosis_rollout.redaction import LiveRedactor
+
+    inbound = "inbound/key+0123456789"
+    redactor = LiveRedactor.from_environment({}, extra={"OSMOSIS_ROLLOUT_API_KEY": inbound})
+    marker = "[REDACTED:OSMOSIS_ROLLOUT_API_KEY]"
+    for text in (base64.b64encode(inbound.encode()).decode(), quote(inbound, safe="")):
+        assert redactor.redact(f"({text})") == f"({marker})"
 
 
 def test_a_key_family_redacts_the_prefix_and_every_key_derived_from_it_whole() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -101,3 +102,34 @@ def test_verbose_shows_each_rows_reward_beside_its_outcome(
             "FAILED data/test.jsonl::row-1 - Failed: row-1*",  # pytest's own short summary
         ]
     )
+
+
+@pytest.mark.parametrize("stop", [("--maxfail=3",), ("-x",)])
+def test_maxfail_under_xdist_agrees_with_pytest_and_reports_every_row(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, stop: tuple[str, ...]
+) -> None:
+    workspace(multiply_rows(20, wrong=set(range(1, 20, 2))))
+    result = pytester.runpytest_subprocess(
+        *ARGS, "--osmosis-output=out", *stop, "-n", "2", "-rA", timeout=300
+    )
+    # The rows pytest reported (the preflight items may have been cut short too).
+    lines = result.stdout.lines
+    failed = sum(line.startswith("FAILED data/test.jsonl::row-") for line in lines)
+    passed = sum(line.startswith("PASSED data/test.jsonl::row-") for line in lines)
+    reported = failed + passed
+    assert failed >= (3 if stop[0] == "--maxfail=3" else 1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    flag = "--maxfail=3" if stop[0] == "--maxfail=3" else "-x"
+    result.stdout.fnmatch_lines(
+        [
+            f"rows: {reported}  passed: {passed}  failed: {failed}*",
+            f"INCOMPLETE: stopped by {flag}: {20 - reported} of 20 rows not run*",
+        ]
+    )
+    document = json.loads((pytester.path / "out" / "report.json").read_text())
+    rows = document["summary"]["rows"]
+    assert (rows["total"], rows["passed"], rows["failed"]) == (reported, passed, failed)
+    assert rows["not_run"] == 20 - reported
+    verdicts = {r["nodeid"] for r in document["row_verdicts"]}
+    assert verdicts.isdisjoint(document["not_run"])
+    assert verdicts | set(document["not_run"]) == {f"data/test.jsonl::row-{i}" for i in range(20)}

@@ -121,7 +121,7 @@ def test_when_the_rollout_loop_dies_every_pending_row_fails_at_once_with_the_cau
     result.assert_outcomes(passed=PREFLIGHT, errors=4)
     result.stdout.fnmatch_lines(["*the rollout event loop stopped: SystemExit: 7*"])
     rows = [json.loads(line) for line in (root / "out" / "rows.jsonl").read_text().splitlines()]
-    assert {r["error_type"] for r in rows} == {"rollout_loop_stopped"}
+    assert {a["error_type"] for r in rows for a in r["attempts"]} == {"rollout_loop_stopped"}
 
 
 def test_a_grader_exception_is_reported_as_the_grader_failing_with_the_log_to_read(
@@ -222,7 +222,7 @@ def test_a_failed_row_points_at_its_diagnostics_and_a_passing_row_has_none(
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-output=out")
     result.assert_outcomes(passed=1 + PREFLIGHT, errors=1)
     lines = (root / "out" / "rows.jsonl").read_text().splitlines()
-    attempts = {a["row_key"]: a for a in map(json.loads, lines)}
+    attempts = {row["row_key"]: row["attempts"][0] for row in map(json.loads, lines)}
     assert attempts["row-0"]["diagnostics_path"] is None
     diagnostics = Path(attempts["row-1"]["diagnostics_path"])
     assert diagnostics == root / "out" / "rollouts" / attempts["row-1"]["rollout_id"] / (

@@ -146,33 +146,34 @@ def test_a_verdict_hook_replaces_the_threshold_rule_and_says_so(
     report = json.loads((root / "out" / "report.json").read_text())
     verdicts = {v["row_key"]: v["verdict"] for v in report["row_verdicts"]}
     assert verdicts == {"row-0": "skipped", "row-1": "passed", "row-2": "passed", "row-3": "failed"}
-    # The journal's last line of each row (what a rebuilt report reads) carries the hook's word.
+    # The journal's one line of each row (what a rebuilt report reads) carries the hook's word.
     journal = (root / "out" / "rows.jsonl").read_text().splitlines()
-    last = {line["row_key"]: line["row_verdict"] for line in map(json.loads, journal)}
-    assert last == verdicts
+    assert {line["row_key"]: line["verdict"] for line in map(json.loads, journal)} == verdicts
+    assert len(journal) == len(verdicts)
 
 
-def test_a_row_is_journaled_before_its_item_is_handed_the_verdict(
+def test_a_verdict_hook_runs_once_per_row_where_the_verdict_is_decided(
     workspace: Callable[..., Path], pytester: pytest.Pytester
 ) -> None:
-    """The rollouts' thread journals a row and tells the live progress, then hands the
-    verdict over: from then on the item's thread alone may change it (a hook's outcome)."""
-    workspace(multiply_rows(12))
-    pytester.makeconftest(
-        """
-        import json
-        from pathlib import Path
-
-        def pytest_osmosis_row_verdict(row, result):
-            journal = Path("out/rows.jsonl")
-            lines = journal.read_text().splitlines() if journal.exists() else []
-            journaled = {json.loads(line)["row_key"] for line in lines}
-            assert row["row_key"] in journaled, f"{row['row_key']} is not journaled yet"
-            return None
-        """
+    """The rollouts' thread decides a row's verdict, the hook's word included, and journals
+    it once: no other thread decides it again, and the journal has one line per row."""
+    root = workspace(multiply_rows(12))
+    (root / "conftest.py").write_text(
+        "import threading\n"
+        "calls = []\n"
+        "def pytest_osmosis_row_verdict(row, result):\n"
+        "    calls.append(f\"{row['row_key']} {threading.current_thread().name}\")\n"
+        "    return False if row['row_key'] == 'row-3' else None\n"
+        "def pytest_unconfigure(config):\n"
+        "    open('calls.txt', 'w').write('\\n'.join(calls))\n"
     )
     result = pytester.runpytest(*ARGS, "--osmosis-output=out")
-    result.assert_outcomes(passed=12 + 2)
+    result.assert_outcomes(passed=11 + 2, failed=1)
+    calls = (root / "calls.txt").read_text().splitlines()
+    assert sorted(calls) == sorted(f"row-{i} osmosis-rollouts" for i in range(12))
+    journal = [json.loads(line) for line in (root / "out" / "rows.jsonl").read_text().splitlines()]
+    assert sorted(line["row_key"] for line in journal) == sorted(f"row-{i}" for i in range(12))
+    assert {line["row_key"]: line["verdict"] for line in journal}["row-3"] == "failed"
 
 
 def test_a_verdict_hook_returning_nonsense_is_named(

@@ -273,8 +273,61 @@ def test_an_ungraded_row_is_journaled_once_with_the_verdict_it_is_reported_with(
     pytester.runpytest(*RUN).assert_outcomes(passed=3 + PREFLIGHT)
     lines = journal_lines(root / "out")
     assert sorted(str(line["nodeid"]) for line in lines) == row_ids(range(3))
-    assert {line["row_verdict"] for line in lines} == {"passed"}
-    assert {line["passed"] for line in lines} == {True}
+    assert {line["verdict"] for line in lines} == {"passed"}
+    assert {a["passed"] for line in lines for a in line["attempts"]} == {True}
+
+
+def test_a_journal_line_is_one_row_in_its_records_key_order(pytester: pytest.Pytester) -> None:
+    # One line per row, keys as the record names them (not sorted): the report's rows carry
+    # the same order with no bookkeeping.
+    root = write_workspace(pytester.path, ["answer", "wrong"])
+    pytester.runpytest(*RUN, "--osmosis-n=2").assert_outcomes(passed=1 + PREFLIGHT, failed=1)
+    lines = journal_lines(root / "out")
+    assert len(lines) == 2
+    assert list(lines[0])[:4] == ["nodeid", "dataset", "row_key", "verdict"]
+    attempt_keys = [list(a) for line in lines for a in line["attempts"]]  # type: ignore[attr-defined]
+    assert attempt_keys[0][:3] == ["row_key", "row_index", "source_row_index"]
+    rows = report(root)["rows"]
+    assert isinstance(rows, list)
+    assert [list(a) for a in rows] == [[*keys, "nodeid", "dataset"] for keys in attempt_keys]
+
+
+READS_COUNTER = """
+import os
+import sys
+
+reads = []
+
+
+def _audit(event, args):
+    if event == "open" and str(args[0]).endswith("rows.jsonl"):
+        mode, flags = args[1], args[2]
+        reading = ("r" in mode and "+" not in mode) if mode else flags & 3 == os.O_RDONLY
+        if reading:
+            reads.append(str(args[0]))
+
+
+sys.addaudithook(_audit)
+
+
+def pytest_unconfigure(config):
+    with open("journal_reads.txt", "w") as handle:
+        handle.write(str(len(reads)))
+"""
+
+
+def test_the_end_of_a_run_reads_the_journal_once(pytester: pytest.Pytester) -> None:
+    # With the HTML report and a baseline too: every output reads the same records.
+    root = write_workspace(pytester.path, ["answer", "answer", "wrong"])
+    base = pytester.runpytest(*RUN[:-1], "--osmosis-output=base")
+    base.assert_outcomes(passed=2 + PREFLIGHT, failed=1)
+    (root / "conftest.py").write_text(READS_COUNTER)
+    result = pytester.runpytest_subprocess(
+        *RUN, "--osmosis-html=report.html", "--osmosis-baseline=base/report.json"
+    )
+    result.assert_outcomes(passed=2 + PREFLIGHT, failed=1)
+    assert (root / "report.html").exists()
+    assert (root / "journal_reads.txt").read_text() == "1"
 
 
 def test_the_rollouts_log_records_go_to_the_rollouts_log_not_to_an_items_report(

@@ -1,9 +1,8 @@
 """What the plugin keeps per row once pytest has reported it: nothing of its result.
 
-A 10,000-row run must not hold every row's answer, attempts and record until the session
-ends (issue 16, target 5). The report is read back from the journal at the end, so a
-reported row leaves neither its attempts nor its record in memory; the report files do
-not change (the other plugin tests pin them down).
+While a run goes on, a reported row leaves neither its attempts nor its record in memory
+(issue 16, target 5): its record is in the journal. The end reads the journal once, into one
+record per row, which every output reads (issue 33).
 """
 
 from __future__ import annotations
@@ -28,13 +27,12 @@ import pytest
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session):
     # Every row has been reported; the plugin has not built its report yet.
-    from osmosis_rollout.runs.journal import JournalRow
-    from pytest_osmosis.results.verdict import AttemptResult, RowVerdict
+    from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
 
     gc.collect()
-    alive = {"AttemptResult": 0, "RowVerdict": 0, "JournalRow": 0}
+    alive = {"AttemptRecord": 0, "RowRecord": 0}
     for obj in gc.get_objects():
-        for kind in (AttemptResult, RowVerdict, JournalRow):
+        for kind in (AttemptRecord, RowRecord):
             if type(obj) is kind:
                 alive[kind.__name__] += 1
     # A row item that ran keeps its key and line, not its prompt.
@@ -57,9 +55,8 @@ def test_reported_rows_leave_no_attempts_verdicts_records_or_prompts_in_memory(
     result.assert_outcomes(passed=6 + PREFLIGHT)
     alive = json.loads((root / "alive.json").read_text())
     assert alive == {
-        "AttemptResult": 0,
-        "RowVerdict": 0,
-        "JournalRow": 0,
+        "AttemptRecord": 0,
+        "RowRecord": 0,
         "rows with their prompt": 0,
         "row keys": [f"row-{i}" for i in range(6)],
     }
@@ -78,8 +75,8 @@ def test_reported_rows_leave_no_attempts_verdicts_records_or_prompts_in_memory(
 def test_a_row_changed_by_its_report_is_reported_as_changed(
     workspace: Callable[..., Path], pytester: pytest.Pytester
 ) -> None:
-    # The rollouts' thread journals row-1 as passed; a hook then fails it. The report,
-    # read back from the journal, must carry the reported version.
+    # A hook fails row-1 where its verdict is decided: the journal, and the report read
+    # back from it, carry the hook's word.
     root = workspace(multiply_rows(3))
     (root / "conftest.py").write_text(
         "def pytest_osmosis_row_verdict(row, result):\n"
@@ -93,7 +90,7 @@ def test_a_row_changed_by_its_report_is_reported_as_changed(
     last_lines: dict[str, str] = {}
     for line in (root / "out" / "rows.jsonl").read_text().splitlines():
         entry = json.loads(line)
-        last_lines[entry["row_key"]] = entry["row_verdict"]
+        last_lines[entry["row_key"]] = entry["verdict"]
     assert last_lines == verdicts
 
 
@@ -103,17 +100,17 @@ import json
 
 
 def pytest_osmosis_run_finished(summary, report_path):
-    # The summary and the report files are written: what the plugin still holds of the rows.
-    from osmosis_rollout.runs.journal import JournalRow
+    # The summary and the report files are written: the records the plugin holds.
+    from osmosis_rollout.runs.report_model import RowRecord
 
     gc.collect()
-    kept = [obj for obj in gc.get_objects() if type(obj) is JournalRow]
+    kept = [obj for obj in gc.get_objects() if type(obj) is RowRecord]
     with open("kept.json", "w") as fh:
         json.dump({"rows": sorted(row.row_key for row in kept), "summary": summary}, fh)
 """
 
 
-def test_the_end_of_a_run_reads_its_rows_back_one_at_a_time_and_keeps_none(
+def test_the_end_of_a_run_holds_one_record_per_row_read_from_the_journal(
     workspace: Callable[..., Path], pytester: pytest.Pytester
 ) -> None:
     root = workspace(multiply_rows(4))
@@ -123,32 +120,8 @@ def test_the_end_of_a_run_reads_its_rows_back_one_at_a_time_and_keeps_none(
     )
     result.assert_outcomes(passed=4 + PREFLIGHT)
     kept = json.loads((root / "kept.json").read_text())
-    # Summary, gates, terminal and report files each stream the rows from the journal.
-    assert kept["rows"] == []
+    # Summary, gates, terminal and report files all read the same records: no copies.
+    assert kept["rows"] == [f"row-{i}" for i in range(4)]
     assert kept["summary"]["rows"]["total"] == 4
     report = json.loads((root / "out" / "report.json").read_text())
     assert report["summary"] == kept["summary"]
-    assert [row["row_key"] for row in report["rows"]] == [f"row-{i}" for i in range(4)]
-    assert all(row["last_assistant"] and row["rollout_id"] for row in report["rows"])
-    out = result.stdout.str()
-    assert "rollout time: sum " in out and "slowest: row-" in out
-
-
-def test_the_html_report_is_rendered_row_by_row_into_the_same_page(
-    workspace: Callable[..., Path], pytester: pytest.Pytester
-) -> None:
-    from pytest_osmosis.results.html import render
-
-    root = workspace(multiply_rows(3))
-    result = pytester.runpytest(
-        "--osmosis-dataset=data/test.jsonl",
-        POLICY,
-        "--osmosis-output=out",
-        "--osmosis-n=2",
-        "--osmosis-html=report.html",
-    )
-    result.assert_outcomes(passed=3 + PREFLIGHT)
-    page = (root / "report.html").read_text()
-    # Streamed from the journal a row at a time: the page a whole-document render gives.
-    assert page == render(json.loads((root / "out" / "report.json").read_text()))
-    assert page.count('class="group') >= 3 and page.endswith("</html>\n")

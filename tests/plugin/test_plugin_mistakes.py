@@ -6,6 +6,7 @@ each is said once, where it is, with the near match when there is one.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -107,3 +108,53 @@ def test_a_csv_with_the_wrong_header_says_what_is_missing_once(
         ]
     )
     assert out.count("fix:") == 1 and "case-sensitive" not in out
+
+
+def outside_dataset_workspace(root: Path) -> Path:
+    """ws/ (rollout, policy, the policy named in its pyproject.toml) and shared/ext.jsonl
+    beside it, outside ws/."""
+    from workspaces import MAIN_PY, POLICY_PY, multiply_rows, write_rows
+
+    ws = root / "ws"
+    (ws / "rollouts" / "demo").mkdir(parents=True)
+    (ws / "rollouts" / "demo" / "main.py").write_text(MAIN_PY)
+    (ws / "policy.py").write_text(POLICY_PY)
+    (ws / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nosmosis_policy = "policy.py:policy"\n'
+    )
+    write_rows(root / "shared" / "ext.jsonl", multiply_rows(3, wrong={1}))
+    return ws
+
+
+def test_a_dataset_outside_the_rootdir_never_moves_the_rootdir_or_the_ini_file(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = outside_dataset_workspace(pytester.path)
+    monkeypatch.chdir(ws)
+    # Written with a space, pytest takes the value for a test path before the plugin loads.
+    spaced = pytester.runpytest("--osmosis-dataset", "../shared/ext.jsonl")
+    assert spaced.ret == pytest.ExitCode.USAGE_ERROR
+    spaced.stderr.fnmatch_lines(
+        [
+            f"*--osmosis-dataset ../shared/ext.jsonl moved pytest's rootdir from {ws} to "
+            f"{pytester.path} and left {ws / 'pyproject.toml'} unread*"
+            "write --osmosis-dataset=../shared/ext.jsonl*"
+        ]
+    )
+    assert not (ws / ".osmosis").exists()
+
+    joined = pytester.runpytest("--osmosis-dataset=../shared/ext.jsonl", "-v")
+    joined.stdout.fnmatch_lines([f"rootdir: {ws}", "configfile: pyproject.toml"])
+    joined.assert_outcomes(passed=2 + 2, failed=1)
+    # Rows of a dataset outside the rootdir are named by its path from the rootdir, as
+    # pytest names nothing else there: two such datasets never share row ids.
+    joined.stdout.fnmatch_lines(["../shared/ext.jsonl::row-0 PASSED*"])
+
+    # The failing row's rerun line names the row by a path outside the rootdir, which
+    # pytest reads before the plugin loads: the line pins the ini file, so it runs as copied.
+    rerun = next(line for line in joined.stdout.lines if line.strip().startswith("rerun:"))
+    command = shlex.split(rerun.split("rerun:", 1)[1])
+    assert command[0] == "pytest"
+    again = pytester.runpytest(*command[1:])
+    again.stdout.fnmatch_lines([f"rootdir: {ws}", "configfile: pyproject.toml"])
+    again.assert_outcomes(failed=1)

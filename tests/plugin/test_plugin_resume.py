@@ -183,7 +183,105 @@ def test_each_journal_line_carries_the_rows_fingerprint(pytester: pytest.Pyteste
     pytester.runpytest(*RUN).assert_outcomes(passed=2 + PREFLIGHT)
     fingerprints = [line["fingerprint"] for line in journal_lines(root / "out")]
     assert all(
-        set(f) == {"row", "entrypoint", "policy", "pass_threshold", "row_pass", "n"}  # type: ignore[arg-type]
+        set(f) == {"row", "entrypoint", "env", "policy", "pass_threshold", "row_pass", "n"}  # type: ignore[arg-type]
         for f in fingerprints
     )
     assert fingerprints[0]["row"] != fingerprints[1]["row"]  # type: ignore[index]
+
+
+HELPER_MAIN = """
+import os
+
+from osmosis_rollout import AgentWorkflow, Grader
+from answers import ANSWER
+
+OSMOSIS_ENV = ["EXPECTED_ANSWER"]
+
+
+class Answer(AgentWorkflow):
+    async def run(self, ctx):
+        return [*ctx.prompt, {"role": "assistant", "content": ANSWER}]
+
+
+class Exact(Grader):
+    async def grade(self, ctx):
+        expected = os.environ.get("EXPECTED_ANSWER", "ok")
+        ctx.set_reward(1.0 if ctx.sample.messages[-1]["content"] == expected else 0.0)
+"""
+
+
+def write_helper_workspace(root: Path, rows: int) -> Path:
+    """A rollout whose answer comes from a module beside main.py and whose grader reads
+    ``EXPECTED_ANSWER``, which main.py declares in ``OSMOSIS_ENV``."""
+    write_workspace(root, ["answer"] * rows)
+    (root / "rollouts" / "steps" / "main.py").write_text(HELPER_MAIN)
+    (root / "rollouts" / "steps" / "answers.py").write_text('ANSWER = "ok"\n')
+    return root
+
+
+def test_a_resume_reruns_every_row_when_a_module_the_rollout_imports_changed(
+    pytester: pytest.Pytester,
+) -> None:
+    root = write_helper_workspace(pytester.path, 4)
+    pytester.runpytest(*RUN).assert_outcomes(passed=4 + PREFLIGHT)
+
+    (root / "rollouts" / "steps" / "answers.py").write_text('ANSWER = "no"\n')
+    resumed = pytester.runpytest(*RESUME)
+    resumed.assert_outcomes(failed=4, passed=PREFLIGHT)
+    assert resumed.ret == pytest.ExitCode.TESTS_FAILED
+    resumed.stdout.fnmatch_lines(["resumed: 4 rows ran again: rollout files changed (4)"])
+
+
+def test_a_resume_reruns_every_row_when_a_declared_environment_variable_changed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_helper_workspace(pytester.path, 4)
+    monkeypatch.setenv("EXPECTED_ANSWER", "ok")
+    pytester.runpytest(*RUN).assert_outcomes(passed=4 + PREFLIGHT)
+
+    monkeypatch.setenv("EXPECTED_ANSWER", "something else")
+    resumed = pytester.runpytest(*RESUME)
+    resumed.assert_outcomes(failed=4, passed=PREFLIGHT)
+    assert resumed.ret == pytest.ExitCode.TESTS_FAILED
+    resumed.stdout.fnmatch_lines(["resumed: 4 rows ran again: environment changed (4)"])
+    # The journal holds a digest of the values, never the values themselves.
+    assert "something else" not in (pytester.path / "out" / "rows.jsonl").read_text()
+
+
+def test_files_outside_the_rollout_folder_do_not_rerun_rows(pytester: pytest.Pytester) -> None:
+    root = write_helper_workspace(pytester.path, 2)
+    pytester.runpytest(*RUN).assert_outcomes(passed=2 + PREFLIGHT)
+    (root / "notes.txt").write_text("unrelated")
+    (root / "rollouts" / "steps" / "__pycache__").mkdir(exist_ok=True)
+    (root / "rollouts" / "steps" / "__pycache__" / "stale.pyc").write_bytes(b"x")
+    pytester.runpytest(*RESUME).assert_outcomes(passed=PREFLIGHT, deselected=2)
+
+
+def test_an_env_declaration_that_is_not_a_list_of_names_is_a_usage_error(
+    pytester: pytest.Pytester,
+) -> None:
+    root = write_helper_workspace(pytester.path, 2)
+    main = root / "rollouts" / "steps" / "main.py"
+    main.write_text(main.read_text().replace('["EXPECTED_ANSWER"]', '["EXPECTED_" + "ANSWER"]'))
+    result = pytester.runpytest(*RUN)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: *main.py:7: OSMOSIS_ENV must be a list of environment variable names written out as strings*"
+        ]
+    )
+
+
+def test_a_rollout_at_the_workspace_root_does_not_fingerprint_its_datasets(
+    pytester: pytest.Pytester,
+) -> None:
+    root = write_helper_workspace(pytester.path, 4)
+    for name in ("main.py", "answers.py"):
+        (root / "rollouts" / "steps" / name).rename(root / name)
+    pytester.runpytest(*RUN, "--osmosis-rollout=main.py").assert_outcomes(passed=4 + PREFLIGHT)
+
+    # One row's label changes: that row alone runs again, not every row of the dataset.
+    write_labels(root, ["answer"] * 4, ["ok", "no", "ok", "ok"])
+    resumed = pytester.runpytest(*RESUME, "--osmosis-rollout=main.py")
+    resumed.assert_outcomes(passed=1 + PREFLIGHT, deselected=3)
+    resumed.stdout.fnmatch_lines(["resumed: 1 row ran again: row content or label changed (1)"])

@@ -118,3 +118,88 @@ def test_a_folder_of_an_earlier_run_is_reused_and_an_empty_one_adopted(
     again.assert_outcomes(passed=2 + PREFLIGHT)
     assert json.loads((root / "out" / "run.json").read_text())["run_id"] != run["run_id"]
     assert len(journal_lines(root / "out")) == 2
+
+
+@pytest.mark.parametrize(
+    ("flag", "path", "what"),
+    [
+        ("--osmosis-report", "data/test.jsonl", "the dataset"),
+        ("--osmosis-html", "rollouts/steps/main.py", "the rollout entrypoint"),
+        ("--osmosis-report", "policy.py", "the policy"),
+        ("--osmosis-html", "data/cassettes/data/test.jsonl/row-0/attempt-0.json", "cassettes"),
+    ],
+)
+def test_a_report_path_that_names_an_input_is_refused_and_the_input_is_intact(
+    pytester: pytest.Pytester, flag: str, path: str, what: str
+) -> None:
+    root = write_workspace(pytester.path, ["answer", "answer"])
+    target = root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists():
+        target.write_text("{}")
+    before = target.read_bytes()
+    result = pytester.runpytest(*BASE, "--osmosis-output=out", f"{flag}={path}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{flag}: {path} is {what} this run reads*choose another path*"])
+    assert target.read_bytes() == before
+    assert executed(root) == []
+
+
+def test_a_report_path_that_names_the_baseline_is_refused(pytester: pytest.Pytester) -> None:
+    root = write_workspace(pytester.path, ["answer"])
+    pytester.runpytest(*BASE, "--osmosis-output=first").assert_outcomes(passed=1 + PREFLIGHT)
+    before = (root / "first" / "report.json").read_bytes()
+    result = pytester.runpytest(
+        *BASE,
+        "--osmosis-output=out",
+        "--osmosis-baseline=first/report.json",
+        "--osmosis-report=first/report.json",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--osmosis-report: first/report.json is the baseline*"])
+    assert (root / "first" / "report.json").read_bytes() == before
+
+
+def test_a_fresh_run_under_xdist_never_inherits_an_earlier_runs_journal(
+    pytester: pytest.Pytester,
+) -> None:
+    root = write_workspace(pytester.path, ["answer"] * 6)
+    pytester.runpytest(*BASE, "--osmosis-output=out").assert_outcomes(passed=6 + PREFLIGHT)
+    (root / "data" / "other.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"o{i}", "user_prompt": f"o{i}: wrong", "ground_truth": "ok"}) + "\n"
+            for i in range(3)
+        )
+    )
+
+    fresh = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--osmosis-dataset=data/other.jsonl",
+        "--osmosis-policy=policy.py:policy",
+        "--osmosis-output=out",
+        # Replacing an earlier run is asked for (a run refuses it otherwise, exit 4).
+        "--osmosis-overwrite",
+        "-n",
+        "2",
+        timeout=300,
+    )
+    fresh.assert_outcomes(failed=3, passed=PREFLIGHT)
+    other = [f"data/other.jsonl::o{i}" for i in range(3)]
+    assert sorted(str(line["nodeid"]) for line in journal_lines(root / "out")) == other
+    run = json.loads((root / "out" / "run.json").read_text())
+    assert sorted(run["selected"]) == other
+    document = json.loads((root / "out" / "report.json").read_text())
+    assert sorted(r["nodeid"] for r in document["row_verdicts"]) == other
+
+    rebuilt = subprocess.run(
+        [sys.executable, "-m", "osmosis_rollout.cli", "report", "rebuild", "out"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    document = json.loads((root / "out" / "report.json").read_text())
+    assert sorted(r["nodeid"] for r in document["row_verdicts"]) == other

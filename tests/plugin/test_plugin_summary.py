@@ -127,8 +127,10 @@ def test_prices_give_a_cost_per_attempt_row_and_run_in_every_output(
     per_row = {v["row_key"]: v["cost_usd"] for v in report["row_verdicts"]}
     assert sum(per_row.values()) == pytest.approx(total)
     streamed = [
-        json.loads(line)
+        {"nodeid": row["nodeid"], **attempt}
         for line in (root / "out" / "rows.jsonl").read_text(encoding="utf-8").splitlines()
+        for row in [json.loads(line)]
+        for attempt in row["attempts"]
     ]
 
     # The journal is in finish order, the report in item order: compare attempt by attempt.

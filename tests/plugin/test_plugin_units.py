@@ -12,22 +12,26 @@ from typing import Any
 
 import pytest
 
+from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
 from pytest_osmosis.options import OsmosisSettings, RowPassRule, parse_row_pass
 from pytest_osmosis.results.gates import apply_gates, compare, load_baseline
-from pytest_osmosis.results.report import RowRecord, RunReport
+from pytest_osmosis.results.report import RunReport
 from pytest_osmosis.results.report_redaction import _RolloutRecords
 from pytest_osmosis.results.verdict import (
-    AttemptResult,
     attempt_passes,
     classify,
+    decide_row,
     failure_message,
-    row_verdict,
 )
 
 ALL = RowPassRule("all")
 
 
-def attempt(run: int = 0, **fields: Any) -> AttemptResult:
+def row_verdict(attempts: list[AttemptRecord], threshold: float, rule: RowPassRule) -> RowRecord:
+    return decide_row(("test.jsonl::row-0", "test.jsonl", "row-0"), attempts, threshold, rule)
+
+
+def attempt(run: int = 0, **fields: Any) -> AttemptRecord:
     values: dict[str, Any] = {
         "row_key": "row-0",
         "row_index": 0,
@@ -38,10 +42,10 @@ def attempt(run: int = 0, **fields: Any) -> AttemptResult:
         "reward": 1.0,
     }
     values.update(fields)
-    return AttemptResult(**values)
+    return AttemptRecord(**values)
 
 
-def failed(error_type: str, message: str, phase: str | None = None, run: int = 0) -> AttemptResult:
+def failed(error_type: str, message: str, phase: str | None = None, run: int = 0) -> AttemptRecord:
     return attempt(
         run,
         status="failed",
@@ -124,25 +128,25 @@ def test_skipped_attempts_leave_the_row_verdict() -> None:
     verdict = row_verdict(
         [attempt(0, reward=1.0), attempt(1, status="skipped", reward=None)], 1.0, ALL
     )
-    assert (verdict.outcome, verdict.passed_attempts, verdict.scored_attempts) == ("passed", 1, 1)
+    assert (verdict.verdict, verdict.passed_attempts, verdict.scored_attempts) == ("passed", 1, 1)
 
 
 def test_a_row_of_only_skipped_attempts_is_skipped() -> None:
     verdict = row_verdict([attempt(status="skipped", reward=None)], 1.0, ALL)
-    assert verdict.outcome == "skipped"
+    assert verdict.verdict == "skipped"
 
 
 def test_the_rule_decides_a_row_with_mixed_attempts() -> None:
     attempts = [attempt(0, reward=1.0), attempt(1, reward=0.0), attempt(2, reward=1.0)]
-    assert row_verdict(attempts, 1.0, ALL).outcome == "failed"
-    assert row_verdict(attempts, 1.0, RowPassRule("majority")).outcome == "passed"
+    assert row_verdict(attempts, 1.0, ALL).verdict == "failed"
+    assert row_verdict(attempts, 1.0, RowPassRule("majority")).verdict == "passed"
     assert [a.passed for a in attempts] == [True, False, True]
 
 
 # -- failure text --------------------------------------------------------------------------
 
 
-def _message(attempts: list[AttemptResult], rule: RowPassRule = ALL, **kwargs: Any) -> str:
+def _message(attempts: list[AttemptRecord], rule: RowPassRule = ALL, **kwargs: Any) -> str:
     verdict = row_verdict(attempts, 1.0, rule)
     return failure_message(
         row_desc="row-0 (test.jsonl line 1)",
@@ -156,7 +160,11 @@ def _message(attempts: list[AttemptResult], rule: RowPassRule = ALL, **kwargs: A
 
 def test_a_reward_miss_shows_reward_threshold_label_answer_and_trajectory() -> None:
     text = _message(
-        [attempt(reward=0.0, last_assistant="I do not know", trajectory_path="/t/trajectory.json")]
+        [
+            attempt(
+                reward=0.0, last_assistant="I do not know", trajectory_filename="/t/trajectory.json"
+            )
+        ]
     )
     assert text.splitlines() == [
         "row-0 (test.jsonl line 1): reward 0 < threshold 1",
@@ -268,25 +276,20 @@ def _report(tmp_path: Path, verdicts: list[str]) -> RunReport:
     report = RunReport(tmp_path / "out", pass_threshold=1.0, settings={})
     for i, verdict in enumerate(verdicts):
         reward = 1.0 if verdict == "passed" else 0.0
-        report.add(
+        report.journal.write_row(
             RowRecord(
                 nodeid=f"data.jsonl::row-{i}",
                 dataset="data.jsonl",
                 row_key=f"row-{i}",
                 verdict=verdict,
-                attempts=[
-                    {
-                        "nodeid": f"data.jsonl::row-{i}",
-                        "row_index": i,
-                        "run_index": 0,
-                        "status": "success",
-                        "reward": reward,
-                        "error_type": None,
-                    }
-                ],
+                attempts=[AttemptRecord(row_index=i, status="success", reward=reward)],
             )
         )
     report.close()
+    report.finish(
+        selected=[f"data.jsonl::row-{i}" for i in range(len(verdicts))],
+        finished={"stopped_by": None, "interrupted": False},
+    )
     return report
 
 
@@ -400,31 +403,21 @@ def test_rollout_ids_are_readable_unique_single_path_segments() -> None:
 
 
 def _journaled_report(tmp_path: Path, durations: list[float]) -> RunReport:
-    """A report whose rows were journaled by this process, attempt keys in reported order."""
+    """A report whose rows were journaled by this process."""
     report = RunReport(tmp_path / "out", pass_threshold=1.0, settings={"n": 1})
     for i, ms in enumerate(durations):
-        nodeid = f"data.jsonl::row-{i}"
+        attempt = AttemptRecord(
+            row_key=f"row-{i}", status="success", reward=1.0, duration_ms=ms, started_at=100.0 + i
+        )
         record = RowRecord(
-            nodeid=nodeid,
+            nodeid=f"data.jsonl::row-{i}",
             dataset="data.jsonl",
             row_key=f"row-{i}",
             verdict="passed",
-            attempts=[
-                {
-                    "row_key": f"row-{i}",
-                    "run_index": 0,
-                    "status": "success",
-                    "reward": 1.0,
-                    "duration_ms": ms,
-                    "started_at": 100.0 + i,
-                    "nodeid": nodeid,
-                    "dataset": "data.jsonl",
-                }
-            ],
+            attempts=[attempt],
             stats={"attempts": 1, "passed_attempts": 1, "flaky": False},
         )
-        report.journal_row(record)
-        report.add(record, journaled=True)
+        report.journal.write_row(record)
     report.close()
     return report
 
@@ -432,7 +425,6 @@ def _journaled_report(tmp_path: Path, durations: list[float]) -> RunReport:
 def test_every_report_file_and_the_terminal_summary_come_from_one_reading_of_the_journal(
     tmp_path: Path,
 ) -> None:
-    from osmosis_rollout.runs.journal import read_journal
     from osmosis_rollout.runs.report import build_report
     from pytest_osmosis.results.report import summary_lines
 
@@ -440,21 +432,21 @@ def test_every_report_file_and_the_terminal_summary_come_from_one_reading_of_the
     selected = [f"data.jsonl::row-{i}" for i in range(7)]  # row-6 never ran
     finished = {"stopped_by": None, "interrupted": False}
     report.finish(selected=selected, finished=finished)
-    head = report.head({})
-    report.write_json(tmp_path / "report.json", head)
-    report.write_json(tmp_path / "again.json", head)
+    (tmp_path / "out" / "rows.jsonl").unlink()  # read once: nothing reads it again
+    document = report.document({})
+    report.write_json(tmp_path / "report.json")
+    report.write_json(tmp_path / "again.json")
     text = (tmp_path / "report.json").read_text()
     assert (tmp_path / "again.json").read_text() == text
-    document = json.loads(text)
+    assert json.loads(text) == document
     assert text == json.dumps(document, indent=2) + "\n"
-    rows, _ = read_journal(tmp_path / "out" / "rows.jsonl")
     expected = build_report(
-        rows, pass_threshold=1.0, selected=selected, finished=finished, config={"n": 1}
+        report.rows, pass_threshold=1.0, selected=selected, finished=finished, config={"n": 1}
     )
     assert document == expected
     assert document["not_run"] == ["data.jsonl::row-6"]
-    # The journal sorts keys; the report keeps the order the rows were reported with.
-    assert list(document["rows"][0])[:3] == ["row_key", "run_index", "status"]
+    # Keys in the record's order, with no bookkeeping.
+    assert list(document["rows"][0])[:3] == ["row_key", "row_index", "source_row_index"]
     assert list(document["row_verdicts"][0])[4:] == ["attempts", "passed_attempts", "flaky"]
     # The slowest rollouts, longest first, equal ones in row order: as many as asked.
     for asked, named in [
@@ -465,26 +457,6 @@ def test_every_report_file_and_the_terminal_summary_come_from_one_reading_of_the
         lines = summary_lines(report, report.summary(), slowest=asked)
         assert f"slowest: {named}" in lines
         assert "rollout time: sum 38.00s  median 7.000s  wall 14.00s" in lines
-
-
-def test_a_row_read_back_takes_its_reported_key_order_whatever_keys_it_has() -> None:
-    from pytest_osmosis.results.report import _in_order
-
-    order = ("b", "a", "c")
-    assert list(_in_order({"a": 1, "b": 2, "c": 3}, order).items()) == [
-        ("b", 2),
-        ("a", 1),
-        ("c", 3),
-    ]
-    # A key renamed since (same count) or added or dropped: known keys first, others after.
-    assert list(_in_order({"a": 1, "b": 2, "z": 3}, order).items()) == [
-        ("b", 2),
-        ("a", 1),
-        ("z", 3),
-    ]
-    assert list(_in_order({"z": 0, "c": 3, "a": 1, "b": 2}, order)) == ["b", "a", "c", "z"]
-    assert list(_in_order({"c": 3, "a": 1}, order)) == ["a", "c"]
-    assert _in_order({"a": 1}, ("a",)) == {"a": 1}
 
 
 def test_pytests_log_capture_leaves_out_rollout_records_only_while_they_are_routed(

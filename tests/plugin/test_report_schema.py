@@ -10,17 +10,18 @@ import jsonschema
 import pytest
 from workspaces import multiply_rows
 
-from osmosis_rollout.runs.journal import ROW_FIELDS, RunJournalError, read_journal
+from osmosis_rollout.runs.journal import RunJournalError, read_journal
 from osmosis_rollout.runs.report_model import (
     CI_KEYS,
     REPORT_SCHEMA,
-    JournalLine,
+    AttemptRecord,
     ReportAttempt,
     ReportFileError,
+    ReportRowVerdict,
+    RowRecord,
     read_report,
     report_json_schema,
 )
-from pytest_osmosis.results.verdict import AttemptResult
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLISHED = REPO / "docs" / "report.schema.json"
@@ -82,8 +83,10 @@ def test_every_key_a_run_writes_is_named_with_its_meaning(
     assert undescribed("RowCounts", set(document["summary"]["rows"])) == []
     assert undescribed("ReportAttempt", {k for row in document["rows"] for k in row}) == []
     assert undescribed("ReportRowVerdict", {k for v in document["row_verdicts"] for k in v}) == []
-    assert undescribed("JournalLine", {k for line in journal for k in line}) == []
-    assert undescribed("RowStats", {k for line in journal for k in line["row_stats"]}) == []
+    assert undescribed("RowRecord", {k for line in journal for k in line}) == []
+    attempts = {k for line in journal for a in line["attempts"] for k in a}
+    assert undescribed("AttemptRecord", attempts) == []
+    assert undescribed("RowStats", {k for line in journal for k in line["stats"]}) == []
     assert undescribed("Fingerprint", set(journal[0]["fingerprint"])) == []
     top = published["properties"]
     assert all(top[k].get("description") for k in document if k != "summary")
@@ -91,24 +94,18 @@ def test_every_key_a_run_writes_is_named_with_its_meaning(
 
 def test_a_journal_line_that_breaks_the_model_names_the_line_and_field(tmp_path: Path) -> None:
     path = tmp_path / "rows.jsonl"
-    path.write_text(json.dumps({"nodeid": "d::row-0", "run_index": 0, "reward": "high"}) + "\n")
-    with pytest.raises(RunJournalError, match=r"rows\.jsonl: the line at byte 0 .*reward"):
+    line = {"nodeid": "d::row-0", "verdict": "passed", "attempts": [{"status": "success"}]}
+    bad = {**line, "nodeid": "d::row-1", "attempts": [{"status": "success", "reward": "high"}]}
+    path.write_text(json.dumps(line) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(RunJournalError, match=r"rows\.jsonl: line 2 .*attempts\.0\.reward"):
         read_journal(path)
 
 
-def test_the_writers_and_the_models_name_the_same_keys() -> None:
-    attempt = AttemptResult(
-        row_key="row-0",
-        row_index=0,
-        source_row_index=0,
-        run_index=0,
-        rollout_id="row-0.0.ab",
-        status="success",
-        reward=1.0,
-    )
-    assert set(attempt.index_row("d::row-0", "d")) == set(ReportAttempt.model_fields)
-    line_only = set(JournalLine.model_fields) - set(ReportAttempt.model_fields)
-    assert line_only == set(ROW_FIELDS)
+def test_the_report_rows_are_views_of_the_records_with_the_models_keys() -> None:
+    attempt = AttemptRecord(row_key="row-0", rollout_id="row-0.0.ab", status="success", reward=1.0)
+    record = RowRecord(nodeid="d::row-0", dataset="d", verdict="passed", attempts=[attempt])
+    assert set(record.report_rows()[0]) == set(ReportAttempt.model_fields)
+    assert set(record.verdict_entry()) <= set(ReportRowVerdict.model_fields)
 
 
 def test_a_gated_run_against_a_baseline_types_every_key_ci_reads(

@@ -4,13 +4,16 @@ seconds, deadline-aware admission, and what ``/health`` and ``/metrics`` show.""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
 from server_support import Gate, GatedWorkflow, admit, init_body, make_app, serving
 
 from osmosis_rollout import (
+    AgentWorkflow,
     AgentWorkflowConfig,
+    AgentWorkflowContext,
     ConcurrencyConfig,
     ExecutionRequest,
     LocalBackend,
@@ -237,3 +240,38 @@ def test_max_concurrent_needs_a_backend_with_a_limiter() -> None:
 
     with pytest.raises(TypeError, match="no concurrency limiter of its own"):
         create_rollout_server(backend=Bare(), max_concurrent="auto", configure_logging=False)
+
+
+@pytest.mark.parametrize("mode", ["auto", "fixed"])
+async def test_sync_workflow_threads_follow_a_limit_raised_after_the_first_rollout(
+    mode: str,
+) -> None:
+    width = 12
+    barrier = threading.Barrier(width, timeout=5)
+
+    class MeetsTheOthers(AgentWorkflow[Any]):
+        def run(self, ctx: AgentWorkflowContext[Any]) -> list[dict[str, Any]]:
+            if ctx.metadata and ctx.metadata.get("meet"):
+                barrier.wait()  # BrokenBarrierError unless all `width` run at once
+            return [{"role": "assistant", "content": "met"}]
+
+    backend = LocalBackend(workflow=MeetsTheOthers, workflow_config=_config(width))
+    admission = AdmissionControl(
+        backend, "auto" if mode == "auto" else 4, policy=AimdPolicy(initial_limit=4)
+    )
+    try:
+        first = await backend.execute(ExecutionRequest(id="first", prompt=[], grade=False))
+        assert first.workflow.status.value == "success"
+        # What the adaptive limit's growth (or a new fixed limit) does, after threads exist.
+        admission.limiter.set_limit(width)
+        outcomes = await asyncio.gather(
+            *(
+                backend.execute(
+                    ExecutionRequest(id=f"w-{i}", prompt=[], grade=False, metadata={"meet": 1})
+                )
+                for i in range(width)
+            )
+        )
+    finally:
+        await backend.shutdown()
+    assert [o.workflow.status.value for o in outcomes] == ["success"] * width

@@ -3,14 +3,18 @@
 ``metadata["mode"]`` picks a behaviour: ``multiply`` (default), ``sleep`` (sleeps
 ``metadata["seconds"]`` before the model call), ``fail`` (``RuntimeError``), ``swallow``
 (ignores cancellation once, then answers), ``where`` (answers with the process id and the
-working directory, to show which actor ran it and that it runs from the shipped copy).
+working directory, to show which actor ran it and that it runs from the shipped copy),
+``leak`` (prints and logs ``metadata["secret"]`` and the rollout's key, then answers with
+the process id).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import sys
 from typing import Any
 
 import httpx
@@ -43,6 +47,16 @@ class RayTestWorkflow(AgentWorkflow[Any]):
                 await asyncio.sleep(float(metadata.get("seconds", 30)))
             except asyncio.CancelledError:
                 return [*ctx.prompt, {"role": "assistant", "content": "finished anyway"}]
+        if mode == "leak":
+            key = get_rollout_context().api_key  # type: ignore[union-attr]
+            print("leak: printed", metadata["secret"], key)
+            sys.stdout.write("leak: in pieces " + key[:5])
+            sys.stdout.write(key[5:] + "\n")
+            logging.getLogger("leak").warning("leak: logged %s", metadata["secret"])
+            sys.stdout.flush()
+            sys.stderr.flush()
+            answer = json.dumps({"pid": os.getpid()})
+            return [*ctx.prompt, {"role": "assistant", "content": answer}]
         if mode == "where":
             answer = json.dumps({"pid": os.getpid(), "cwd": os.getcwd()})
             return [*ctx.prompt, {"role": "assistant", "content": answer}]

@@ -1,0 +1,84 @@
+"""The run across pytest-xdist's processes: which rows it sets out to run, and failed writes.
+
+The controller collects nothing under pytest-xdist, so it learns the run's rows from the
+workers' collection (and clears an earlier run's journal before any worker journals a row).
+A worker that cannot write a file of the run (a full disk) stops, and hands the failure to
+the controller, which ends the run on it as it would on its own failed write (exit 12).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pytest
+
+from pytest_osmosis.keys import DATASETS_KEY
+
+if TYPE_CHECKING:
+    from pytest_osmosis.options import OsmosisSettings
+    from pytest_osmosis.results.run_folder import RunFolder
+
+__all__ = ["WRITE_FAILURE_OUTPUT", "XDIST_PLUGIN", "XdistRun"]
+
+XDIST_PLUGIN = "osmosis-xdist"
+WRITE_FAILURE_OUTPUT = "osmosis_write_failure"
+"""The ``workeroutput`` key carrying a worker's failed write to the controller."""
+
+
+class XdistHost(Protocol):
+    """What this needs of the session (:class:`~pytest_osmosis.run.session.OsmosisSession`)."""
+
+    config: pytest.Config
+    settings: OsmosisSettings
+    folder: RunFolder
+    is_worker: bool
+    selected: list[str]
+
+    def set_out(self, selected: list[str]) -> None:
+        """The run sets out to run ``selected``."""
+
+
+class XdistRun:
+    """pytest-xdist's hooks for the run (registered as ``osmosis-xdist``)."""
+
+    def __init__(self, session: XdistHost) -> None:
+        self.session = session
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """The first worker's collection names the rows this run sets out to run. Workers
+        get no item before every worker has collected, so the folder is cleared before any
+        of them journals a row."""
+        osmosis = self.session
+        if osmosis.selected or not osmosis.settings.active or osmosis.config.option.collectonly:
+            return
+        datasets = osmosis.config.stash.get(DATASETS_KEY, set())
+        root = Path(osmosis.config.rootpath)
+        osmosis.set_out(
+            [
+                nodeid
+                for nodeid in ids
+                if "::" in nodeid and (root / nodeid.split("::", 1)[0]).resolve() in datasets
+            ]
+        )
+
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        """On a worker, a file that could not be written stops the worker after this item;
+        its controller then stops the others."""
+        failure = self.session.folder.write_failure
+        if self.session.is_worker and failure is not None and not item.session.shouldstop:
+            item.session.shouldstop = failure
+
+    def pytest_sessionfinish(self) -> None:
+        """A worker hands its failed write to the controller."""
+        osmosis = self.session
+        if osmosis.is_worker and osmosis.folder.write_failure is not None:
+            osmosis.config.workeroutput[WRITE_FAILURE_OUTPUT] = osmosis.folder.write_failure  # type: ignore[attr-defined]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """The controller takes over a worker's failed write (the run exits 12 on it)."""
+        failure = getattr(node, "workeroutput", {}).get(WRITE_FAILURE_OUTPUT)
+        if isinstance(failure, str):
+            self.session.folder.failed_elsewhere(failure)
