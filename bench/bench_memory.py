@@ -24,6 +24,7 @@ workspace's conftest counts them; issue 33: once).
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -38,6 +39,7 @@ def run(root: Path, rows: int, payload: int, *extra: str, out: str = "") -> dict
             f"--osmosis-dataset=data/rows{rows}.jsonl", "--osmosis-policy=policy.py:policy",
             f"--osmosis-output=out/{out or rows}", *extra]  # fmt: skip
     env = {"BENCH_PAYLOAD": str(payload), "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT": str(root / "art")}
+    shutil.rmtree(root / "out" / str(rows), ignore_errors=True)  # a run replaces no earlier run
     report = run_child(argv, cwd=root, env=env)
     if report["rc"] != 0:
         raise SystemExit(f"plugin with {rows} rows exited {report['rc']}")

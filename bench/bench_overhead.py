@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -59,6 +60,7 @@ def run(root: Path, kind: str, rows: int, base: Path | None = None) -> tuple[flo
                 f"--osmosis-dataset=data/rows{rows}.jsonl", "--osmosis-policy=policy.py:policy",
                 f"--osmosis-output=out/{rows}"]  # fmt: skip
         env = {"_OSMOSIS_ROLLOUT_ARTIFACT_ROOT": str(root / "artifacts")}
+        shutil.rmtree(root / "out" / str(rows), ignore_errors=True)  # a run replaces no earlier run
         if kind == "plugin (base)" and base is not None:
             env["PYTHONPATH"] = str(base)
     else:

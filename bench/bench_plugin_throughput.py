@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -207,6 +208,7 @@ def run_plugin(
         env["OSMOSIS_NO_SHORTCUTS"] = "1"
     if base is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(base), env.get("PYTHONPATH", "")])
+    shutil.rmtree(root / "out", ignore_errors=True)  # a run replaces no earlier run
     start = time.perf_counter()
     proc = subprocess.run(
         [

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -283,6 +284,7 @@ def run_mode(
             f"--osmosis-concurrency={concurrency}", f"--osmosis-output={artifacts / 'out'}",
             *(["--osmosis-serve"] if mode == "plugin-served" else []),
         ]  # fmt: skip
+        shutil.rmtree(artifacts / "out", ignore_errors=True)  # a run replaces no earlier run
         report = run_child(argv, cwd=ours, env=env)
         if mode == "plugin-served":
             # From the first rollout's start to the last one's end: not the server's start-up.

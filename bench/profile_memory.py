@@ -22,6 +22,7 @@ run (``pytest_unconfigure``, after the plugin read its journal back and wrote th
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -118,6 +119,7 @@ def measure(root: Path, mode: str, rows: int, payload: int, frames: int) -> dict
         argv = [OURS_PYTHON, "traced_pytest.py", "-q", "-p", "no:cacheprovider",
                 f"--osmosis-dataset=data/rows{rows}.jsonl", "--osmosis-policy=policy.py:policy",
                 f"--osmosis-output=out/{rows}"]  # fmt: skip
+        shutil.rmtree(root / "out" / str(rows), ignore_errors=True)  # a run replaces no earlier run
     else:
         argv = [OURS_PYTHON, "traced_pytest.py", "-q", "-p", "no:cacheprovider", "plain"]
     report = run_child(argv, cwd=root, env=env)

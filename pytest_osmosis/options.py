@@ -303,6 +303,20 @@ OPTIONS: tuple[OptionSpec, ...] = (
         group="outputs",
         alias="--osmosis-html-report",
     ),
+    OptionSpec(
+        "markdown",
+        "also write the run's markdown summary here (verdict, gates, worst rows, baseline "
+        "changes; appended to $GITHUB_STEP_SUMMARY when that is set) (default: none)",
+        "PATH",
+        group="outputs",
+    ),
+    OptionSpec(
+        "overwrite",
+        "replace a report, HTML, markdown file or run folder an earlier run wrote (refused "
+        "otherwise, exit 4) (default: off)",
+        kind="flag",
+        group="outputs",
+    ),
     # server
     OptionSpec(
         "server",
@@ -365,7 +379,7 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 PATH_STEMS = frozenset(
-    {"dataset", "config", "output", "report", "cassette_dir", "baseline", "html"}
+    {"dataset", "config", "output", "report", "cassette_dir", "baseline", "html", "markdown"}
 )
 """Options naming a file or directory: from the ini file, relative to the ini file's directory."""
 REF_STEMS = frozenset({"policy", "rollout"})
@@ -537,6 +551,8 @@ class OsmosisSettings:
     price_out: float | None = None
     progress: str = "auto"
     progress_interval: float = 30.0
+    markdown: str | None = None
+    overwrite: bool = False
 
     @property
     def active(self) -> bool:
@@ -666,6 +682,8 @@ def resolve_settings(
         policy_host=policy_host,
         preflight_only=_flag(config, "preflight_only"),
         html=raw_value(config, "html"),
+        markdown=raw_value(config, "markdown"),
+        overwrite=_flag(config, "overwrite"),
         toml_model=toml.get("model"),
         **_prices(pick("price_in"), pick("price_out")),
         progress=_progress_mode(raw_value(config, "progress")),

@@ -1,6 +1,7 @@
-"""What SIGINT and SIGTERM mean for a run: the one module that installs their handlers.
+"""What SIGINT, SIGTERM and SIGHUP mean for a run: the one module that installs their handlers.
 
-While the rows run, either signal stops the run the way Ctrl-C stops pytest: the handler
+SIGHUP is what a closed terminal or a cancelled CI job sends: it is handled as SIGTERM is.
+While the rows run, any of them stops the run the way Ctrl-C stops pytest: the handler
 raises ``KeyboardInterrupt`` on the main thread, pytest stops running items, writes its
 reports and exits 2, and the run's files name the signal (``stopped_by``). The rollouts run on
 the scheduler's own thread, so the exception interrupts pytest's code, never a rollout's;
@@ -22,17 +23,21 @@ import pytest
 
 __all__ = ["HANDLED", "SignalWatch"]
 
-HANDLED = (signal.SIGINT, signal.SIGTERM)
-"""The signals a run handles."""
+HANDLED = tuple(
+    signum
+    for signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
+    if signum is not None
+)
+"""The signals a run handles (SIGHUP where the platform has it)."""
 
 
 class SignalWatch:
-    """The run's SIGINT/SIGTERM handlers (main thread only; elsewhere every method is a
-    no-op), and the name of the first signal received."""
+    """The run's SIGINT/SIGTERM/SIGHUP handlers (main thread only; elsewhere every method is
+    a no-op), and the name of the first signal received."""
 
     def __init__(self) -> None:
         self.received: str | None = None
-        """``"SIGINT"`` or ``"SIGTERM"``: the first signal the run received."""
+        """``"SIGINT"``, ``"SIGTERM"`` or ``"SIGHUP"``: the first signal the run received."""
         self._previous: dict[int, Any] = {}
         self._rows_over = False
 

@@ -17,7 +17,7 @@ import pytest
 from pytest_osmosis.collect.preflight import PreflightPlugin, preflight_anchor
 from pytest_osmosis.keys import DATASETS_KEY
 from pytest_osmosis.options import OsmosisSettings, raw_value, resolve_path, resolve_settings
-from pytest_osmosis.results.output_paths import Input, check_output_paths
+from pytest_osmosis.results.output_paths import Input, check_output_paths, refuse_overwrites
 from pytest_osmosis.run.session import OsmosisSession, ensure_session, is_worker
 from pytest_osmosis.run.workspace import (
     check_reference_file,
@@ -268,13 +268,21 @@ def _check_outputs(
             )
     if is_worker(config):
         return
-    check_output_paths(
-        config,
-        output=output,
-        report=resolve_path(config, settings.report) if settings.report else None,
-        html=resolve_path(config, settings.html) if settings.html else None,
-        inputs=inputs,
-    )
+    report = resolve_path(config, settings.report) if settings.report else None
+    html = resolve_path(config, settings.html) if settings.html else None
+    check_output_paths(config, output=output, report=report, html=html, inputs=inputs)
+    if not settings.resume and not config.option.collectonly:
+        refuse_overwrites(
+            [
+                ("--osmosis-report", report),
+                ("--osmosis-html", html),
+                (
+                    "--osmosis-markdown",
+                    resolve_path(config, settings.markdown) if settings.markdown else None,
+                ),
+            ],
+            overwrite=settings.overwrite,
+        )
 
 
 def _point_collection_at_datasets(config: pytest.Config, dataset_paths: list[Path]) -> None:

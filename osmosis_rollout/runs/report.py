@@ -25,6 +25,7 @@ from osmosis_rollout.runs.gating import summary_intervals
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME, read_journal, read_run_file
 from osmosis_rollout.runs.metrics import aggregate
 from osmosis_rollout.runs.report_model import REPORT_SCHEMA, RowRecord
+from osmosis_rollout.runs.run_verdict import decide
 
 __all__ = [
     "REPORT_SCHEMA",
@@ -35,6 +36,7 @@ __all__ = [
     "report_document",
     "report_head",
     "summarize",
+    "tool_version",
 ]
 
 STOPPED_BY_KILLED = "killed"
@@ -228,4 +230,20 @@ def rebuild_report(run_dir: Path) -> tuple[dict[str, Any], int]:
         config=config,
         preflight=(run.get("finished") or {}).get("preflight") or (),
     )
+    # Decided again from the rows and how the run ended: a run that died never decided it
+    # (and the gates it had are not applied again, so a complete run's verdict is its rows').
+    verdict = decide(document["summary"], gates=(), gated=config.get("min_pass_rate") is not None)
+    document.update(
+        verdict=verdict.model_dump(), run_id=run.get("run_id"), tool_version=tool_version()
+    )
     return document, bad
+
+
+def tool_version() -> str:
+    """pytest-osmosis's installed version (what wrote or rebuilt a report)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pytest-osmosis")
+    except PackageNotFoundError:
+        return "unknown"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -31,8 +31,10 @@ __all__ = [
     "GraderSaid",
     "ReportAttempt",
     "ReportBaseline",
+    "ReportConfig",
     "ReportDocument",
     "ReportFileError",
+    "ReportGate",
     "ReportInterval",
     "ReportRegressionTest",
     "ReportRowVerdict",
@@ -41,12 +43,18 @@ __all__ = [
     "RowCounts",
     "RowRecord",
     "RowStats",
+    "RunVerdict",
+    "VerdictReason",
     "read_report",
     "report_json_schema",
 ]
 
 REPORT_SCHEMA = "pytest-osmosis/report/v1"
 """The ``schema`` of ``report.json`` written by this release."""
+
+
+CI_KEYS = ("schema", "summary", "row_verdicts", "verdict", "config", "run_id", "tool_version")
+"""The keys of ``report.json`` a CI script reads: required by the published schema."""
 
 
 class _Open(BaseModel):
@@ -238,7 +246,7 @@ class Fingerprint(_Open):
     env: str | None = Field(
         default=None,
         description="a hash of the environment variables the rollout declares it reads "
-        "(OSMOSIS_ENV in its entrypoint); never their values",
+        "(OSMOSIS_ENV in its entrypoint), never their values; null when it declares none",
     )
     policy: str | None = Field(description="the policy (a scripted policy with its file's hash)")
     pass_threshold: float = Field(description="the pass threshold")
@@ -378,6 +386,21 @@ class ReportBaseline(_Open):
     """The comparison with ``--osmosis-baseline``: changed rows and the paired test."""
 
     path: str | None = Field(default=None, description="the baseline report given")
+    regressed: list[str] = Field(
+        default_factory=list, description="node ids that passed in the baseline and fail now"
+    )
+    improved: list[str] = Field(
+        default_factory=list, description="node ids that failed in the baseline and pass now"
+    )
+    new: list[str] = Field(default_factory=list, description="node ids the baseline lacks")
+    gone: list[str] = Field(
+        default_factory=list, description="node ids of the baseline this run does not have"
+    )
+    reward_deltas: dict[str, float] = Field(
+        default_factory=dict,
+        description="by node id, this run's mean reward minus the baseline's, for the rows "
+        "whose mean reward changed (a change in reward, not a reward)",
+    )
     test: ReportRegressionTest | None = Field(
         default=None, description="the paired regression test (absent in older reports)"
     )
@@ -386,6 +409,104 @@ class ReportBaseline(_Open):
         description="the baseline's last answer of each regressed row, by node id (the HTML "
         "report shows it beside this run's)",
     )
+
+
+class ReportGate(_Open):
+    """The pass-rate gate's decision (``--osmosis-min-pass-rate``)."""
+
+    min_pass_rate: float = Field(description="the threshold the rows' pass rate is held to")
+    pass_rate: float = Field(description="the rows' pass rate")
+    passed: bool = Field(description="the gate let the run pass")
+    reason: str | None = Field(
+        default=None, description="why it failed without deciding, e.g. 'incomplete run'"
+    )
+    confidence: float | None = Field(
+        default=None, description="the gate's confidence (--osmosis-gate-confidence)"
+    )
+    outcome: Literal["passed", "failed", "undecided"] | None = Field(
+        default=None, description="the three-way decision at that confidence"
+    )
+    measure: str | None = Field(
+        default=None, description="what was judged: 'pass rate' (rows) or 'attempt pass rate'"
+    )
+    estimate: float | None = Field(default=None, description="the judged rate")
+    estimand: str | None = Field(
+        default=None,
+        description="what the gate's confidence is about, in words: the rate on the task the "
+        "rows are drawn from, and how it was judged",
+    )
+    interval: ReportInterval | None = Field(
+        default=None, description="the interval the decision was read from"
+    )
+
+
+class VerdictReason(_Open):
+    """One thing the run's verdict was decided on, with the line every output shows for it."""
+
+    kind: Literal["rows", "gate", "tests", "disk", "interruption", "stopped"] = Field(
+        description="rows (the rows' own verdicts), gate (a gate: its name says which), tests "
+        "(other test items: preflight checks, your own tests), disk (a run file not written), "
+        "interruption (a signal), stopped (-x, --maxfail or a plugin stopped the run)"
+    )
+    name: str = Field(
+        description="rows, min-pass-rate, regression, require-grader, tests, disk, the "
+        "signal's name, or what stopped the run; a gate's JUnit test case is "
+        "osmosis-gate::<name>"
+    )
+    outcome: Literal["passed", "failed", "tolerated", "incomplete"] = Field(
+        description="passed; failed (it fails the run); tolerated (rows below the threshold "
+        "that a passing gate counted: they do not fail the run); incomplete"
+    )
+    line: str = Field(description="what the terminal, JUnit and the markdown summary say of it")
+
+
+class RunVerdict(_Open):
+    """The run's verdict, decided once at its end and read by every output: pytest's counts
+    and exit status, JUnit, report.json, the HTML banner and the markdown summary."""
+
+    outcome: Literal["passed", "failed", "incomplete"] = Field(
+        description="passed; failed (a reason failed); incomplete (a signal, -x or --maxfail "
+        "stopped the run before every row had a result)"
+    )
+    exit_status: int = Field(
+        description="the process's exit status: 0 passed, 1 failed or stopped, 2 interrupted, "
+        "12 a run file could not be written"
+    )
+    reasons: list[VerdictReason] = Field(
+        description="everything the verdict was decided on, failing reasons first"
+    )
+
+
+class ReportConfig(_Open):
+    """The run's configuration (redacted), as resolved from the flags, the ini and the eval
+    config."""
+
+    datasets: list[str] = Field(default_factory=list, description="--osmosis-dataset")
+    entrypoint: str | None = Field(default=None, description="the rollout entrypoint")
+    eval_config: str | None = Field(default=None, description="--osmosis-config")
+    mode: str | None = Field(default=None, description="in-process or server")
+    servers: list[str] = Field(default_factory=list, description="rollout server URLs")
+    policy: str | None = Field(default=None, description="the policy (or litellm:<model>)")
+    record_mode: str | None = Field(default=None, description="--osmosis-record-mode")
+    pass_threshold: float | None = Field(default=None, description="--osmosis-pass-threshold")
+    n: int | str | None = Field(default=None, description="attempts per row, or 'auto (max K)'")
+    row_pass: str | None = Field(default=None, description="--osmosis-row-pass")
+    concurrency: int | None = Field(default=None, description="--osmosis-concurrency")
+    agent_timeout: float | None = Field(default=None, description="--osmosis-agent-timeout")
+    grader_timeout: float | None = Field(default=None, description="--osmosis-grader-timeout")
+    min_pass_rate: float | None = Field(default=None, description="--osmosis-min-pass-rate")
+    confidence: float | None = Field(default=None, description="--osmosis-confidence")
+    gate_confidence: float | None = Field(default=None, description="--osmosis-gate-confidence")
+    gate_undecided: str | None = Field(default=None, description="--osmosis-gate-undecided")
+    baseline: str | None = Field(default=None, description="--osmosis-baseline")
+    allow_partial_baseline: bool | None = Field(
+        default=None, description="--osmosis-allow-partial-baseline"
+    )
+    fail_on_regression: bool | None = Field(
+        default=None, description="--osmosis-fail-on-regression"
+    )
+    require_grader: bool | None = Field(default=None, description="--osmosis-require-grader")
+    output: str | None = Field(default=None, description="the run folder")
 
 
 class ReportSummary(_Open):
@@ -484,15 +605,27 @@ class ReportDocument(_Open):
     preflight: list[dict[str, Any]] = Field(
         default_factory=list, description="the preflight checks' results"
     )
-    config: dict[str, Any] = Field(
-        default_factory=dict, description="the run's configuration (redacted)"
+    config: ReportConfig = Field(
+        default_factory=ReportConfig, description="the run's configuration (redacted)"
     )
     resume: ReportResume | None = Field(
         default=None, description="present when the run resumed an earlier one"
     )
-    gate: dict[str, Any] | None = Field(
+    gate: ReportGate | None = Field(
         default=None, description="the pass-rate gate's decision (--osmosis-min-pass-rate)"
     )
+    verdict: RunVerdict | None = Field(
+        default=None,
+        description="the run's verdict and every reason for it (absent in older reports)",
+    )
+    run_id: str | None = Field(default=None, description="the run's id (its journal lines')")
+    started_at: str | None = Field(
+        default=None, description="when the session started (UTC, ISO 8601)"
+    )
+    finished_at: str | None = Field(
+        default=None, description="when the verdict was decided (UTC, ISO 8601)"
+    )
+    tool_version: str | None = Field(default=None, description="pytest-osmosis's version")
     baseline: ReportBaseline | None = Field(
         default=None, description="the comparison with --osmosis-baseline, when given"
     )
@@ -542,6 +675,9 @@ def report_json_schema() -> dict[str, Any]:
             "description": described,
         }
     defs["RowRecord"] = journal
+    # The keys CI scripts read are required of a report this release writes; the model
+    # itself still reads older reports (a baseline) that lack them.
+    schema["required"] = sorted({*schema.get("required", ()), *CI_KEYS})
     schema["$id"] = REPORT_SCHEMA
     schema["title"] = "pytest-osmosis report.json"
     return schema

@@ -29,44 +29,66 @@ if TYPE_CHECKING:
 
     from osmosis_rollout.dataset import DatasetRow
     from osmosis_rollout.runs.report_model import RowRecord
+    from pytest_osmosis.run.session import OsmosisSession
 
 
 def rerun_command(config: pytest.Config, path: Path, name: str) -> str:
     """The command that runs just this row, from where pytest was invoked.
 
     The ``--osmosis-*`` options given on the command line come along (the dataset and the
-    policy are often among them); the node id is relative to the invocation directory, so the
-    line runs as copied. A dataset outside the rootdir would move pytest's rootdir and ini
-    file once its path is an argument (pytest picks them from the paths it is given): the
-    line then pins the ini file this run loaded (``-c``), or the rootdir.
+    policy are often among them), except those naming where this run writes
+    (:data:`DESTINATIONS`): pasted, the line must not replace this run's report, HTML,
+    markdown or run folder (nor resume it). Those the ini file names are emptied with
+    ``-o osmosis_<name>=``, so the rerun writes to a fresh run folder of its own. The node id
+    is relative to the invocation directory, so the line runs as copied. A dataset outside
+    the rootdir would move pytest's rootdir and ini file once its path is an argument (pytest
+    picks them from the paths it is given): the line then pins the ini file this run loaded
+    (``-c``), or the rootdir.
     """
     invocation = config.invocation_params.dir
     where = os.path.relpath(path, invocation)
     nodeid = f"{Path(where).as_posix()}::{name}"
+    from_ini = [
+        f"-o osmosis_{stem}="
+        for stem in sorted(DESTINATIONS)
+        if config.getini(f"osmosis_{stem}") not in (None, "", [])
+    ]
     pinned: list[str] = []
     if not path.is_relative_to(config.rootpath):
         if config.inipath is not None:
             pinned = ["-c", os.path.relpath(config.inipath, invocation)]
         else:
             pinned = [f"--rootdir={os.path.relpath(config.rootpath, invocation)}"]
-    return shlex.join(["pytest", *pinned, *_osmosis_args(config.invocation_params.args)]) + (
-        " '" + nodeid.replace("'", "'\\''") + "'"
+    return (
+        shlex.join(["pytest", *pinned, *_osmosis_args(config.invocation_params.args)])
+        + "".join(f" {override}" for override in from_ini)
+        + (" '" + nodeid.replace("'", "'\\''") + "'")
     )
 
 
+DESTINATIONS = frozenset({"output", "report", "html", "markdown", "resume"})
+"""The options naming a file or folder the run writes: never in a rerun line."""
+
 _FLAGS = frozenset(spec.flag for spec in OPTIONS if spec.kind == "flag")
+_DESTINATION_FLAGS = frozenset(f"--osmosis-{stem}" for stem in DESTINATIONS)
 
 
 def _osmosis_args(args: tuple[str, ...] | Sequence[str]) -> list[str]:
-    """The ``--osmosis-*`` options among ``args`` with their values."""
+    """The ``--osmosis-*`` options among ``args`` with their values, but those naming where
+    the run writes."""
     kept: list[str] = []
     taking_value = False
+    dropping = False
     for arg in args:
         if taking_value:
-            kept.append(arg)
+            if not dropping:
+                kept.append(arg)
             taking_value = False
         elif arg.startswith("--osmosis-"):
-            kept.append(arg)
+            flag = arg.split("=", 1)[0]
+            dropping = flag in _DESTINATION_FLAGS
+            if not dropping:
+                kept.append(arg)
             taking_value = "=" not in arg and arg not in _FLAGS
     return kept
 
@@ -118,6 +140,9 @@ class RowItem(pytest.Item):
         #: The key its cassettes are recorded under (see ``policy_choice.CassetteKeys``).
         self.cassette_key = cassette_key
         self.stash[ROW_KEY] = RowRef(row, cassette_key=cassette_key, dataset=self.dataset)
+        self._waited: tuple[RowRecord, str] | BaseException | None = None
+        """What :meth:`setup` waited for: the verdict and the threshold's own outcome, or
+        why there is none."""
 
     @property
     def dataset(self) -> str:
@@ -127,46 +152,74 @@ class RowItem(pytest.Item):
         line = f" line {self.row.line}" if getattr(self.row, "line", None) else ""
         return f"{self.name} ({self.path.name}{line})"
 
-    def runtest(self) -> None:
+    def setup(self) -> None:
+        """Wait for the row's rollouts (started ahead): the row's setup, as a fixture is a
+        test's. A row whose rollout errored never reached its assertion (the reward), so it
+        fails here: pytest counts it as an error (``E``) and JUnit files it as ``<error>``,
+        as they do a broken fixture. With a pass-rate gate the gate counts it instead (see
+        :meth:`runtest`)."""
+        super().setup()
         session = ensure_session(self.config)
         try:
             verdict = session.rows.wait_for_row(
                 self.nodeid, self.row, cassette_key=self.cassette_key, dataset=self.dataset
             )
         except (pytest.UsageError, VerdictHookError) as exc:
-            raise OsmosisUsageFailure(str(exc)) from exc
+            self._waited = OsmosisUsageFailure(str(exc))
+            return
         except Exception as exc:
-            raise OsmosisUsageFailure(
+            self._waited = OsmosisUsageFailure(
                 f"could not start the rollouts: {type(exc).__name__}: {exc}"
-            ) from exc
+            )
+            return
         self._properties(verdict)
         row = session.book.get(self.nodeid)
-        if row is not None and row.builtin is not None:
-            self._decided_by_hook(row.builtin, verdict.verdict, verdict)
+        builtin = row.builtin if row is not None and row.builtin is not None else verdict.verdict
+        self._waited = (verdict, builtin)
+        errored = any(a.status == "failed" for a in verdict.attempts)
+        if builtin == verdict.verdict == "failed" and errored and not _gated(session):
+            self._show_printed(verdict, "setup")
+            pytest.fail(self._failure_message(session, verdict), pytrace=False)
+
+    def runtest(self) -> None:
+        session = ensure_session(self.config)
+        waited = self._waited
+        if isinstance(waited, BaseException):
+            raise waited
+        if waited is None:
+            raise OsmosisUsageFailure("the row's rollouts were not waited for (no setup ran)")
+        verdict, builtin = waited
+        if verdict.verdict != builtin:
+            self._decided_by_hook(builtin, verdict.verdict, verdict)
         if verdict.verdict == "skipped":
             raise pytest.skip.Exception(
                 "the grader removed the sample (remove_sample=True)", _use_item_location=True
             )
         if verdict.verdict == "failed":
-            self._show_printed(verdict)
-            pytest.fail(
-                failure_message(
-                    row_desc=self.describe(),
-                    verdict=verdict,
-                    threshold=session.settings.pass_threshold,
-                    rule=session.settings.row_pass,
-                    label=self.row.label,
-                    # A rollout server logs its tracebacks itself, not in our rollouts.log.
-                    log_path=None
-                    if session.settings.servers or session.settings.serve
-                    else str(session.output / "rollouts.log"),
-                    rerun=rerun_command(self.config, self.path, self.name),
-                    prompt=_prompt_text(self.row),
-                ),
-                pytrace=False,
-            )
+            message = self._failure_message(session, verdict)
+            if _gated(session):
+                # A pass-rate gate counts this miss and decides the run (its own test case,
+                # see gate_cases): the row is an expected failure, as pytest's xfail is.
+                pytest.xfail(message.splitlines()[0])
+            self._show_printed(verdict, "call")
+            pytest.fail(message, pytrace=False)
 
-    def _show_printed(self, verdict: RowRecord) -> None:
+    def _failure_message(self, session: OsmosisSession, verdict: RowRecord) -> str:
+        return failure_message(
+            row_desc=self.describe(),
+            verdict=verdict,
+            threshold=session.settings.pass_threshold,
+            rule=session.settings.row_pass,
+            label=self.row.label,
+            # A rollout server logs its tracebacks itself, not in our rollouts.log.
+            log_path=None
+            if session.settings.servers or session.settings.serve
+            else str(session.output / "rollouts.log"),
+            rerun=rerun_command(self.config, self.path, self.name),
+            prompt=_prompt_text(self.row),
+        )
+
+    def _show_printed(self, verdict: RowRecord, when: str) -> None:
         """What this row's rollouts printed, as the failure's "Captured rollout output"
         section (with ``-s`` it went to the terminal as it was printed)."""
         if self.config.getoption("capture", None) == "no":
@@ -178,7 +231,7 @@ class RowItem(pytest.Item):
         text = "\n".join(
             (f"attempt {a.run_index}:\n" if many else "") + str(a.printed) for a in printed
         )
-        self.add_report_section("call", "rollout output", text + "\n")
+        self.add_report_section(when, "rollout output", text + "\n")
 
     def teardown(self) -> None:
         """Let go of the row's content: its rollouts have run and its report is written.
@@ -187,6 +240,7 @@ class RowItem(pytest.Item):
         parsed record do not, so a 10,000-row run does not hold every row until it ends.
         """
         super().teardown()
+        self._waited = None
         row = self.row
         if row.raw or row.initial_messages or row.metadata:
             self.row = dataclasses.replace(row, raw={}, initial_messages=[], metadata=None)
@@ -217,11 +271,13 @@ class RowItem(pytest.Item):
         rewards = ", ".join(
             "-" if a.reward is None else format(a.reward, "g") for a in verdict.attempts
         )
-        pytest.fail(
+        message = (
             f"{self.describe()}: failed by a pytest_osmosis_row_verdict hook "
-            f"(the threshold alone said {builtin}; rewards: {rewards})",
-            pytrace=False,
+            f"(the threshold alone said {builtin}; rewards: {rewards})"
         )
+        if _gated(ensure_session(self.config)):
+            pytest.xfail(message)  # the gate counts it, as any row that missed
+        pytest.fail(message, pytrace=False)
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
@@ -235,3 +291,8 @@ class RowItem(pytest.Item):
         line = getattr(self.row, "line", None)
         # The row's line in the dataset (0-based, as pytest counts), so skips point at it.
         return self.path, (line - 1 if line else 0), self.name
+
+
+def _gated(session: OsmosisSession) -> bool:
+    """A pass-rate gate decides the run: a row that misses is an expected failure."""
+    return session.settings.min_pass_rate is not None

@@ -290,9 +290,9 @@ def apply_gates(
         )
         for key in diff["regressed"]:
             lines.append(
-                f"  REGRESSED {key}"
+                f"  REGRESSED {key}  passed -> failed"
                 + (
-                    f"  reward {diff['reward_deltas'][key]:+g}"
+                    f", reward change {diff['reward_deltas'][key]:+g}"
                     if key in diff["reward_deltas"]
                     else ""
                 )
@@ -312,10 +312,17 @@ def apply_gates(
                 override = pytest.ExitCode.TESTS_FAILED
         elif settings.fail_on_regression:
             regressed = len(diff["regressed"])
+            # Without a confidence, any regressed row fails: say so, since the paired test
+            # printed above may call the change not significant.
             verdicts.append(
                 (
-                    f"baseline gate: {regressed} regressed: "
-                    + ("failed (--osmosis-fail-on-regression)" if regressed else "passed"),
+                    f"baseline gate: {regressed} row{'' if regressed == 1 else 's'} regressed: "
+                    + (
+                        "failed (--osmosis-fail-on-regression fails on any regressed row; with "
+                        "--osmosis-gate-confidence only a significant regression fails)"
+                        if regressed
+                        else "passed"
+                    ),
                     not regressed,
                 )
             )

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_rollout.runs.gating import RegressionTest, percent
+from osmosis_rollout.runs.run_verdict import failed_parts
 from pytest_osmosis.results.report import (
-    failed_parts,
     format_cost,
     interval_text,
     ungraded_line,
@@ -586,9 +586,24 @@ def _cards(document: dict[str, Any], outcomes: Counter[str]) -> str:
     )
 
 
+def _verdict_banner(verdict: dict[str, Any]) -> str:
+    """The run's verdict (report.json's ``verdict``, as the exit status and JUnit hold it):
+    its outcome, then each reason that is not a plain pass."""
+    outcome = str(verdict.get("outcome"))
+    reasons = [r for r in verdict.get("reasons") or [] if isinstance(r, dict)]
+    shown = [r for r in reasons if r.get("outcome") != "passed" or r.get("kind") == "gate"]
+    lines = "".join(f"<br>{_e(r.get('line'))}" for r in shown)
+    css = "good" if outcome == "passed" else "bad"
+    return (
+        f'<div class="banner {css}" data-verdict="{_e(outcome)}">Verdict: {_e(outcome.upper())} '
+        f"(exit status {_e(verdict.get('exit_status'))}){lines}</div>"
+    )
+
+
 def _banners(document: dict[str, Any]) -> str:
     summary = document["summary"]
-    parts = []
+    verdict = document.get("verdict")
+    parts = [_verdict_banner(verdict)] if isinstance(verdict, dict) else []
     if summary.get("complete") is False:
         not_run = summary.get("not_run")
         count = not_run.get("count") if isinstance(not_run, dict) else not_run
@@ -601,7 +616,9 @@ def _banners(document: dict[str, Any]) -> str:
     if ungraded:
         parts.append(f'<div class="banner bad">{_e(ungraded)}</div>')
     gate = document.get("gate")
-    if isinstance(gate, dict) and isinstance(gate.get("interval"), dict):
+    if isinstance(verdict, dict):
+        pass  # the verdict's banner holds every gate's line
+    elif isinstance(gate, dict) and isinstance(gate.get("interval"), dict):
         # Decided at a stated confidence (--osmosis-gate-confidence): its interval and outcome.
         ok = bool(gate.get("passed"))
         interval = gate["interval"]

@@ -22,7 +22,14 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["Input", "OutputWrite", "check_output_paths", "why_unwritable", "write_outputs"]
+__all__ = [
+    "Input",
+    "OutputWrite",
+    "check_output_paths",
+    "refuse_overwrites",
+    "why_unwritable",
+    "write_outputs",
+]
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,25 @@ def check_output_paths(
         if reason is not None:
             raise pytest.UsageError(
                 f"{flag}: cannot write {path}: {reason}; choose another path or remove what is in the way"
+            )
+
+
+def refuse_overwrites(files: list[tuple[str, Path | None]], *, overwrite: bool) -> None:
+    """Raise ``pytest.UsageError`` (exit 4) for the first report, HTML or markdown file an
+    earlier run wrote, which this run would replace.
+
+    A run only replaces what it creates in this invocation: pasting a printed command again,
+    or running twice with the same ``--osmosis-report``, must not destroy the first run's
+    result or a baseline kept there. ``overwrite`` (``--osmosis-overwrite``) allows it. (The
+    run folder's own check is :meth:`~pytest_osmosis.results.run_folder.RunFolder.claim`.)
+    """
+    if overwrite:
+        return
+    for flag, path in files:
+        if path is not None and path.is_file():
+            raise pytest.UsageError(
+                f"{flag}: {path} exists (an earlier run wrote it); pass --osmosis-overwrite "
+                "to replace it, or choose another path"
             )
 
 

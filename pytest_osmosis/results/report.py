@@ -29,6 +29,7 @@ from osmosis_rollout.runs.gating import percent
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME, RowJournal, read_journal
 from osmosis_rollout.runs.report import in_report_order, report_document, summarize
 from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
+from osmosis_rollout.runs.run_verdict import failed_parts
 
 __all__ = [
     "RunReport",
@@ -261,19 +262,6 @@ def _counts(
     segments.append((f"  skipped: {skipped}", {"yellow": True} if skipped else {}))
     segments.append((f"  pass rate: {rate:.1%}{interval_text(interval)}", {}))
     return segments
-
-
-def failed_parts(failed: int, errored: int) -> str:
-    """What ``failed`` is made of, in the words the summary, the HTML cards and the schema
-    share: ``2 errored, 8 below threshold`` (a part that is 0 is left out).
-
-    ``errored``: a rollout failed (no reward); ``below threshold``: every rollout ran, and the
-    rewards missed the pass threshold (or the row-pass rule).
-    """
-    parts = [f"{errored} errored"] if errored else []
-    if failed - errored:
-        parts.append(f"{failed - errored} below threshold")
-    return ", ".join(parts)
 
 
 UNGRADED_WHY = {

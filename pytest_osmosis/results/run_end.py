@@ -5,25 +5,35 @@ notes each reported row (on the controlling process: pytest-xdist workers' repor
 there), and at the end reads the rows back from the journal, once: every figure, the
 exit status included, covers the rows pytest reported and the rows a resume kept; a row that
 finished ahead of pytest when ``-x`` or ``--maxfail`` stopped it counts nowhere (pytest does
-not count it either) and is a row not run, while after a signal every journaled row counts. Then it writes ``run.json``, ``report.json`` and the other
-report files, applies the gates and prints the ``osmosis summary`` section.
+not count it either) and is a row not run, while after a signal every journaled row counts.
+Then it applies the gates, decides the run's verdict (:mod:`~osmosis_rollout.runs.run_verdict`),
+runs each gate as a test case, writes ``run.json``, ``report.json`` and the other report
+files with that verdict, makes it the exit status and prints the ``osmosis summary`` section.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
+import os
+from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME
+from osmosis_rollout.runs.report import tool_version
+from osmosis_rollout.runs.report_model import RunVerdict
+from osmosis_rollout.runs.run_verdict import decide
 from pytest_osmosis.keys import REPORT_ATTR, WORD_ATTR
 from pytest_osmosis.options import resolve_path
 from pytest_osmosis.results.failure_groups import FailureGroups
+from pytest_osmosis.results.markdown import RowMiss
 from pytest_osmosis.results.output_paths import OutputWrite, write_outputs
 from pytest_osmosis.results.report import summary_segments, ungraded_line
-from pytest_osmosis.results.stopped import EXIT_WRITE_FAILED, how_it_ended, incomplete_lines
+from pytest_osmosis.results.stopped import how_it_ended, incomplete_lines
 
 if TYPE_CHECKING:
     from pytest_osmosis.options import OsmosisSettings
@@ -36,6 +46,50 @@ if TYPE_CHECKING:
 __all__ = ["SUMMARY_PLUGIN", "RunSummary", "SummaryHost"]
 
 SUMMARY_PLUGIN = "osmosis-summary"
+
+_VERDICT_STATUSES = frozenset(
+    {
+        pytest.ExitCode.OK,
+        pytest.ExitCode.TESTS_FAILED,
+        pytest.ExitCode.INTERRUPTED,
+        pytest.ExitCode.NO_TESTS_COLLECTED,
+    }
+)
+"""pytest's statuses the verdict replaces (an internal or usage error stays pytest's)."""
+
+SHOWN_ROWS = 10
+"""Rows below the threshold the terminal lists by name (the reports list every one)."""
+
+
+def _utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The run's end as decided once: how it ended, the gates, the verdict."""
+
+    finished: dict[str, Any]
+    gates: GateResult
+    verdict: RunVerdict
+    signal: str | None
+    """The signal received when it was decided (a later one decides again)."""
+    at: str
+    """When (UTC, ISO 8601)."""
+    summary: dict[str, Any]
+    gate_lines: list[tuple[str, bool]]
+    other_failures: int
+
+    def with_disk(self, lines: list[str], *, gated: bool) -> RunVerdict:
+        """The verdict once ``lines`` (files that could not be written) are known."""
+        disk = [r.line for r in self.verdict.reasons if r.kind == "disk"]
+        return decide(
+            self.summary,
+            gates=self.gate_lines,
+            gated=gated,
+            other_failures=self.other_failures,
+            disk=[*disk, *lines],
+        )
 
 
 class SummaryHost(Protocol):
@@ -51,6 +105,7 @@ class SummaryHost(Protocol):
     signals: SignalWatch
     selected: list[str]
     log_failure: str | None
+    run_name: str
 
     def write_run_file(self, finished: dict[str, Any] | None) -> None:
         """Write ``run.json``."""
@@ -67,9 +122,31 @@ class RunSummary:
         self._summary_started = False
         self.failure_groups = FailureGroups()
         """The failed rows by what failed: a repeated failure is printed in full once."""
+        self.decided: Decided | None = None
+        """The run's end, once decided."""
+        self.verdict: RunVerdict | None = None
+        """The run's verdict as the files and the exit status hold it."""
+        self.started_at = _utc_now()
+        self.row_misses: list[RowMiss] = []
+        """Each reported row that failed, or that a pass-rate gate counted as an expected
+        failure, in the order pytest reported them."""
+        self._row_failures = 0
+        """Row reports pytest counted as failed (the rest of ``testsfailed`` is other tests)."""
+        self._gate_failures = 0
+        self._planned: int | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._pytest_session = session
+        self.started_at = _utc_now()
+
+    def pytest_runtest_logstart(self) -> None:
+        """Count the gate cases in pytest's progress, once collection (xdist's too) is over."""
+        session = self._pytest_session
+        if self._planned is None and session is not None and not self.session.is_worker:
+            from pytest_osmosis.results.gate_cases import planned_gates
+
+            self._planned = planned_gates(self.session.settings)
+            session.testscollected += self._planned
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep each row's record from its report (controller only; workers' reports arrive here)."""
@@ -81,8 +158,15 @@ class RunSummary:
         if stop is not None and session is not None and not session.shouldstop:
             session.shouldstop = stop  # a run file could not be written: stop after this item
         value = getattr(report, REPORT_ATTR, None)
-        if report.when != "call" or not isinstance(value, dict):
+        if not isinstance(value, dict):
             return
+        if report.failed:
+            self._row_failures += 1
+        if report.failed or hasattr(report, "wasxfail"):
+            errored = any(a.get("status") == "failed" for a in value.get("attempts", ()))
+            self.row_misses.append(
+                RowMiss(report.nodeid, _first_line(report), errored, not report.failed)
+            )
         # The row's record is in the journal, read back at the end: only that pytest
         # reported it is kept (pytest keeps every report for the session).
         osmosis.report.reported.add(value["nodeid"])
@@ -109,19 +193,46 @@ class RunSummary:
             return "passed", ".", (f"PASSED {word}", {"green": True})
         return "failed", "F", (f"FAILED {word}", {"red": True})
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        """Once every row is reported, decide the run's verdict and run each gate as a test
+        case (:mod:`~pytest_osmosis.results.gate_cases`), while pytest still counts and reports tests.
+
+        Registered after the session plugin, so this wrapper is outside the session's (the
+        engine is stopped by then), and before the terminal's own wrapper finishes the
+        progress line (registered later, it wraps this one). A run that
+        pytest stopped (``-x``, ``--maxfail``, a signal) ends with an exception here and is
+        decided at ``pytest_sessionfinish`` instead; it has no gate cases.
+        """
+        result = yield
+        osmosis = self.session
+        if osmosis.is_worker or osmosis.config.option.collectonly or not self._has_rows():
+            return result
+        from pytest_osmosis.results.gate_cases import run_gate_cases
+
+        exitstatus = pytest.ExitCode.TESTS_FAILED if session.testsfailed else pytest.ExitCode.OK
+        decided = self._decide(session, exitstatus)
+        kept_failed = 0
+        if osmosis.settings.min_pass_rate is None:
+            # Failed rows pytest did not count: those a resume kept from the journal.
+            kept_failed = int(decided.summary["rows"]["failed"]) - self._row_failures
+        self._gate_failures = run_gate_cases(session, decided.verdict, kept_failed=kept_failed)
+        return result
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Say how the run ended, write the report files and apply the gates (controller only).
+        """Write the report files with the run's verdict and make it the exit status
+        (controller only).
 
         A file that cannot be written is reported after the summary, and the run exits
-        :data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`.
+        :data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`. A signal received after
+        the verdict was decided (pytest writing its reports) makes the run interrupted: it is
+        decided again, and the files say so.
         """
         osmosis = self.session
         if osmosis.is_worker or osmosis.config.option.collectonly:
             return
-        report = osmosis.report
-        report.close()
-        if not report.reported and not osmosis.selected:
+        if not self._has_rows():
             osmosis.folder.abandon()
             return
         try:
@@ -130,15 +241,25 @@ class RunSummary:
             osmosis.folder.release()
         self.failure_groups.shorten_repeats()  # before pytest prints the failures
 
-    def _finish(self, session: pytest.Session, exitstatus: int) -> None:
+    def _has_rows(self) -> bool:
+        """Whether the run has rows to report (the journal is closed from here on)."""
+        if self.decided is not None:
+            return True  # closed when it was decided: closing again drops the rows read back
+        report = self.session.report
+        report.close()
+        return bool(report.reported or self.session.selected)
+
+    def _decide(self, session: pytest.Session, exitstatus: int) -> Decided:
+        """Finish the report over the rows this run counts, apply the gates and decide."""
         from pytest_osmosis.results.gates import apply_gates
 
         osmosis = self.session
         report, plan, stop = osmosis.report, osmosis.resume.plan, osmosis.folder.write_failure
+        received = osmosis.signals.received
         if stop is not None:
             finished = {"stopped_by": stop, "interrupted": False}
         else:
-            finished = how_it_ended(session, exitstatus, osmosis.signals.received)
+            finished = how_it_ended(session, exitstatus, received)
         counted = None
         if not finished.get("interrupted"):
             # -x, --maxfail or a write that failed: pytest stopped reporting, and a row that
@@ -149,11 +270,6 @@ class RunSummary:
             # pytest-xdist ends -x/--maxfail as an interrupt; without xdist it is a failure.
             exitstatus = session.exitstatus = pytest.ExitCode.TESTS_FAILED
         report.finish(selected=osmosis.selected, finished=finished, counted=counted)
-        rows = report.summary()["rows"]
-        if rows["total"] and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-            # The verdict of every row of the run, those a resume kept included.
-            exitstatus = pytest.ExitCode.TESTS_FAILED if rows["failed"] else pytest.ExitCode.OK
-            session.exitstatus = exitstatus
         settings = osmosis.settings
         gates = apply_gates(
             settings,
@@ -162,34 +278,68 @@ class RunSummary:
             testsfailed=session.testsfailed,
             exitstatus=exitstatus,
         )
-        written, failures, head = self._write_files(
-            gates, {**finished, "preflight": report.preflight}
+        head = report.document(dict(gates.extra))
+        gate_lines = [*gates.verdicts, *self._grader_required(head)]
+        other = session.testsfailed - self._row_failures - self._gate_failures
+        verdict = decide(
+            head["summary"],
+            gates=gate_lines,
+            gated=settings.min_pass_rate is not None,
+            other_failures=other,
+            disk=[f"osmosis: stopped: {stop}"] if stop is not None else [],
         )
+        self.decided = Decided(
+            finished, gates, verdict, received, _utc_now(), head["summary"], gate_lines, other
+        )
+        return self.decided
+
+    def _finish(self, session: pytest.Session, exitstatus: int) -> None:
+        osmosis = self.session
+        decided = self.decided
+        if decided is None or decided.signal != osmosis.signals.received:
+            decided = self._decide(session, exitstatus)
+        written, failures, head = self._write_files(decided)
+        # Read from the journal now: a run-finished hook may move the run directory.
+        segments = self._segments(head)
+        report_json = str(osmosis.output / "report.json")
+        osmosis.config.hook.pytest_osmosis_run_finished(
+            summary=head["summary"], report_path=report_json if report_json in written else None
+        )
+        if osmosis.signals.received != decided.signal and self._journal_still_there():
+            # A signal while the files were written (or a run-finished hook ran): the run
+            # was interrupted, and its files must not say it was complete.
+            decided = self._decide(session, exitstatus)
+            written, failures, head = self._write_files(decided)
+            segments = self._segments(head)
+        _, step_failures = self._append_step_summary(head)
+        failures = [*failures, *step_failures]
+        verdict = decided.verdict
+        if failures:
+            # The report files already written say what was decided before they failed; the
+            # exit status and the terminal say the outcome is not all on disk.
+            verdict = decided.with_disk(failures, gated=osmosis.settings.min_pass_rate is not None)
+        self.verdict = verdict
         self.result = {
             "summary": head["summary"],
-            # Read from the journal now: a run-finished hook may move the run directory.
-            "segments": summary_segments(
-                report, head["summary"], entrypoint=(head.get("config") or {}).get("entrypoint")
-            ),
+            "segments": segments,
             "not_run": head["not_run"],
-            "gate_lines": gates.lines,
-            "verdicts": [*gates.verdicts, *self._grader_required(head)],
+            "gate_lines": decided.gates.lines,
             "paths": [
                 str(resolve_path(osmosis.config, w)) for w in written if not w.endswith("run.json")
             ],
             "write_failures": failures,
         }
-        if gates.exit_override is not None:
-            session.exitstatus = gates.exit_override
-        if self._grader_required(head) and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if stop is not None or failures:
-            # A run file that could not be written: the run's outcome is not on disk.
-            session.exitstatus = EXIT_WRITE_FAILED
-        report_json = str(osmosis.output / "report.json")
-        osmosis.config.hook.pytest_osmosis_run_finished(
-            summary=head["summary"], report_path=report_json if report_json in written else None
-        )
+        if session.exitstatus in _VERDICT_STATUSES:
+            session.exitstatus = verdict.exit_status
+
+    def _segments(self, head: dict[str, Any]) -> list[Any]:
+        entrypoint = (head.get("config") or {}).get("entrypoint")
+        return summary_segments(self.session.report, head["summary"], entrypoint=entrypoint)
+
+    def _journal_still_there(self) -> bool:
+        """The run folder was not moved away (by a run-finished hook): its files may be
+        written again."""
+        return (self.session.output / JOURNAL_FILENAME).exists()
 
     def _grader_required(self, head: dict[str, Any]) -> list[tuple[str, bool]]:
         """The ``--osmosis-require-grader`` verdict when rows ran ungraded (it fails the run)."""
@@ -197,19 +347,25 @@ class RunSummary:
             return []
         line = ungraded_line(head["summary"], (head.get("config") or {}).get("entrypoint"))
         if line is None:
-            return []
+            return [("require-grader: every row that ran was graded: passed", True)]
         return [(f"require-grader: {line.removeprefix('ungraded: ')}: failed", False)]
 
-    def _write_files(
-        self, gates: GateResult, finished: dict[str, Any]
-    ) -> tuple[list[str], list[str], dict[str, Any]]:
+    def _write_files(self, decided: Decided) -> tuple[list[str], list[str], dict[str, Any]]:
         """Write run.json and the report files: the paths written, the failures, the head."""
         osmosis = self.session
         report, settings, output = osmosis.report, osmosis.settings, osmosis.output
-        extra = dict(gates.extra)
+        finished = {**decided.finished, "preflight": report.preflight}
+        extra = dict(decided.gates.extra)
         plan = osmosis.resume.plan
         if plan is not None:
             extra["resume"] = plan.describe()
+        extra.update(
+            verdict=decided.verdict.model_dump(),
+            run_id=osmosis.run_name,
+            started_at=self.started_at,
+            finished_at=decided.at,
+            tool_version=tool_version(),
+        )
         head = report.document(extra)
         writes = [
             OutputWrite(
@@ -242,8 +398,45 @@ class RunSummary:
                     "HTML report", settings.html, functools.partial(write_html, html_path, head)
                 )
             )
+        if settings.markdown:
+            from osmosis_rollout._internal.atomic import write_text_atomic
+            from pytest_osmosis.results.markdown import render_markdown
+
+            markdown_path = resolve_path(osmosis.config, settings.markdown)
+            writes.append(
+                OutputWrite(
+                    "markdown summary",
+                    settings.markdown,
+                    lambda: write_text_atomic(
+                        markdown_path, render_markdown(head, self.row_misses)
+                    ),
+                )
+            )
         written, failures = write_outputs(writes)
         return written, failures, head
+
+    def _append_step_summary(self, head: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """Append the markdown summary to ``$GITHUB_STEP_SUMMARY`` when GitHub Actions set it
+        (once, with the final verdict)."""
+        from pytest_osmosis.results.markdown import (
+            STEP_SUMMARY_ENV,
+            append_markdown,
+            render_markdown,
+        )
+
+        target = os.environ.get(STEP_SUMMARY_ENV)
+        if not target:
+            return [], []
+        text = render_markdown(head, self.row_misses)
+        return write_outputs(
+            [
+                OutputWrite(
+                    "job summary",
+                    target,
+                    functools.partial(append_markdown, Path(target), text),
+                )
+            ]
+        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         self._summary_started = True
@@ -280,6 +473,31 @@ class RunSummary:
             )
         for line in result["write_failures"]:
             terminalreporter.write_line(line, red=True)
-        # The verdicts come last: the line a reader looks for, just before pytest's own.
-        for line, passed in result["verdicts"]:
-            terminalreporter.write_line(line, green=passed, red=not passed, bold=True)
+        tolerated = [m for m in self.row_misses if m.tolerated]
+        if tolerated:
+            terminalreporter.write_line(
+                f"below the threshold, counted by the gate: {len(tolerated)} row"
+                + ("s" if len(tolerated) != 1 else "")
+                + " (xfailed; -rx lists them too)",
+                yellow=True,
+            )
+            for miss in tolerated[:SHOWN_ROWS]:
+                terminalreporter.write_line(f"  {miss.reason}")
+            if len(tolerated) > SHOWN_ROWS:
+                terminalreporter.write_line(f"  ... and {len(tolerated) - SHOWN_ROWS} more")
+        # The gates come last: the line a reader looks for, just before pytest's own.
+        verdict = self.verdict
+        for reason in verdict.reasons if verdict is not None else ():
+            if reason.kind == "gate":
+                passed = reason.outcome == "passed"
+                terminalreporter.write_line(reason.line, green=passed, red=not passed, bold=True)
+
+
+def _first_line(report: pytest.TestReport) -> str:
+    """The first line of why a row's report failed (an expected failure's reason)."""
+    reason = getattr(report, "wasxfail", None)
+    if not reason:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        reason = getattr(crash, "message", None) or report.longreprtext
+    first = str(reason).strip().splitlines()[0] if str(reason).strip() else report.nodeid
+    return first.removeprefix("Failed: ")

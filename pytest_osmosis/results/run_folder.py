@@ -90,11 +90,12 @@ class RunFolder:
         """True while this run holds the folder's lock."""
         return self._fd is not None
 
-    def claim(self, *, resume: bool) -> None:
+    def claim(self, *, resume: bool, overwrite: bool = True) -> None:
         """Check the folder is ours, lock it, and (``resume``) cut a torn journal tail.
 
-        Raises :class:`RunFolderError` naming the holder or the foreign files; nothing was
-        created or changed then.
+        Raises :class:`RunFolderError` naming the holder or the foreign files, or (unless
+        ``overwrite``) the earlier run a fresh run would replace; nothing was created or
+        changed then.
         """
         if self.path.is_dir():
             self._check_ours(resume=resume)
@@ -105,6 +106,14 @@ class RunFolder:
         except BaseException:
             self.abandon()
             raise
+        earlier = [n for n in (REPORT_FILENAME, JOURNAL_FILENAME) if (self.path / n).exists()]
+        if earlier and not resume and not overwrite:
+            self.release()
+            raise RunFolderError(
+                f"{self.flag}: {self.path} holds an earlier run ({', '.join(earlier)}); pass "
+                f"--osmosis-resume {self.path} to continue it, --osmosis-overwrite to replace "
+                "it, or choose another folder"
+            )
         if resume:
             self.torn_bytes = cut_torn_tail(self.path / JOURNAL_FILENAME)
 

@@ -405,17 +405,16 @@ class RowRunner:
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """Put a dataset row's record on its call report (JSON primitives, which
-        pytest-xdist ships to the controller) with what ``-v`` shows beside the outcome."""
+        """Put a dataset row's record on its outcome report (its call's, or its setup's when
+        the row errored there), as JSON primitives, which pytest-xdist ships to the
+        controller, with what ``-v`` shows beside the outcome."""
         report = yield
-        if (
-            report.when == "call"
-            and self.breaker.tripped is not None
-            and not item.session.shouldstop
-        ):
+        # The row's outcome report: its call, or its setup when the row errored there.
+        outcome = report.when == "call" or (report.when == "setup" and report.failed)
+        if outcome and self.breaker.tripped is not None and not item.session.shouldstop:
             # The model or rollout server is down: stop after this item (see infra_breaker).
             item.session.shouldstop = self.breaker.tripped
-        row = self.book.get(item.nodeid) if report.when == "call" else None
+        row = self.book.get(item.nodeid) if outcome else None
         record = row.record if row is not None and row.dataset is not None else None
         if row is not None:
             row.release()

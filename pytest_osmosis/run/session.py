@@ -181,6 +181,12 @@ class OsmosisSession:
             "grader_timeout": s.grader_timeout,
             "min_pass_rate": s.min_pass_rate,
             "confidence": s.confidence,  # of the summary's intervals, for a rebuilt report
+            "gate_confidence": s.gate_confidence,
+            "gate_undecided": s.gate_undecided,
+            "baseline": s.baseline,
+            "allow_partial_baseline": s.allow_partial_baseline,
+            "fail_on_regression": s.fail_on_regression,
+            "require_grader": s.require_grader,
             "output": str(self.output),
         }
 
@@ -274,7 +280,12 @@ class OsmosisSession:
         self.signals.install()  # SIGTERM while collecting stops the run as Ctrl-C does too
         if not self.config.option.collectonly:
             try:
-                self.folder.claim(resume=bool(self.settings.resume))
+                self.folder.claim(
+                    resume=bool(self.settings.resume),
+                    # The default folder is new for each run; one named may hold an earlier
+                    # run, which a run replaces only when asked.
+                    overwrite=self.settings.overwrite or not self.settings.output,
+                )
             except RunFolderError as exc:
                 raise pytest.UsageError(f"pytest-osmosis: {exc}") from exc
         from pytest_osmosis.display.live import start_live_progress

@@ -31,3 +31,5 @@ def workspace(pytester: pytest.Pytester) -> Callable[..., Path]:
 @pytest.fixture(autouse=True)
 def _isolated_artifacts(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("_OSMOSIS_ROLLOUT_ARTIFACT_ROOT", str(pytester.path / ".artifacts"))
+    # Runs under test must not append to the job summary of the CI running this suite.
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)

@@ -60,7 +60,7 @@ def test_a_row_that_exits_fails_alone_and_the_others_pass(
 ) -> None:
     workspace(_rows(5), main=_main(trigger=f'if text == "row 2": {call}'))
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, *DEADLINES)
-    result.assert_outcomes(passed=4 + PREFLIGHT, failed=1)
+    result.assert_outcomes(passed=4 + PREFLIGHT, errors=1)
     assert f"row-2 (test.jsonl line 3): rollout failed [agent_error]: {shown}" in _out(result)
 
 
@@ -85,7 +85,7 @@ class G(Grader):
 """
     workspace(_rows(3), main=main)
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, *DEADLINES)
-    result.assert_outcomes(passed=2 + PREFLIGHT, failed=1)
+    result.assert_outcomes(passed=2 + PREFLIGHT, errors=1)
     assert (
         "row-1 (test.jsonl line 2): rollout failed [agent_error]: SystemExit: 3 raised by the workflow"
         in _out(result)
@@ -98,7 +98,7 @@ def test_a_grader_that_exits_is_named_as_the_grader(
     grade = 'if ctx.sample.messages[0]["content"] == "row 0": sys.exit(3)'
     workspace(_rows(2), main=_main(grade=grade))
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, *DEADLINES)
-    result.assert_outcomes(passed=1 + PREFLIGHT, failed=1)
+    result.assert_outcomes(passed=1 + PREFLIGHT, errors=1)
     assert (
         "row-0 (test.jsonl line 1): the grader failed [agent_error]: "
         "SystemExit: 3 raised by the grader" in _out(result)
@@ -118,7 +118,7 @@ def test_when_the_rollout_loop_dies_every_pending_row_fails_at_once_with_the_cau
     result = pytester.runpytest(
         "--osmosis-dataset=data/test.jsonl", POLICY, *DEADLINES, "--osmosis-output=out"
     )
-    result.assert_outcomes(passed=PREFLIGHT, failed=4)
+    result.assert_outcomes(passed=PREFLIGHT, errors=4)
     result.stdout.fnmatch_lines(["*the rollout event loop stopped: SystemExit: 7*"])
     rows = [json.loads(line) for line in (root / "out" / "rows.jsonl").read_text().splitlines()]
     assert {a["error_type"] for r in rows for a in r["attempts"]} == {"rollout_loop_stopped"}
@@ -130,7 +130,7 @@ def test_a_grader_exception_is_reported_as_the_grader_failing_with_the_log_to_re
     grade = 'raise RuntimeError("the rubric file is missing")'
     root = workspace(_rows(1), main=_main(grade=grade))
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-output=out")
-    result.assert_outcomes(passed=PREFLIGHT, failed=1)
+    result.assert_outcomes(passed=PREFLIGHT, errors=1)
     log = root / "out" / "rollouts.log"
     out = _out(result)
     assert (
@@ -149,7 +149,7 @@ def test_a_non_finite_reward_says_what_the_grader_set(
 ) -> None:
     workspace(_rows(1), main=_main(grade=f"ctx.set_reward({value}); return"))
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
-    result.assert_outcomes(passed=PREFLIGHT, failed=1)
+    result.assert_outcomes(passed=PREFLIGHT, errors=1)
     out = _out(result)
     assert f"the grader failed [validation_error]: the grader set reward={shown};" in out
     assert "validation error for" not in out
@@ -194,7 +194,7 @@ def test_a_blocked_loop_is_named_with_the_rollout_and_line_in_every_row_it_faile
         "--osmosis-agent-timeout=1",
         "--osmosis-grader-timeout=30",
     )
-    result.assert_outcomes(passed=PREFLIGHT, failed=4)
+    result.assert_outcomes(passed=PREFLIGHT, errors=4)
     out = _out(result)
     main = root / "rollouts" / "demo" / "main.py"
     blocked = (
@@ -222,7 +222,7 @@ def test_a_failed_row_points_at_its_diagnostics_and_a_passing_row_has_none(
     trigger = 'if text == "row 1": raise RuntimeError("the tool server is down")'
     root = workspace(_rows(2), main=_main(trigger=trigger))
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-output=out")
-    result.assert_outcomes(passed=1 + PREFLIGHT, failed=1)
+    result.assert_outcomes(passed=1 + PREFLIGHT, errors=1)
     lines = (root / "out" / "rows.jsonl").read_text().splitlines()
     attempts = {row["row_key"]: row["attempts"][0] for row in map(json.loads, lines)}
     assert attempts["row-0"]["diagnostics_path"] is None

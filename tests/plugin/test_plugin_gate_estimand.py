@@ -19,7 +19,12 @@ from workspaces import POLICY_PY, SEEDED_FLAKY_POLICY, multiply_rows, write_rows
 
 POLICY = "--osmosis-policy=policy.py:policy"
 DATASET = "--osmosis-dataset=data/test.jsonl"
-GATE = ("--osmosis-gate-confidence=0.95", "--osmosis-report=r.json", "--osmosis-html=r.html")
+GATE = (
+    "--osmosis-gate-confidence=0.95",
+    "--osmosis-report=r.json",
+    "--osmosis-html=r.html",
+    "--osmosis-overwrite",  # a test's later runs replace its first run's report
+)
 
 
 def _line(result: pytest.RunResult, start: str) -> str:

@@ -55,7 +55,8 @@ def test_a_replay_miss_fails_that_row_with_the_difference(
     rows[2]["user_prompt"] = "What is 4 times 5, exactly?"
     write_rows(root / "data" / "test.jsonl", rows)
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl")
-    result.assert_outcomes(passed=3 + PREFLIGHT, failed=1)
+    # A miss leaves the row without a reward: an error of the row, not a failed assertion.
+    result.assert_outcomes(passed=3 + PREFLIGHT, errors=1)
     out = result.stdout.str()
     assert "row-2" in out and "cassette" in out.lower()
     assert "What is 4 times 5, exactly?" in out
@@ -121,7 +122,8 @@ def test_the_suite_gate_passes_at_the_rate_and_fails_below_it(
     at_rate = pytester.runpytest(
         "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-min-pass-rate=0.75"
     )
-    at_rate.assert_outcomes(passed=3 + PREFLIGHT, failed=1)
+    # The gate is a test case of its own; the row it counts is an expected failure.
+    at_rate.assert_outcomes(passed=3 + PREFLIGHT + 1, xfailed=1)
     assert at_rate.ret == pytest.ExitCode.OK
     at_rate.stdout.fnmatch_lines(["*gate: pass rate 75.0% >= 75.0%: passed (1 row(s) missed*"])
     below = pytester.runpytest(
@@ -356,6 +358,6 @@ def test_rollout_logs_are_written_to_the_run_log(
     rows[3]["user_prompt"] = "changed three"
     write_rows(root / "data" / "test.jsonl", rows)
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", "--osmosis-output=out")
-    result.assert_outcomes(passed=2 + PREFLIGHT, failed=2)
+    result.assert_outcomes(passed=2 + PREFLIGHT, errors=2)
     log = (root / "out" / "rollouts.log").read_text()
     assert "changed one" in log and "changed three" in log

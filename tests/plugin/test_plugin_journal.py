@@ -144,9 +144,28 @@ def test_a_maxfail_run_names_maxfail_as_what_stopped_it(pytester: pytest.Pyteste
     assert report(root)["not_run"] == row_ids(range(2, 4))
 
 
+STOP_AFTER_ROW_1 = """
+def test_stop():
+    assert False, "a failure the gate does not count"
+"""
+
+MOVE_THE_TEST_AFTER_ROW_1 = """
+def pytest_collection_modifyitems(items):
+    test = next(item for item in items if item.name == "test_stop")
+    items.remove(test)
+    items.insert(items.index(next(i for i in items if i.name == "row-1")) + 1, test)
+"""
+
+
 def test_the_pass_rate_gate_never_passes_an_incomplete_run(pytester: pytest.Pytester) -> None:
     root = write_workspace(pytester.path, ["answer", "wrong", "hang", "hang"])
-    result = pytester.runpytest(*RUN, "-x", "--osmosis-min-pass-rate=0.5")
+    # The gate counts row-1 (an expected failure, which -x does not stop at); a test of the
+    # user's own that fails right after it stops the run.
+    (root / "test_stop.py").write_text(STOP_AFTER_ROW_1)
+    (root / "conftest.py").write_text(MOVE_THE_TEST_AFTER_ROW_1)
+    result = pytester.runpytest(
+        *RUN, "-x", "--osmosis-min-pass-rate=0.5", "data/test.jsonl", "test_stop.py"
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         ["gate: incomplete run, 2 of 4 rows not run (stopped by -x): failed*"]
@@ -159,13 +178,16 @@ def test_a_partial_baseline_is_refused_unless_allowed(pytester: pytest.Pytester)
     pytester.runpytest(*RUN, "-x")
     (root / "partial.json").write_text((root / "out" / "report.json").read_text())
     write_workspace(root, ["answer", "answer", "answer"])
-    refused = pytester.runpytest(*RUN, "--osmosis-baseline=partial.json")
+    refused = pytester.runpytest(*RUN, "--osmosis-baseline=partial.json", "--osmosis-overwrite")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(
         ["*--osmosis-baseline*partial.json*incomplete*--osmosis-allow-partial-baseline*"]
     )
     allowed = pytester.runpytest(
-        *RUN, "--osmosis-baseline=partial.json", "--osmosis-allow-partial-baseline"
+        *RUN,
+        "--osmosis-baseline=partial.json",
+        "--osmosis-allow-partial-baseline",
+        "--osmosis-overwrite",  # its out/ holds the partial run
     )
     allowed.assert_outcomes(passed=3 + PREFLIGHT)
     allowed.stdout.fnmatch_lines(["*baseline*incomplete*"])

@@ -24,9 +24,11 @@ import json
 import pytest
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish(session):
-    # Every row has been reported; the plugin has not built its report yet.
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtestloop(session):
+    # The innermost wrapper: every row has been reported, and the plugin has not yet read
+    # the journal back to decide the run's verdict.
+    result = yield
     from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
 
     gc.collect()
@@ -41,6 +43,7 @@ def pytest_sessionfinish(session):
     alive["row keys"] = [row.key for row in rows]
     with open("alive.json", "w") as fh:
         json.dump(alive, fh)
+    return result
 """
 
 

@@ -53,7 +53,8 @@ def test_a_resumed_failing_run_exits_with_the_verdict_of_every_row(
     drop_rows(root / "out", row_ids([0, 2]))  # two passing rows never journaled
 
     second = pytester.runpytest(*RESUME)
-    second.assert_outcomes(passed=2 + PREFLIGHT, deselected=18)
+    # The kept rows that failed are one failed case of pytest's own (osmosis-run::kept-rows).
+    second.assert_outcomes(passed=2 + PREFLIGHT, failed=1, deselected=18)
     assert second.ret == pytest.ExitCode.TESTS_FAILED, second.stdout.str()
     second.stdout.fnmatch_lines(["rows: 20  passed: 10  failed: 10*"])
     summary = report(root)["summary"]
@@ -69,7 +70,7 @@ def test_a_resume_with_nothing_left_prints_the_summary_and_rewrites_the_report(
     (root / "out" / "report.json").unlink()
 
     again = pytester.runpytest(*RESUME)
-    again.assert_outcomes(passed=PREFLIGHT, deselected=3)
+    again.assert_outcomes(passed=PREFLIGHT, failed=1, deselected=3)
     assert again.ret == pytest.ExitCode.TESTS_FAILED
     again.stdout.fnmatch_lines(
         [
@@ -84,10 +85,13 @@ def test_a_resume_with_nothing_left_prints_the_summary_and_rewrites_the_report(
 
 def test_errored_rows_run_again_on_resume_unless_kept(pytester: pytest.Pytester) -> None:
     root = write_workspace(pytester.path, ["answer", "raise-unless fixed.flag", "answer"])
-    pytester.runpytest(*RUN).assert_outcomes(passed=2 + PREFLIGHT, failed=1)
+    pytester.runpytest(*RUN).assert_outcomes(passed=2 + PREFLIGHT, errors=1)
 
     kept = pytester.runpytest(*RESUME, "--osmosis-resume-keep-errors")
-    kept.assert_outcomes(passed=PREFLIGHT, deselected=3)
+    # The kept row that errored fails the run, and pytest's counts say so (not a green line
+    # with exit 1).
+    kept.assert_outcomes(passed=PREFLIGHT, failed=1, deselected=3)
+    kept.stdout.fnmatch_lines(["FAILED osmosis-run::kept-rows - rows kept by --osmosis-resume: 1*"])
     assert kept.ret == pytest.ExitCode.TESTS_FAILED
     assert executed(root) == ["row-0", "row-1", "row-2"]
 
@@ -107,7 +111,7 @@ def test_the_keep_errors_ini_twin_keeps_errored_rows(pytester: pytest.Pytester) 
     (root / "fixed.flag").write_text("1")
     pytester.makeini("[pytest]\nosmosis_resume_keep_errors = true\n")
     kept = pytester.runpytest(*RESUME)
-    kept.assert_outcomes(passed=PREFLIGHT, deselected=2)
+    kept.assert_outcomes(passed=PREFLIGHT, failed=1, deselected=2)
     assert executed(root) == ["row-0", "row-1"]
 
 
@@ -121,7 +125,7 @@ def test_a_journal_cut_mid_line_resumes_every_row_exactly_once(pytester: pytest.
     journal.write_bytes(data[: last_start + 40])  # killed mid-write: a torn last line
 
     resumed = pytester.runpytest(*RESUME)
-    resumed.assert_outcomes(passed=1 + PREFLIGHT, deselected=3)
+    resumed.assert_outcomes(passed=1 + PREFLIGHT, failed=1, deselected=3)
     assert resumed.ret == pytest.ExitCode.TESTS_FAILED  # row-1 failed in the first run
     resumed.stdout.fnmatch_lines(["*rows.jsonl: cut a torn last line (40 bytes)*"])
     rows, bad = read_journal(journal)
@@ -133,7 +137,7 @@ def test_a_journal_cut_mid_line_resumes_every_row_exactly_once(pytester: pytest.
     assert cut_row in row_ids(range(4))
     # The next resume has nothing left to run: the row written after the cut was not lost.
     again = pytester.runpytest(*RESUME)
-    again.assert_outcomes(passed=PREFLIGHT, deselected=4)
+    again.assert_outcomes(passed=PREFLIGHT, failed=1, deselected=4)
 
 
 def write_labels(root: Path, steps: list[str], labels: list[str]) -> None:

@@ -179,7 +179,7 @@ def test_the_policy_key_never_reaches_the_journal_or_the_report_files(
             monkeypatch.delenv(name)
     root = workspace(multiply_rows(3), main=KEY_LEAKING_MAIN)
     result = pytester.runpytest_subprocess(*ARGS, "--osmosis-html=report.html")
-    result.assert_outcomes(passed=2 + PREFLIGHT, failed=1)
+    result.assert_outcomes(passed=2 + PREFLIGHT, errors=1)
     key = (root / "policy_key.txt").read_text()
     assert len(key) >= 16
     report = (root / "out" / "report.json").read_text(encoding="utf-8")

@@ -240,7 +240,7 @@ class G(Grader):
 """
     workspace(multiply_rows(1), main=main)
     result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY)
-    result.assert_outcomes(passed=PREFLIGHT, failed=1)
+    result.assert_outcomes(passed=PREFLIGHT, errors=1)
     assert (
         "row-0 (test.jsonl line 1): rollout failed [agent_error]: the tool exploded"
         in result.stdout.str()
@@ -269,7 +269,7 @@ class G(Grader):
     result = pytester.runpytest(
         "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-agent-timeout=0.2"
     )
-    result.assert_outcomes(passed=PREFLIGHT, failed=1)
+    result.assert_outcomes(passed=PREFLIGHT, errors=1)
     assert "rollout failed [timeout]: workflow exceeded its 0.2s deadline" in result.stdout.str()
 
 

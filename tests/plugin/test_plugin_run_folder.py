@@ -111,7 +111,10 @@ def test_a_folder_of_an_earlier_run_is_reused_and_an_empty_one_adopted(
     run = json.loads((root / "out" / "run.json").read_text())
     assert run["run_id"]
     write_workspace(root, ["answer", "answer"])
-    again = pytester.runpytest(*BASE, "--osmosis-output=out")
+    refused = pytester.runpytest(*BASE, "--osmosis-output=out")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR  # an earlier run's: replaced when asked
+    refused.stderr.fnmatch_lines(["*--osmosis-output: *out holds an earlier run*"])
+    again = pytester.runpytest(*BASE, "--osmosis-output=out", "--osmosis-overwrite")
     again.assert_outcomes(passed=2 + PREFLIGHT)
     assert json.loads((root / "out" / "run.json").read_text())["run_id"] != run["run_id"]
     assert len(journal_lines(root / "out")) == 2
@@ -175,6 +178,8 @@ def test_a_fresh_run_under_xdist_never_inherits_an_earlier_runs_journal(
         "--osmosis-dataset=data/other.jsonl",
         "--osmosis-policy=policy.py:policy",
         "--osmosis-output=out",
+        # Replacing an earlier run is asked for (a run refuses it otherwise, exit 4).
+        "--osmosis-overwrite",
         "-n",
         "2",
         timeout=300,

@@ -361,12 +361,19 @@ def test_a_regression_fails_the_run_only_with_fail_on_regression(tmp_path: Path)
         )
         assert gates.exit_override == override
         assert gates.verdicts == (
-            [("baseline gate: 1 regressed: failed (--osmosis-fail-on-regression)", False)]
+            [
+                (
+                    "baseline gate: 1 row regressed: failed (--osmosis-fail-on-regression fails "
+                    "on any regressed row; with --osmosis-gate-confidence only a significant "
+                    "regression fails)",
+                    False,
+                )
+            ]
             if strict
             else []
         )
         assert gates.extra["baseline"]["regressed"] == ["data.jsonl::row-1"]
-        assert "  REGRESSED data.jsonl::row-1  reward -1" in gates.lines
+        assert "  REGRESSED data.jsonl::row-1  passed -> failed, reward change -1" in gates.lines
 
 
 def test_a_blocked_loop_is_shown_and_the_fix_says_what_to_change() -> None:

@@ -12,6 +12,7 @@ from workspaces import multiply_rows
 
 from osmosis_rollout.runs.journal import RunJournalError, read_journal
 from osmosis_rollout.runs.report_model import (
+    CI_KEYS,
     REPORT_SCHEMA,
     AttemptRecord,
     ReportAttempt,
@@ -105,3 +106,42 @@ def test_the_report_rows_are_views_of_the_records_with_the_models_keys() -> None
     record = RowRecord(nodeid="d::row-0", dataset="d", verdict="passed", attempts=[attempt])
     assert set(record.report_rows()[0]) == set(ReportAttempt.model_fields)
     assert set(record.verdict_entry()) <= set(ReportRowVerdict.model_fields)
+
+
+def test_a_gated_run_against_a_baseline_types_every_key_ci_reads(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    root = workspace(multiply_rows(6))
+    pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-report=base.json"
+    ).assert_outcomes(passed=6 + 2)
+    workspace(multiply_rows(6, wrong={2}))
+    result = pytester.runpytest(
+        "--osmosis-dataset=data/test.jsonl",
+        POLICY,
+        "--osmosis-output=out",
+        "--osmosis-baseline=base.json",
+        "--osmosis-fail-on-regression",
+        "--osmosis-min-pass-rate=0.5",
+        "--osmosis-gate-confidence=0.9",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    document = json.loads((root / "out" / "report.json").read_text(encoding="utf-8"))
+    published = json.loads(PUBLISHED.read_text(encoding="utf-8"))
+    jsonschema.validate(document, published)
+    assert set(CI_KEYS) <= set(published["required"])
+    defs = published["$defs"]
+    for key, model in (
+        ("gate", "ReportGate"),
+        ("baseline", "ReportBaseline"),
+        ("config", "ReportConfig"),
+        ("verdict", "RunVerdict"),
+    ):
+        untyped = sorted(set(document[key]) - set(defs[model]["properties"]))
+        assert untyped == [], f"{key}: {untyped} are not in {model}"
+    reasons = {r["name"]: r["outcome"] for r in document["verdict"]["reasons"]}
+    # Six rows decide nothing at 90% (the gate is undecided, which fails), and one row
+    # worse is not a significant regression.
+    assert reasons == {"rows": "tolerated", "min-pass-rate": "failed", "regression": "passed"}
+    assert document["baseline"]["regressed"] == ["data/test.jsonl::row-2"]
+    assert document["baseline"]["reward_deltas"] == {"data/test.jsonl::row-2": -1.0}

@@ -184,7 +184,7 @@ def test_trajectories_on_a_full_mount_stop_the_run_with_exit_12(
     shutil.rmtree(pytester.path / "out" / "rollouts")
     write_big_rows(pytester.path, MAIN_PY, rows=300)
     with mounted_tmpfs(pytester.path / "out" / "rollouts"):
-        result = pytester.runpytest_subprocess(*args, *workers, timeout=120)
+        result = pytester.runpytest_subprocess(*args, "--osmosis-overwrite", *workers, timeout=120)
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == WRITE_FAILED, out[-3000:]
     result.stdout.fnmatch_lines(

@@ -1,0 +1,106 @@
+"""Each gate of the run as a test case of its own: ``osmosis-gate::min-pass-rate``,
+``osmosis-gate::regression``, ``osmosis-gate::require-grader``.
+
+A gate is decided over every row, so it can only be decided once the rows are over. It is
+not a collected item: under pytest-xdist a collected item runs on a worker, which sees only
+its own share of the rows, and ``-k`` or ``--lf`` could deselect it. Nor is it a report made
+up by hand: a ``TestReport`` built outside pytest's runner would skip the hooks other plugins
+keep (captured logs, ``--lf``'s cache, timing). So at the end of ``pytest_runtestloop``, on
+the controlling process (where every worker's reports have arrived), each gate becomes a
+:class:`GateCase` item run through pytest's own ``pytest_runtest_protocol``: pytest's
+counts, its last line and colour, ``session.testsfailed`` (hence the exit status), the
+short summary and JUnit (which reads ``pytest_runtest_logreport``) all see it as they see
+any test, and its failure text is the gate's line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from osmosis_rollout.runs.report_model import RunVerdict
+from pytest_osmosis.options import OsmosisSettings
+
+__all__ = [
+    "GATE_PREFIX",
+    "KEPT_PREFIX",
+    "GateCase",
+    "GateFailed",
+    "planned_gates",
+    "run_gate_cases",
+]
+
+GATE_PREFIX = "osmosis-gate"
+"""The first part of a gate case's node id (its "file" in pytest's progress lines)."""
+KEPT_PREFIX = "osmosis-run"
+"""The first part of the case for the failed rows a resume kept."""
+
+
+class GateFailed(Exception):
+    """A gate that fails the run: shown as the gate's line, without a traceback."""
+
+
+class GateCase(pytest.Item):
+    """One gate's outcome, reported as a test: it passes or fails as the gate decided."""
+
+    def __init__(self, *, line: str, passed: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.line = line
+        self.passed = passed
+
+    def runtest(self) -> None:
+        if not self.passed:
+            raise GateFailed(self.line)
+
+    def repr_failure(  # type: ignore[override]
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
+    ) -> Any:
+        if isinstance(excinfo.value, GateFailed):
+            return self.line
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, self.nodeid
+
+
+def planned_gates(settings: OsmosisSettings) -> int:
+    """How many gate cases the run will have: pytest's progress counts them from the start,
+    so the last row does not end the progress line at 100%."""
+    if settings.preflight_only:
+        return 0
+    return sum(
+        (
+            settings.min_pass_rate is not None,
+            settings.fail_on_regression and settings.baseline is not None,
+            settings.require_grader,
+        )
+    )
+
+
+def run_gate_cases(session: pytest.Session, verdict: RunVerdict, *, kept_failed: int = 0) -> int:
+    """Run one :class:`GateCase` per gate of ``verdict`` through pytest's protocol; return
+    how many failed.
+
+    ``kept_failed``: failed rows a resume kept from the journal (pytest did not run them
+    again, so it counted none): they fail the run, and ``osmosis-run::kept-rows`` says so in
+    pytest's counts and JUnit too.
+    """
+    cases = [
+        (f"{GATE_PREFIX}::{reason.name}", reason.name, reason.line, reason.outcome == "passed")
+        for reason in sorted(verdict.reasons, key=lambda r: r.name)
+        if reason.kind == "gate"
+    ]
+    if kept_failed > 0:
+        line = (
+            f"rows kept by --osmosis-resume: {kept_failed} failed (not run again; the report "
+            "has them)"
+        )
+        cases.append((f"{KEPT_PREFIX}::kept-rows", "kept-rows", line, False))
+    failed = 0
+    for nodeid, name, line, passed in cases:
+        case = GateCase.from_parent(session, name=name, nodeid=nodeid, line=line, passed=passed)
+        session.config.hook.pytest_runtest_protocol(item=case, nextitem=None)
+        failed += not passed
+    return failed
