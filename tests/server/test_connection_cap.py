@@ -220,3 +220,39 @@ def test_an_idle_authenticated_connection_outlives_unauthenticated_ones_past_the
             finally:
                 for sock in churn:
                     sock.close()
+
+
+def test_a_request_with_the_key_is_not_shed_while_its_body_arrives() -> None:
+    # The official client writes a request's headers and its body separately: once the
+    # headers are read, the key is no longer in the kernel for the peek to find, and before
+    # this connection had completed a request it could be shed as the oldest untrusted one.
+    guard = ConnectionGuard(max_connections=8)
+    app = make_app(api_key=KEY)
+    app.state.osmosis_server.connections = guard
+    guard.credential = f"Bearer {KEY}".encode()
+    body = b"{}"
+    with uvicorn_thread(app, http=guarded_protocol(guard)) as url:
+        address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+        with socket.create_connection(address, timeout=10) as controller:
+            controller.sendall(
+                f"POST /rollout HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            )
+            deadline = time.monotonic() + 10
+            while guard.snapshot()["by_phase"]["body"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert guard.snapshot()["by_phase"]["body"] == 1, guard.snapshot()
+            churn = [socket.create_connection(address, timeout=10) for _ in range(24)]
+            try:
+                while guard.shed["over_connection_cap"] < 16 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert guard.shed["over_connection_cap"] >= 16, guard.snapshot()
+                controller.sendall(body)
+                try:
+                    response = controller.recv(65536)
+                except ConnectionResetError:
+                    response = b""
+                assert response.startswith(b"HTTP/1.1 4"), response
+            finally:
+                for sock in churn:
+                    sock.close()
