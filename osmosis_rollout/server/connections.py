@@ -15,12 +15,12 @@ subclass of uvicorn's h11 protocol (:func:`guarded_protocol`) and sheds:
   less an eighth, at least 64, kept for rollouts, files and outbound calls), the oldest
   *untrusted* connection that is not being answered (one that has not sent its first
   request in full; a request refused for want of the key closes its connection after the
-  401, see ``auth.py``). A connection is trusted once it
-  has completed a request the server did not refuse with 401 (any request when the server
-  has no key): a controller's idle keep-alive connections. Trusted connections are never
-  shed for the cap: churn of new connections without the key cannot close them. Nor is a
-  new connection whose request, waiting in the kernel and not yet read, carries the key
-  (looked at with ``MSG_PEEK``; any request when the server has no key): a flood accepted
+  401, see ``auth.py``). A connection is trusted once its request headers carry the key
+  (before its body is read or it is answered), or once it has completed a request the
+  server did not refuse with 401 (any request when the server has no key): a controller's
+  connections, busy or idle. Trusted connections are never shed for the cap: churn of new
+  connections without the key cannot close them. Nor is a new connection whose request,
+  waiting in the kernel and not yet read, carries the key (looked at with ``MSG_PEEK``; any request when the server has no key): a flood accepted
   in one go would otherwise close a controller's new connection before its request could
   even be read. When no untrusted connection can be shed, the new one is closed.
 
@@ -41,6 +41,7 @@ import asyncio
 import enum
 import errno
 import logging
+import secrets
 import socket
 import time
 from collections import Counter
@@ -168,8 +169,24 @@ class ConnectionGuard:
             return bool(unread)
         return self.credential in unread
 
+    def presented(self, connection: _Connection, headers: list[tuple[bytes, bytes]]) -> None:
+        """``connection``'s request headers are complete: trust it now if they carry the key.
+
+        Waiting for the response would leave it sheddable while its body arrives or the app
+        answers, with its key already read out of the kernel where the peek looks for it
+        (the official client writes the headers and the body of a request separately).
+        """
+        if self.credential is None:
+            return  # no key to present: trusted when a request completes
+        for name, value in headers:
+            if name == b"authorization":
+                if secrets.compare_digest(value, self.credential):
+                    self.trust(connection)
+                return
+
     def trust(self, connection: _Connection) -> None:
-        """``connection`` completed a request that was not refused: never shed it for the cap."""
+        """``connection`` presented the key or completed a request that was not refused: never
+        shed it for the cap."""
         if connection.trusted or connection.transport not in self._untrusted:
             return  # trusted already, or shed or closed
         del self._untrusted[connection.transport]
@@ -366,6 +383,9 @@ def guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
         def _follow_request(self) -> None:
             """Read the phase off h11's view of the client's side of the exchange."""
             theirs = self.conn.their_state
+            if self._guarded.phase is Phase.HEADERS and theirs in (h11.SEND_BODY, h11.DONE):
+                # Leaving HEADERS: this request's headers are complete and in the scope.
+                guard.presented(self._guarded, self.scope["headers"])
             if theirs is h11.SEND_BODY:
                 self._guarded.enter(Phase.BODY)
             elif theirs is h11.IDLE:
