@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from osmosis_rollout.controller._responses import body_excerpt
 from osmosis_rollout.errors import RolloutProtocolError
 from osmosis_rollout.types import (
+    NOTES_HEADER,
     POLLING_LEASE_HEADER,
     TERMINAL_STATUSES,
     RolloutInitResponse,
@@ -115,7 +116,11 @@ async def read_result(
     """
     rollout_id = admission.rollout_id
     url = f"{base_url}/rollout/{quote(rollout_id, safe='')}/result"
-    request_headers = {**headers, POLLING_LEASE_HEADER: admission.polling_lease_token}
+    request_headers = {
+        **headers,
+        POLLING_LEASE_HEADER: admission.polling_lease_token,
+        NOTES_HEADER: "1",
+    }
     read_timeout = admission.result_wait_timeout_sec + read_grace_sec
     transport_delays: Iterator[float] = iter(TRANSPORT_RETRY_DELAYS_SEC)
     gateway_delays: Iterator[float] = iter(GATEWAY_RETRY_DELAYS_SEC)

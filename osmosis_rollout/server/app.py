@@ -61,6 +61,7 @@ from osmosis_rollout.server.registry import (
 from osmosis_rollout.server.shutdown import DrainPolicy, drain_rollouts
 from osmosis_rollout.transport.wire import strict_json_bytes, to_wire_result
 from osmosis_rollout.types import (
+    NOTES_HEADER,
     POLLING_LEASE_HEADER,
     CancelRolloutsRequest,
     CancelRolloutsResponse,
@@ -333,8 +334,13 @@ class _Server:
         notes = result.get("notes")
         if isinstance(notes, dict):
             # The grader's reason and a traceback quote what user code saw, keys included.
+            # A lone surrogate (text user code decoded badly) has no UTF-8 form: "?" keeps
+            # the note, and the result it rides on, encodable.
             result["notes"] = {
-                key: self.redactor.redact(str(value)) for key, value in notes.items()
+                key: self.redactor.redact(str(value))
+                .encode("utf-8", errors="replace")
+                .decode("utf-8")
+                for key, value in notes.items()
             }
         await self.registry.complete(entry, result)
 
@@ -598,6 +604,7 @@ def create_rollout_server(
     async def rollout_result(
         rollout_id: str,
         lease_token: str = Header(alias=POLLING_LEASE_HEADER, min_length=1),
+        notes: str | None = Header(default=None, alias=NOTES_HEADER),
     ) -> Response:
         try:
             result = await server.registry.wait_for_result(rollout_id, lease_token)
@@ -605,6 +612,10 @@ def create_rollout_server(
             return _detail(404, "unknown rollout_id")
         except InvalidLeaseError:
             return _detail(403, "invalid polling lease")
+        if "notes" in result and notes != "1":
+            # Only a controller that asks gets the notes: the official one sees the
+            # official result, key for key.
+            result = {key: value for key, value in result.items() if key != "notes"}
         return Response(strict_json_bytes(result), media_type="application/json")
 
     @app.post("/rollout/cancel", response_model=CancelRolloutsResponse)

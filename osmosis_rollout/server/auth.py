@@ -98,9 +98,8 @@ class BearerAuthMiddleware:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(UNAUTHORIZED_BODY)).encode()),
-                    # No keep-alive for a client without the key: its file descriptor is
-                    # freed at once rather than held against the connection cap.
-                    (b"connection", b"close"),
+                    # Kept alive as the official server does (the wire differential pins
+                    # it): the connection cap sheds an unauthenticated connection first.
                 ],
             }
         )

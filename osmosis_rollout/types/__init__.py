@@ -8,6 +8,7 @@ from osmosis_rollout.types.config import (
 )
 from osmosis_rollout.types.output import AgentWorkflowOutput, Messages
 from osmosis_rollout.types.protocol import (
+    NOTES_HEADER,
     POLLING_LEASE_HEADER,
     CancelRolloutsRequest,
     CancelRolloutsResponse,
@@ -28,6 +29,7 @@ from osmosis_rollout.types.sample import (
 )
 
 __all__ = [
+    "NOTES_HEADER",
     "POLLING_LEASE_HEADER",
     "TERMINAL_STATUSES",
     "AgentWorkflowConfig",

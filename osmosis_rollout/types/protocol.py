@@ -17,6 +17,10 @@ from osmosis_rollout.types.sample import (
 )
 
 POLLING_LEASE_HEADER = "X-Osmosis-Rollout-Lease"
+NOTES_HEADER = "X-Osmosis-Rollout-Notes"
+"""Sent (``1``) by our controller on a result poll to ask for the result's ``notes`` (the
+grader's reason, where user code failed); without it the result is exactly the official
+server's, key for key."""
 """Header carrying the polling lease token on ``GET /rollout/{id}/result``."""
 
 

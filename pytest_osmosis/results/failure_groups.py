@@ -10,6 +10,7 @@ were written from the reports as they arrived, before this shortens them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +91,8 @@ class _Group:
 class FailureGroups:
     """The failed rows' reports by what failed (controller only)."""
 
+    redact: Callable[[str], str] = str
+    """Keeps secrets out of the descriptions (the records on reports are not redacted)."""
     groups: dict[tuple[Any, ...], _Group] = field(default_factory=dict)
 
     def add(self, report: pytest.TestReport, value: dict[str, Any]) -> None:
@@ -101,7 +104,7 @@ class FailureGroups:
             return
         group = self.groups.get(key)
         if group is None:
-            group = self.groups[key] = _Group(describe(value))
+            group = self.groups[key] = _Group(self.redact(describe(value)))
         group.reports.append(report)
 
     def repeated(self) -> list[_Group]:

@@ -120,7 +120,7 @@ class RunSummary:
         """What ``pytest_sessionfinish`` computed for the terminal summary."""
         self._pytest_session: pytest.Session | None = None
         self._summary_started = False
-        self.failure_groups = FailureGroups()
+        self.failure_groups = FailureGroups(lambda text: self.session.report.redactor.redact(text))
         """The failed rows by what failed: a repeated failure is printed in full once."""
         self.decided: Decided | None = None
         """The run's end, once decided."""

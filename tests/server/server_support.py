@@ -21,7 +21,7 @@ from osmosis_rollout import (
     LocalBackend,
 )
 from osmosis_rollout.server import create_rollout_server
-from osmosis_rollout.types import POLLING_LEASE_HEADER
+from osmosis_rollout.types import NOTES_HEADER, POLLING_LEASE_HEADER
 
 FAST = {
     "result_wait_timeout_sec": 0.5,
@@ -109,11 +109,18 @@ async def admit(client: httpx.AsyncClient, rollout_id: str, **overrides: Any) ->
 
 
 async def poll_until_terminal(
-    client: httpx.AsyncClient, rollout_id: str, token: str, *, limit: int = 40
+    client: httpx.AsyncClient,
+    rollout_id: str,
+    token: str,
+    *,
+    limit: int = 40,
+    notes: bool = False,
 ) -> dict[str, Any]:
-    """Long-poll until a terminal result; fail after ``limit`` polls."""
+    """Long-poll until a terminal result (asking for its ``notes`` as our controller does,
+    with ``notes``); fail after ``limit`` polls."""
+    headers = {**lease(token), **({NOTES_HEADER: "1"} if notes else {})}
     for _ in range(limit):
-        response = await client.get(f"/rollout/{rollout_id}/result", headers=lease(token))
+        response = await client.get(f"/rollout/{rollout_id}/result", headers=headers)
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()
         if body["status"] in TERMINAL:

@@ -181,9 +181,11 @@ async def test_execute_raising_a_base_exception_fails_only_that_rollout(
     app = create_rollout_server(backend=RaisingBackend(exc), **FAST)
     async with serving(app) as client:
         token = await admit(client, "r-1")
-        result = await poll_until_terminal(client, "r-1", token)
+        result = await poll_until_terminal(client, "r-1", token, notes=True)
+        official_view = await poll_until_terminal(client, "r-1", token)
         health = await client.get("/health")
     notes = result.pop("notes")
+    assert official_view == result  # without the header: the official result, key for key
     assert result == {
         "rollout_id": "r-1",
         "status": "failure",
