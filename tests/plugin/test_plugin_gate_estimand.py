@@ -300,7 +300,9 @@ def test_a_threshold_of_zero_is_refused_and_a_run_whose_rows_all_errored_never_p
     assert zero.ret == pytest.ExitCode.USAGE_ERROR
     assert "--osmosis-min-pass-rate 0: a gate at 0 never fails a run" in zero.stderr.str()
     for extra in ((), ("--osmosis-gate-undecided=pass", *GATE)):
-        errored = pytester.runpytest(DATASET, POLICY, "--osmosis-min-pass-rate=0.01", *extra)
+        errored = pytester.runpytest(
+            DATASET, POLICY, "--osmosis-min-pass-rate=0.01", "--osmosis-overwrite", *extra
+        )
         assert _line(errored, "gate: ") == (
             "gate: every row errored (20 of 20): failed (a gate needs rows that ran to their grade)"
         )
