@@ -112,7 +112,10 @@ def notes_for(notes: RolloutNotes, progress: RolloutProgress | None) -> Iterator
     try:
         yield notes
     finally:
-        _current.reset(token)
+        # A rollout coroutine closed by the garbage collector after its loop stopped ends
+        # in another context, where the token means nothing (that context dies with it).
+        with contextlib.suppress(ValueError):
+            _current.reset(token)
 
 
 def current_notes() -> RolloutNotes | None:

@@ -129,7 +129,11 @@ def test_a_grader_exception_is_reported_as_the_grader_failing_with_the_log_to_re
 ) -> None:
     grade = 'raise RuntimeError("the rubric file is missing")'
     root = workspace(_rows(1), main=_main(grade=grade))
-    result = pytester.runpytest("--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-output=out")
+    # In a subprocess: in-process, CPython 3.11's parser can trip over state that earlier
+    # tests of the same worker left ("AST constructor recursion depth mismatch").
+    result = pytester.runpytest_subprocess(
+        "--osmosis-dataset=data/test.jsonl", POLICY, "--osmosis-output=out"
+    )
     result.assert_outcomes(passed=PREFLIGHT, errors=1)
     log = root / "out" / "rollouts.log"
     out = _out(result)
