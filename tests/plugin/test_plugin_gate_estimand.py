@@ -296,11 +296,11 @@ def test_a_threshold_of_zero_is_refused_and_a_run_whose_rows_all_errored_never_p
     for row in rows:
         row["user_prompt"] += " boom"
     workspace(rows, policy=ERRORING_POLICY)
-    zero = pytester.runpytest(DATASET, POLICY, "--osmosis-min-pass-rate=0", *GATE)
+    zero = pytester.runpytest_subprocess(DATASET, POLICY, "--osmosis-min-pass-rate=0", *GATE)
     assert zero.ret == pytest.ExitCode.USAGE_ERROR
     assert "--osmosis-min-pass-rate 0: a gate at 0 never fails a run" in zero.stderr.str()
     for extra in ((), ("--osmosis-gate-undecided=pass", *GATE)):
-        errored = pytester.runpytest(
+        errored = pytester.runpytest_subprocess(
             DATASET, POLICY, "--osmosis-min-pass-rate=0.01", "--osmosis-overwrite", *extra
         )
         assert _line(errored, "gate: ") == (
