@@ -9,8 +9,9 @@ from collections.abc import Callable, Collection, Mapping
 
 import httpx
 
-HEALTHY_TIMEOUT = 60.0
-"""Seconds a server may take to answer ``/health`` (generous: the machine may be saturated)."""
+HEALTHY_TIMEOUT = 180.0
+"""Seconds a server may take to answer ``/health``: generous, since at a load of 20 on two
+cores the framework imports alone took over 60 s (a server that exits fails at once)."""
 
 
 class ServerNotHealthy(AssertionError):

@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _support.net import ServerNotHealthy, free_port, wait_until_healthy
+from _support.net import HEALTHY_TIMEOUT, ServerNotHealthy, free_port, wait_until_healthy
 from _support.repo import REPO
 from _support.venvs import OFFICIAL_SDK, VenvUnavailable
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
-SERVER_START_TIMEOUT_SEC = 30
 SERVER_STOP_TIMEOUT_SEC = 10
 
 RESULT_WAIT_SEC = 0.5
@@ -98,7 +97,7 @@ def start_server(name: str, command: list[str], *, cwd: Path, env: dict[str, str
             server.url,
             process=process,
             accept=(200, 401),
-            timeout=SERVER_START_TIMEOUT_SEC,
+            timeout=HEALTHY_TIMEOUT,
             describe=lambda: f"{name} server log:\n{server.log_tail()}",
         )
     except ServerNotHealthy:
