@@ -18,7 +18,7 @@ import datetime as dt
 import functools
 import os
 import secrets
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -306,10 +306,10 @@ class OsmosisSession:
             # redact and leave other rows' records out of each item's captured log as well.
             self.redaction.redact_pytest_logs()
             return
-        rows = [(item, ref) for item in session.items if (ref := row_ref(item)) is not None]
+        refs = [(item, ref) for item in session.items if (ref := row_ref(item)) is not None]
         plan = self.resume.plan
         previous = plan.previous if plan is not None else []
-        if not rows:
+        if not refs:
             # A resume with nothing left still reports every row of the run.
             self.set_out(list(previous))
             return
@@ -321,21 +321,20 @@ class OsmosisSession:
             raise  # pytest says it as "ERROR: ..." with exit 4, as for one raised at start-up
         except Exception:
             return  # remembered: every row reports it when it runs
-        selected = [item.nodeid for item, ref in rows if ref.dataset is not None]
+        selected = [item.nodeid for item, ref in refs if ref.dataset is not None]
         self.set_out(list(dict.fromkeys([*previous, *selected])))
-        submits: list[Callable[[], None]] = [
-            functools.partial(self.rows.submit_item, item) for item, _ in rows
-        ]
         try:
             if self.settings.n_auto:  # issue 29: every row's attempts, in rounds, first
                 from pytest_osmosis.run.auto_repeats import run_rounds
 
-                self.auto = run_rounds(engine, self.settings, rows, deadline=self.item_deadline())
+                self.auto = run_rounds(engine, self.settings, refs, deadline=self.item_deadline())
                 # Every row's attempts are done: decide and journal each now, as if they had
                 # just finished (a run stopped by -x still reports every row auto ran).
-                for submit in submits:
-                    submit()
-            self.rows.run_ahead(submits)
+                for item, _ in refs:
+                    self.rows.submit_item(item)
+            self.rows.run_ahead(
+                [functools.partial(self.rows.submit_item, item) for item, _ in refs]
+            )
         except pytest.UsageError:
             raise  # a user mistake found late (a broken entrypoint): said once, as one
         except Exception:
