@@ -1,20 +1,18 @@
 """What a rollout prints goes to ``rollouts.log``, redacted, never straight to the terminal.
 
 Rows run on the scheduler's thread while pytest waits for a row, reports other items or runs
-other tests. pytest suspends its capturing between an item's phases and while the live
-progress line is drawn: a rollout printing then would write straight to the terminal, past
-the redactor (a workflow echoing a model reply that holds a key, say); while capturing is
-active, its text would be filed under whichever item happens to be running.
+other tests. While pytest's capturing is suspended (between an item's phases, while the live
+progress line is drawn) a rollout's print would reach the terminal past the redactor (a
+workflow echoing a model reply that holds a key, say); while it is active, the text would be
+filed under whichever item happens to be running.
 
-So a router stands in front of ``sys.stdout`` and ``sys.stderr`` before pytest's capturing
-starts (pytest then saves, and puts back whenever it suspends capturing, the router rather
-than the terminal stream), and over the streams pytest's capturing swaps in
-(:func:`route_pytest_capture`). A write made inside a row's rollout (:func:`rollout_output`,
-a context variable its tasks and ``asyncio.to_thread`` threads inherit) goes, a line at a
-time, to the ``osmosis_rollout.output`` logger, which the engine routes to ``rollouts.log``
-through the redactor under the rollout's id; any other write goes to the stream wrapped.
-(Under ``--capture=sys``, or in a test using ``capsys``/``capfd`` while rows run, prints made
-while capturing is active stay pytest's, in an item's redacted report.)
+So routers stand in front of ``sys.stdout`` and ``sys.stderr`` (:func:`install_router`, before
+pytest's capturing starts, so pytest saves and puts back the router rather than the terminal
+stream) and of the streams pytest's capturing swaps in (:func:`route_pytest_capture`). A write
+made inside a row's rollout (:func:`rollout_output`, a context variable its tasks and
+``asyncio.to_thread`` threads inherit) goes, a line at a time, to the ``osmosis_rollout.output``
+logger, which the engine routes to ``rollouts.log`` through the redactor under the rollout's
+id; any other write goes to the stream wrapped.
 """
 
 from __future__ import annotations
