@@ -6,126 +6,81 @@ measured first, get one more attempt, until it is decided or every row has
 ``--osmosis-max-n`` attempts (:func:`osmosis_rollout.runs.gating.auto_round` decides both, as it
 does in ``bench/bench_gate_sim.py``).
 
-The rounds run on the scheduler before pytest reports the first row, under the same future
-keys (``<nodeid>#<attempt>``) the session gives a row's attempts, so each row's item finds
-its attempts already finished and reports them as it would a fixed ``--osmosis-n``: items,
-ids, the journal and the report do not change. Only the number of attempts per row does
-(:attr:`AutoRepeats.attempts`).
+The rounds run on the scheduler before pytest reports the first row, under the future keys
+(``<nodeid>#<attempt>``) the row runner gives a row's attempts, so each row's item finds its
+attempts already finished and reports them as it would a fixed ``--osmosis-n``: items, ids,
+the journal and the report do not change, only the number of attempts per row
+(:attr:`~pytest_osmosis.run.session.OsmosisSession.auto`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from osmosis_rollout.runs.gating import RowCounts, auto_round
-from osmosis_rollout.runs.report_model import AttemptRecord
 from pytest_osmosis.options import OsmosisSettings
 from pytest_osmosis.results.verdict import STATUS_SKIPPED, attempt_passes
 
 if TYPE_CHECKING:
-    from osmosis_rollout.dataset import DatasetRow
+    import pytest
+
+    from osmosis_rollout.runs.report_model import AttemptRecord
+    from pytest_osmosis.keys import RowRef
     from pytest_osmosis.run.engine import Engine
 
 
-@dataclass(frozen=True)
-class AutoRow:
-    """A row ``auto`` runs: its item's node id (the attempts' key), the row, its cassettes."""
-
-    key: str
-    row: DatasetRow
-    cassette_key: str | None = None
-
-
-@dataclass
-class AutoRepeats:
-    """How many attempts ``auto`` gave each row, and how many rounds it looked."""
-
-    attempts: dict[str, int] = field(default_factory=dict)
-    rounds: int = 0
-
-    def attempts_for(self, key: str) -> int:
-        """The attempts the row under ``key`` got (one for a row ``auto`` did not run)."""
-        return self.attempts.get(key, 1)
-
-
 def run_rounds(
-    engine: Engine, settings: OsmosisSettings, rows: Sequence[AutoRow], *, deadline: float
-) -> AutoRepeats:
-    """Run every row once, then further attempts while the gate is undecided.
+    engine: Engine,
+    settings: OsmosisSettings,
+    rows: Sequence[tuple[pytest.Item, RowRef]],
+    *,
+    deadline: float,
+) -> dict[str, int]:
+    """Run every row once, then further attempts while the gate is undecided; return how
+    many attempts each row (by node id) got.
 
     ``deadline``: how long one attempt may take (the item deadline); an attempt that gives no
     result within it counts as a miss here, and its item reports what became of it.
     """
-    repeats = AutoRepeats({row.key: 0 for row in rows})
+    keys = [item.nodeid for item, _ in rows]
+    attempts = dict.fromkeys(keys, 0)
     counts: list[RowCounts] = [(0, 0)] * len(rows)
-    gate = settings.min_pass_rate is not None and settings.gate_confidence is not None
     chosen = list(range(len(rows)))
     while chosen:
-        repeats.rounds += 1
-        for index, result in zip(
-            chosen, _run_round(engine, rows, chosen, repeats, deadline), strict=True
-        ):
-            passed, scored = counts[index]
+        futures = []
+        for index in chosen:  # one more attempt for each chosen row, all started at once
+            attempt = attempts[keys[index]]
+            attempts[keys[index]] += 1
+            ref = rows[index][1]
+            cassette = ref.cassette_key or ref.row.key
+            run = functools.partial(
+                engine.runner.run_attempt, ref.row, attempt, cassette_key=cassette
+            )
+            futures.append(engine.scheduler.submit(f"{keys[index]}#{attempt}", run))
+        started = time.monotonic()
+        for index, future in zip(chosen, futures, strict=True):
+            result: AttemptRecord | None
+            try:
+                result = engine.scheduler.wait(
+                    future, max(0.0, started + deadline - time.monotonic())
+                )
+            except Exception:
+                # Timed out, cancelled or failed: a miss for the gate; the row's item reports it.
+                result = None
             if result is None or result.status != STATUS_SKIPPED:
-                counts[index] = (passed + _passes(result, settings), scored + 1)
-        if not gate:
+                passed, scored = counts[index]
+                won = result is not None and attempt_passes(
+                    result, settings.pass_threshold, ungraded_passes=not settings.pass_threshold_set
+                )
+                counts[index] = (passed + won, scored + 1)
+        if settings.min_pass_rate is None or settings.gate_confidence is None:
             break
-        assert settings.min_pass_rate is not None and settings.gate_confidence is not None
         _, chosen = auto_round(
             counts, settings.min_pass_rate, settings.gate_confidence, settings.max_n
         )
         # A row whose every attempt was skipped keeps its place: it has no scored attempt.
-        chosen = [i for i in chosen if repeats.attempts[rows[i].key] < settings.max_n]
-    return repeats
-
-
-def _passes(result: AttemptRecord | None, settings: OsmosisSettings) -> int:
-    if result is None:
-        return 0
-    return int(
-        attempt_passes(
-            result, settings.pass_threshold, ungraded_passes=not settings.pass_threshold_set
-        )
-    )
-
-
-def _run_round(
-    engine: Engine,
-    rows: Sequence[AutoRow],
-    chosen: list[int],
-    repeats: AutoRepeats,
-    deadline: float,
-) -> list[AttemptRecord | None]:
-    """One more attempt for each chosen row, all started at once; their results in order
-    (None for an attempt that failed to give one)."""
-    scheduler = engine.scheduler
-    futures: list[concurrent.futures.Future[AttemptRecord]] = []
-    for index in chosen:
-        row = rows[index]
-        attempt = repeats.attempts[row.key]
-        repeats.attempts[row.key] = attempt + 1
-        futures.append(
-            scheduler.submit(
-                f"{row.key}#{attempt}",
-                functools.partial(
-                    engine.runner.run_attempt,
-                    row.row,
-                    attempt,
-                    cassette_key=row.cassette_key or row.row.key,
-                ),
-            )
-        )
-    started = time.monotonic()
-    results: list[AttemptRecord | None] = []
-    for future in futures:
-        try:
-            results.append(scheduler.wait(future, max(0.0, started + deadline - time.monotonic())))
-        except Exception:
-            # Timed out, cancelled or failed: a miss for the gate; the row's item reports it.
-            results.append(None)
-    return results
+        chosen = [i for i in chosen if attempts[keys[i]] < settings.max_n]
+    return attempts

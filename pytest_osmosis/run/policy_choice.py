@@ -32,7 +32,8 @@ def cassette_dir(config: pytest.Config, settings: OsmosisSettings) -> Path:
 class CassetteKeys:
     """The cassette key of each dataset row: ``<dataset path from the rootdir>::<row key>``.
 
-    Its folder is ``<cassette_dir>/<dataset path>/<row key>/`` (``suite_a/data/test.jsonl``
+    The dataset path is ``_outside/<absolute path>`` for a dataset not under the rootdir. Its
+    folder is ``<cassette_dir>/<dataset path>/<row key>/`` (``suite_a/data/test.jsonl``
     and ``suite_b/data/test.jsonl`` never share one). A row recorded in the old layout,
     ``<cassette_dir>/<dataset file name>.<row key>/``, keeps that key while no new-layout
     folder exists, so old cassettes still replay (README, "Record and replay").
@@ -44,18 +45,15 @@ class CassetteKeys:
         # Nothing to fall back to without the folder: no filesystem look-up per row.
         self.may_hold_old_layout = self.directory.is_dir()
 
-    def namespace(self, dataset: Path) -> str:
-        """The dataset's path relative to the rootdir (``_outside/...`` when not under it)."""
-        try:
-            return dataset.relative_to(self.rootdir).as_posix()
-        except ValueError:
-            return "_outside/" + dataset.as_posix().lstrip("/")
-
     def for_row(self, dataset: Path, row_key: str) -> str:
         """The key a row of ``dataset`` records and replays its cassettes under."""
         from osmosis_rollout.policy.recording import NAMESPACE_SEPARATOR, row_folder
 
-        key = f"{self.namespace(dataset)}{NAMESPACE_SEPARATOR}{row_key}"
+        try:
+            namespace = dataset.relative_to(self.rootdir).as_posix()
+        except ValueError:
+            namespace = "_outside/" + dataset.as_posix().lstrip("/")
+        key = f"{namespace}{NAMESPACE_SEPARATOR}{row_key}"
         if self.may_hold_old_layout and not row_folder(self.directory, key).exists():
             old = f"{dataset.name}.{row_key}"
             if row_folder(self.directory, old).is_dir():
@@ -73,14 +71,11 @@ def check_policy_given(config: pytest.Config, settings: OsmosisSettings) -> None
     Checked at start-up, so the mistake is said as a usage error before any row runs.
     """
     s = settings
-    if s.policy or s.model:
+    if s.policy or s.model or s.toml_model:
         return
     cassettes = cassette_dir(config, settings)
-    recorded = _has_cassettes(cassettes)
-    if s.record_mode in (None, "none") and recorded:
+    if s.record_mode in (None, "none") and _has_cassettes(cassettes):
         return  # replay
-    if s.toml_model and (s.record_mode is not None or not recorded):
-        return
     raise pytest.UsageError(
         "pytest-osmosis: no policy to answer the rollouts' model calls. Pass "
         "--osmosis-policy FILE:CALLABLE (a scripted policy), --osmosis-model LITELLM_ID (a real "
@@ -98,24 +93,21 @@ def choose_policy(
     from osmosis_rollout.policy import RecordingPolicy, as_policy
 
     s = settings
-    base = Path(config.invocation_params.dir)
-    inner: Any = None
+    cassettes = cassette_dir(config, settings)
     if s.policy:
+        base = Path(config.invocation_params.dir)
         inner = as_policy(load_callable(s.policy, base=base, what="--osmosis-policy"))
     elif s.model:
         inner = _litellm_policy(s.model, "--osmosis-model", s)
-    cassettes = cassette_dir(config, settings)
-    mode = s.record_mode
-    if inner is None:
-        if mode in (None, "none") and _has_cassettes(cassettes):
-            return RecordingPolicy(None, cassettes, "none")
+    elif s.record_mode in (None, "none") and _has_cassettes(cassettes):
+        return RecordingPolicy(None, cassettes, "none")
+    else:
         check_policy_given(config, settings)
         inner = _litellm_policy(str(s.toml_model), "the eval TOML's model_path", s)
-    if mode is None or (mode == "none" and not _has_cassettes(cassettes)):
+    if s.record_mode is None or (s.record_mode == "none" and not _has_cassettes(cassettes)):
         return inner
-    return RecordingPolicy(
-        inner, cassettes, cast("RecordMode", mode), on_write_failure=on_write_failure
-    )
+    mode = cast("RecordMode", s.record_mode)
+    return RecordingPolicy(inner, cassettes, mode, on_write_failure=on_write_failure)
 
 
 def _litellm_policy(model: str, source: str, settings: OsmosisSettings) -> Any:

@@ -1,29 +1,25 @@
 """What a rollout prints goes to ``rollouts.log``, redacted, never straight to the terminal.
 
-Rows run on the rollouts' loop, on the scheduler's own thread, while pytest waits for a row,
-reports other items or runs other tests. pytest's
-output capturing is suspended between an item's phases and while the live progress line is
-drawn; a rollout that prints in such a window would write straight to the terminal, past the
-redactor (a workflow echoing a model reply that holds a key, say). Capture that is active
-would instead file the text under whichever item happens to be running.
+Rows run on the scheduler's thread while pytest waits for a row, reports other items or runs
+other tests. While pytest's capturing is suspended (between an item's phases, while the live
+progress line is drawn) a rollout's print would reach the terminal past the redactor (a
+workflow echoing a model reply that holds a key, say); while it is active, the text would be
+filed under whichever item happens to be running.
 
-So an osmosis run routes both ways the streams can be: a router goes in front of
-``sys.stdout`` and ``sys.stderr`` before pytest's capturing starts (pytest then saves, and puts
-back whenever it suspends capturing, the router rather than the terminal stream), and over the
-streams pytest's capturing puts in place while it is active (:func:`route_pytest_capture`).
-A router sends a write to the stream it wraps, unless the write is made inside a row's rollout
-(:func:`rollout_output`, a context variable that the rollout's tasks and the threads
-``asyncio.to_thread`` starts for it inherit): then each line goes to the
-``osmosis_rollout.output`` logger, which the engine routes to ``rollouts.log`` through the
-redactor, under the rollout's id. (Under ``--capture=sys``, and in a test using
-``capsys``/``capfd`` while rows run, prints made while capturing is active are still captured
-by pytest, into an item's redacted report: those streams are read back and stay pytest's.)
+So routers stand in front of ``sys.stdout`` and ``sys.stderr`` (:func:`install_router`, before
+pytest's capturing starts, so pytest saves and puts back the router rather than the terminal
+stream) and of the streams pytest's capturing swaps in (:func:`route_pytest_capture`). A write
+made inside a row's rollout (:func:`rollout_output`, a context variable its tasks and
+``asyncio.to_thread`` threads inherit) goes, a line at a time, to the ``osmosis_rollout.output``
+logger, which the engine routes to ``rollouts.log`` through the redactor under the rollout's
+id; any other write goes to the stream wrapped.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -35,7 +31,6 @@ logger = logging.getLogger("osmosis_rollout.output")
 _CURRENT: contextvars.ContextVar[RolloutOutput | None] = contextvars.ContextVar(
     "osmosis_rollout_output", default=None
 )
-
 
 KEPT_CHARS = 2000
 """What a rollout's printed text keeps for its row (its failure's "Captured rollout output"
@@ -70,20 +65,16 @@ class RolloutOutput:
         tail = [f"... {self._left_out} more lines in rollouts.log"] if self._left_out else []
         return "\n".join([*self._kept, *tail])
 
-    def _keep(self, stream: str, lines: list[str]) -> None:
-        for line in lines:
-            shown = line if stream == "stdout" else f"stderr: {line}"
-            if self._kept_chars + len(shown) > KEPT_CHARS:
-                self._left_out += 1
-                continue
-            self._kept_chars += len(shown) + 1
-            self._kept.append(shown)
-
     def _log(self, stream: str, lines: list[str]) -> None:
-        self._keep(stream, lines)
         self.logging = True
         try:
             for line in lines:
+                shown = line if stream == "stdout" else f"stderr: {line}"
+                if self._kept_chars + len(shown) > KEPT_CHARS:
+                    self._left_out += 1
+                else:
+                    self._kept_chars += len(shown) + 1
+                    self._kept.append(shown)
                 logger.info("%s %s: %s", self.rollout_id, stream, line)
         finally:
             self.logging = False
@@ -134,39 +125,32 @@ class RolloutsLogHandler(logging.FileHandler):
             super().emit(record)
 
     def handleError(self, record: logging.LogRecord) -> None:
-        if self.failure is not None:
-            return
+        # Called by emit while it handles the error, so there is one.
         error = sys.exc_info()[1]
-        self.failure = (
-            getattr(error, "strerror", None) or str(error) or type(error).__name__
-            if error is not None
-            else "write failed"
-        )
+        self.failure = getattr(error, "strerror", None) or str(error) or type(error).__name__
         with contextlib.suppress(Exception):
             self.close()
+
+
+def _put_back(owner: Any, name: str, router: _Router) -> None:
+    """Put back the stream ``router`` wraps, if ``router`` is still the one in place."""
+    if getattr(owner, name) is router:
+        setattr(owner, name, router._inner)
 
 
 def install_router() -> Callable[[], None]:
     """Put the router in front of ``sys.stdout`` and ``sys.stderr``; return the undo.
 
     Idempotent: a stream that is already a router (a nested pytest run) is left as it is.
-    The undo restores a stream only if the router is still the one in place.
     """
-    installed: list[tuple[str, _Router]] = []
+    undo = contextlib.ExitStack()
     for name in ("stdout", "stderr"):
         current = getattr(sys, name)
-        if current is None or isinstance(current, _Router):
-            continue
-        router = _Router(current, name)
-        setattr(sys, name, router)
-        installed.append((name, router))
-
-    def undo() -> None:
-        for name, router in installed:
-            if getattr(sys, name) is router:
-                setattr(sys, name, router._inner)
-
-    return undo
+        if current is not None and not isinstance(current, _Router):
+            router = _Router(current, name)
+            setattr(sys, name, router)
+            undo.callback(_put_back, sys, name, router)
+    return undo.close
 
 
 @contextlib.contextmanager
@@ -189,44 +173,34 @@ def echo_to_terminal(redactor: Any) -> Callable[[], None]:
     """With capturing off (``-s``), rollouts' printed lines reach the terminal too, redacted,
     each prefixed by its rollout id (``row-3.0.1a2b3c4d stdout: ...``); return the undo.
 
-    They are written to the stream the router wraps (the terminal's), from the rollout's
-    thread, a whole line at a time.
+    They are written, a whole line at a time from the rollout's thread, to the terminal's
+    stream, under the routers in front of it.
     """
     from osmosis_rollout.redaction import redact_handler
 
-    handler = logging.StreamHandler(_terminal(sys.stdout))
+    terminal = sys.stdout
+    while isinstance(terminal, _Router):
+        terminal = terminal._inner
+    handler = logging.StreamHandler(terminal)
     handler.setFormatter(logging.Formatter("%(message)s"))
     redact_handler(handler, redactor)
     logger.addHandler(handler)
-
-    def undo() -> None:
-        logger.removeHandler(handler)
-
-    return undo
-
-
-def _terminal(stream: Any) -> Any:
-    """The stream under any routers in front of it."""
-    while isinstance(stream, _Router):
-        stream = stream._inner
-    return stream
+    return functools.partial(logger.removeHandler, handler)
 
 
 def route_pytest_capture(capman: Any) -> Callable[[], None]:
     """Wrap the streams pytest's global capturing swaps into ``sys`` in routers; return the undo.
 
-    Under fd capturing pytest keeps them on the ``SysCapture`` each ``FDCapture`` holds
-    (``syscapture.tmpfile``) and sets ``sys.stdout`` to them on every resume. A pytest whose
-    capture objects look otherwise is left alone (then prints made while capturing is active
-    are captured as before, and redacted in the item's report).
+    Only under fd capturing (pytest's default), where pytest keeps them on the ``SysCapture``
+    each ``FDCapture`` holds (``syscapture.tmpfile``), writes to them and never reads them
+    back (the fd's file is read), and sets ``sys.stdout`` to them on every resume.
+    ``--capture=sys`` reads its stream back as a ``CaptureIO`` and must keep it, and a pytest
+    whose capture objects look otherwise is left alone: prints made while capturing is active
+    then land in the running item's captured output, redacted like the rest of its report.
     """
     capturing = getattr(capman, "_global_capturing", None)
-    wrapped: list[tuple[Any, _Router, str]] = []
+    undo = contextlib.ExitStack()
     for attr, stream in (("out", "stdout"), ("err", "stderr")):
-        # Only under fd capturing (pytest's default): its SysCapture's stream is written to and
-        # never read (the fd's file is), while ``--capture=sys`` reads its stream back as a
-        # ``CaptureIO`` and must keep it. There, prints made while capturing is active land in
-        # the running item's captured output, redacted like the rest of its report.
         holder: Any = getattr(getattr(capturing, attr, None), "syscapture", None)
         tmpfile = getattr(holder, "tmpfile", None)
         if tmpfile is None or isinstance(tmpfile, _Router) or not hasattr(tmpfile, "write"):
@@ -235,13 +209,6 @@ def route_pytest_capture(capman: Any) -> Callable[[], None]:
         holder.tmpfile = router
         if getattr(sys, stream) is tmpfile:  # capturing is active right now
             setattr(sys, stream, router)
-        wrapped.append((holder, router, stream))
-
-    def undo() -> None:
-        for holder, router, stream in wrapped:
-            if holder.tmpfile is router:
-                holder.tmpfile = router._inner
-            if getattr(sys, stream) is router:
-                setattr(sys, stream, router._inner)
-
-    return undo
+        undo.callback(_put_back, holder, "tmpfile", router)
+        undo.callback(_put_back, sys, stream, router)  # set by pytest on a resume, too
+    return undo.close

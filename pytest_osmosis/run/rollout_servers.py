@@ -4,6 +4,7 @@ make the controller-side clients that admit and poll rollouts on them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import re
@@ -12,13 +13,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
 
+from osmosis_rollout.redaction import redact_url
+from osmosis_rollout.server.auth import SERVER_API_KEY_ENV
 from pytest_osmosis.run.scheduler import RolloutScheduler
 
 SERVE_START_TIMEOUT_SEC = 180.0
@@ -31,11 +33,12 @@ ROLLOUTS_PER_CLIENT = 16
 """Long polls each hold a connection, and httpx's pool scans all of its connections per
 request, so one client per 16 rollouts in flight keeps the controller side cheap."""
 
+_SERVING_ON = re.compile(rb"osmosis-rollout serve: .* on http://127\.0\.0\.1:(\d+)")
+_SIGNAL_NAMES = {s.value: s.name for s in signal.Signals}
+
 
 def _server_api_key() -> str | None:
     """The rollout server's inbound key, from the same variable ``osmosis-rollout serve`` reads."""
-    from osmosis_rollout.server import SERVER_API_KEY_ENV
-
     return os.environ.get(SERVER_API_KEY_ENV) or None
 
 
@@ -46,8 +49,6 @@ def _auth_headers() -> dict[str, str]:
 
 def check_servers(urls: list[str]) -> None:
     """Refuse to start when a rollout server does not answer ``GET /health``."""
-    from osmosis_rollout.redaction import redact_url
-
     headers = _auth_headers()
     for url in urls:
         shown = redact_url(url)  # the URL's credentials are used, never shown
@@ -60,11 +61,8 @@ def check_servers(urls: list[str]) -> None:
                 "Start it (osmosis-rollout serve ...) or use --osmosis-serve."
             ) from None
         if response.status_code != 200:
-            hint = (
-                " (set OSMOSIS_ROLLOUT_API_KEY to its inbound key)"
-                if response.status_code == 401
-                else ""
-            )
+            unauthorized = response.status_code == 401
+            hint = f" (set {SERVER_API_KEY_ENV} to its inbound key)" if unauthorized else ""
             raise pytest.UsageError(
                 f"pytest-osmosis: --osmosis-server {shown}: GET /health answered "
                 f"{response.status_code}{hint}"
@@ -92,13 +90,8 @@ def make_clients(scheduler: RolloutScheduler, urls: list[str]) -> list[Any]:
 def close_clients(scheduler: RolloutScheduler, clients: list[Any]) -> None:
     """Close clients on the loop they were made on (best effort; the loop may be gone)."""
     for client in clients:
-        try:
+        with contextlib.suppress(Exception):
             scheduler.run(client.aclose, timeout=5)
-        except Exception:
-            pass
-
-
-_SERVING_ON = re.compile(rb"osmosis-rollout serve: .* on http://127\.0\.0\.1:(\d+)")
 
 
 class ServedServer:
@@ -111,25 +104,27 @@ class ServedServer:
 
     LAST_LINES = 15
 
-    def __init__(
-        self,
-        url: str,
-        process: subprocess.Popen[bytes],
-        log_path: Path,
-        stop: Callable[[], None],
-    ) -> None:
-        self.url = url
+    def __init__(self, process: subprocess.Popen[bytes], log_path: Path, log: IO[bytes]) -> None:
+        self.url = ""
+        """Known once the server named its port."""
         self.process = process
         self.log_path = log_path
-        self._stop = stop
+        self._log = log
         self._exited: asyncio.Event | None = None
         self.stopping = False
-        """True once :attr:`stop` was called: an exit then is ours, not a death."""
+        """True once :meth:`stop` was called: an exit then is ours, not a death."""
 
     def stop(self) -> None:
         """Stop the server (its exit from now on is ours, not a death)."""
         self.stopping = True
-        self._stop()
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(SERVE_STOP_TIMEOUT_SEC)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self._log.close()
 
     def exit_cause(self) -> str | None:
         """``None`` while the server runs (or after we stopped it), else what ended it."""
@@ -137,10 +132,7 @@ class ServedServer:
         if code is None or self.stopping:
             return None
         if code < 0:
-            try:
-                status = f"killed by {signal.Signals(-code).name}"
-            except ValueError:
-                status = f"killed by signal {-code}"
+            status = f"killed by {_SIGNAL_NAMES.get(-code, f'signal {-code}')}"
         else:
             status = f"exited with status {code}"
         try:
@@ -163,10 +155,8 @@ class ServedServer:
 
             def watch() -> None:
                 self.process.wait()
-                try:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
                     loop.call_soon_threadsafe(event.set)
-                except RuntimeError:
-                    pass  # the rows' loop is closed: nobody is waiting any more
 
             threading.Thread(target=watch, name="osmosis-serve-watch", daemon=True).start()
         await self._exited.wait()
@@ -187,61 +177,37 @@ def start_server_subprocess(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("ab")
     start = log.tell()  # a reused output directory's log holds earlier servers' lines
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "osmosis_rollout.cli",
-            "serve",
-            entrypoint,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-        ],
+    command = [sys.executable, "-m", "osmosis_rollout.cli", "serve", entrypoint]
+    process = subprocess.Popen(
+        [*command, "--host", "127.0.0.1", "--port", "0"],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
         cwd=str(cwd),
     )
+    served = ServedServer(process, log_path, log)
     deadline = time.monotonic() + SERVE_START_TIMEOUT_SEC
-
-    def stop() -> None:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(SERVE_STOP_TIMEOUT_SEC)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-        log.close()
-
     # One client for every poll: a client per poll loads the CA bundle each time, CPU taken
     # from the server importing the user's rollout on the same cores.
-    url: str | None = None
     with httpx.Client(timeout=1.0, headers=_auth_headers()) as health:
         while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                stop()
+            if process.poll() is not None:
+                served.stop()
                 tail = log_path.read_text(errors="replace")[-2000:]
                 raise pytest.UsageError(
                     f"pytest-osmosis: --osmosis-serve: the server exited early:\n{tail}"
                 )
-            if url is None:
+            if not served.url:
                 with log_path.open("rb") as written:
                     written.seek(start)
                     found = _SERVING_ON.search(written.read())
-                if found is not None:
-                    url = f"http://127.0.0.1:{int(found.group(1))}"
-            if url is not None:
-                try:
-                    if health.get(url + "/health").status_code == 200:
-                        return ServedServer(url, proc, log_path, stop)
-                except httpx.HTTPError:
-                    pass
+                served.url = f"http://127.0.0.1:{int(found.group(1))}" if found else ""
+            with contextlib.suppress(httpx.HTTPError):
+                if served.url and health.get(served.url + "/health").status_code == 200:
+                    return served
             time.sleep(0.1)
-    stop()
+    served.stop()
     raise pytest.UsageError(
-        f"pytest-osmosis: --osmosis-serve: no healthy server on {url or 'its port'} after "
+        f"pytest-osmosis: --osmosis-serve: no healthy server on {served.url or 'its port'} after "
         f"{SERVE_START_TIMEOUT_SEC:g}s (its log: {log_path})"
     )

@@ -1,25 +1,15 @@
-"""The session: the run's settings and engine, and the plugin objects that own the rest.
+"""The session: owns a run's state (settings, folder, engine) and registers the plugin
+objects that own the rest.
 
-An :class:`OsmosisSession` is registered with pytest's plugin manager as
-``"osmosis-session"`` (as pytest's own ``LFPlugin`` and pytest-xdist's ``DSession`` are):
-when datasets are configured, at ``pytest_configure`` (see :mod:`pytest_osmosis.startup`);
-for tests parametrized by ``@pytest.mark.osmosis_dataset``, once collection found one.
-It owns the settings, the run folder (:mod:`~pytest_osmosis.results.run_folder`) and the engine's
-lifetime, and registers beside itself, as pytest's ``cacheprovider`` registers ``LFPlugin``
-and ``NFPlugin``, one plugin object per concern:
+An :class:`OsmosisSession` is registered as the ``"osmosis-session"`` plugin (as pytest's own
+``LFPlugin`` and pytest-xdist's ``DSession`` are): at ``pytest_configure`` when datasets are
+configured (:mod:`pytest_osmosis.startup`), else once collection finds a test parametrized by
+``@pytest.mark.osmosis_dataset``. Beside itself it registers one plugin object per concern, as
+pytest's ``cacheprovider`` registers ``LFPlugin`` and ``NFPlugin`` (:meth:`~OsmosisSession.register`):
+the rows' rollouts, resume, the run's summary, report redaction, and pytest-xdist's hooks.
 
-- ``osmosis-rows``: :class:`~pytest_osmosis.run.row_runner.RowRunner`, the rows' rollouts, run
-  ahead of pytest, each row one :class:`~pytest_osmosis.results.rows.Row`;
-- ``osmosis-resume``: :class:`~pytest_osmosis.results.resume.Resume`, which journaled rows stand;
-- ``osmosis-summary``: :class:`~pytest_osmosis.results.run_end.RunSummary`, the run's verdict,
-  report files, gates and terminal summary;
-- ``osmosis-redaction``: :class:`~pytest_osmosis.results.report_redaction.ReportRedaction`;
-- ``osmosis-xdist``: :class:`~pytest_osmosis.run.xdist_run.XdistRun`, the run's rows and
-  failed writes across pytest-xdist's processes.
-
-Collection only reads datasets (cheap: ``--co`` never imports the rollout or starts a
-server). The rollout engine (policy endpoint, backend or servers, scheduler) is started the
-first time a row is submitted, when the run loop begins.
+Collection only reads datasets (``--co`` never imports the rollout or starts a server); the
+engine (policy endpoint, backend or servers, scheduler) starts when the run loop begins.
 """
 
 from __future__ import annotations
@@ -44,7 +34,6 @@ from pytest_osmosis.results.resume import RESUME_PLUGIN, Resume, row_fingerprint
 from pytest_osmosis.results.rows import RowBook
 from pytest_osmosis.results.run_end import SUMMARY_PLUGIN, RunSummary
 from pytest_osmosis.results.run_folder import RunFolder
-from pytest_osmosis.run.attempts import RunPaths
 from pytest_osmosis.run.policy_choice import cassette_dir
 from pytest_osmosis.run.row_runner import ITEM_GRACE_SEC, ROWS_PLUGIN, RowRunner
 from pytest_osmosis.run.xdist_run import XDIST_PLUGIN, XdistRun
@@ -52,7 +41,6 @@ from pytest_osmosis.signals import SignalWatch
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
-    from pytest_osmosis.run.auto_repeats import AutoRepeats
     from pytest_osmosis.run.engine import Engine
 
 UNBOUNDED_ITEM_DEADLINE_SEC = 3600.0
@@ -94,18 +82,20 @@ class OsmosisSession:
     ) -> None:
         self.config = config
         self.settings = settings
-        self.workspace = workspace
         self.entrypoint = entrypoint
         self.eval_config = eval_config
         self.is_worker = is_worker(config)
-        # Under xdist, workers write into the controller's run directory.
-        shared = getattr(config, "workerinput", {}).get("osmosis_run_name")
-        # Two runs in one second of one process (pytester, a plugin re-running pytest) still
-        # get their own id and default folder.
-        self.run_name = shared or (
+        # Under xdist, workers write into the controller's run directory. Two runs in one
+        # second of one process (pytester, a plugin re-running pytest) get their own id.
+        self.run_name = getattr(config, "workerinput", {}).get("osmosis_run_name") or (
             dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{secrets.token_hex(2)}"
         )
-        self.output = self._output_dir()
+        named = settings.resume or settings.output
+        self.output = (
+            resolve_path(config, named)
+            if named
+            else (workspace or Path(config.rootpath)) / ".osmosis" / "runs" / self.run_name
+        )
         self.folder = RunFolder(
             self.output,
             run_id=self.run_name,
@@ -127,11 +117,10 @@ class OsmosisSession:
         """Node ids of the rows this run set out to run, in item order (controller)."""
         self.engine: Engine | None = None
         self.engine_error: BaseException | None = None
-        self.auto: AutoRepeats | None = None
-        """``--osmosis-n auto``: how many attempts each row got (issue 29)."""
+        self.auto: dict[str, int] | None = None
+        """``--osmosis-n auto``: how many attempts each row got, by node id (issue 29)."""
         self.log_failure: str | None = None
         """Why ``rollouts.log`` stopped being written, if it did."""
-        self._run_fingerprint: dict[str, Any] | None = None
         self.book = RowBook(self.report.journal, self.folder)
         self.rows = RowRunner(self, self.book)
         self.resume = Resume(self)
@@ -148,19 +137,6 @@ class OsmosisSession:
         manager.register(self.summary, SUMMARY_PLUGIN)
         manager.register(self.redaction, REDACTION_PLUGIN)
         manager.register(self.xdist, XDIST_PLUGIN)
-
-    def _output_dir(self) -> Path:
-        if self.settings.resume:
-            return resolve_path(self.config, self.settings.resume)
-        if self.settings.output:
-            return resolve_path(self.config, self.settings.output)
-        base = self.workspace or Path(self.config.rootpath)
-        return base / ".osmosis" / "runs" / self.run_name
-
-    @property
-    def paths(self) -> RunPaths:
-        """Where this run writes trajectories and artifacts."""
-        return RunPaths(self.output)
 
     def describe(self) -> dict[str, Any]:
         """The run's configuration, as the report header and JSON report show it."""
@@ -190,22 +166,24 @@ class OsmosisSession:
             "output": str(self.output),
         }
 
+    @functools.cached_property
+    def _run_fingerprint(self) -> dict[str, Any]:
+        """The run-wide part of every row's fingerprint."""
+        described = self.describe()
+        datasets = self.config.stash.get(DATASETS_KEY, set())
+        return run_fingerprint(
+            entrypoint=self.entrypoint,
+            policy=described["policy"],
+            pass_threshold=self.settings.pass_threshold,
+            row_pass=described["row_pass"],
+            n=self.settings.n,
+            base=Path(self.config.invocation_params.dir),
+            # Each row has its own digest; cassettes change as they are recorded.
+            skip=[self.output, cassette_dir(self.config, self.settings), *datasets],
+        )
+
     def fingerprint(self, row: DatasetRow) -> dict[str, Any]:
         """What ``row``'s result depends on, as its journal lines carry it (see :mod:`~pytest_osmosis.results.resume`)."""
-        if self._run_fingerprint is None:
-            s = self.settings
-            datasets = self.config.stash.get(DATASETS_KEY, set())
-            # Each row has its own digest; cassettes change as they are recorded.
-            skip = [self.output, cassette_dir(self.config, s), *datasets]
-            self._run_fingerprint = run_fingerprint(
-                entrypoint=self.entrypoint,
-                policy=s.policy or (f"litellm:{s.model}" if s.model else None),
-                pass_threshold=s.pass_threshold,
-                row_pass=s.row_pass.describe(),
-                n=s.n,
-                base=Path(self.config.invocation_params.dir),
-                skip=skip,
-            )
         return row_fingerprint(self._run_fingerprint, row.raw, row.label)
 
     def write_run_file(self, finished: dict[str, Any] | None) -> None:
@@ -218,6 +196,17 @@ class OsmosisSession:
             kept=plan.kept if plan is not None else (),
             resume=plan.describe() if plan is not None else None,
         )
+
+    def set_out(self, selected: list[str]) -> None:
+        """The run sets out to run ``selected`` (a fresh run clears an earlier one's files)."""
+        self.selected = selected
+        if not selected:
+            return
+        self.folder.start(fresh=not self.settings.resume)
+        try:
+            self.write_run_file(finished=None)
+        except OSError as exc:
+            self.folder.write_failed(exc, "run.json")
 
     # -- the engine ------------------------------------------------------------------------
 
@@ -259,15 +248,16 @@ class OsmosisSession:
         return self.engine
 
     def row_attempts(self, key: str) -> int:
-        """How many attempts the row under ``key`` gets: ``--osmosis-n``, or what auto gave it."""
-        return self.auto.attempts_for(key) if self.auto is not None else self.settings.n
+        """How many attempts the row under ``key`` gets: ``--osmosis-n``, or what auto gave it
+        (one for a row auto did not run)."""
+        return self.auto.get(key, 1) if self.auto is not None else self.settings.n
 
     def close(self) -> None:
         """Cancel what still runs and stop every server and thread this session started."""
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.stop()
-            if engine.log is not None and engine.log.failure is not None:
+            if engine.log is not None:
                 self.log_failure = engine.log.failure
 
     # -- hooks -----------------------------------------------------------------------------
@@ -290,12 +280,11 @@ class OsmosisSession:
                 raise pytest.UsageError(f"pytest-osmosis: {exc}") from exc
         from pytest_osmosis.display.live import start_live_progress
 
-        def running() -> int:
-            engine = self.engine
-            return engine.scheduler.running if engine is not None else 0
-
         self.rows.watcher = start_live_progress(
-            self.config, self.settings.progress, self.settings.progress_interval, running
+            self.config,
+            self.settings.progress,
+            self.settings.progress_interval,
+            lambda: self.engine.scheduler.running if self.engine is not None else 0,
         )
 
     @pytest.hookimpl(wrapper=True)
@@ -317,59 +306,39 @@ class OsmosisSession:
             # redact and leave other rows' records out of each item's captured log as well.
             self.redaction.redact_pytest_logs()
             return
-        items = [item for item in session.items if row_ref(item) is not None]
+        refs = [(item, ref) for item in session.items if (ref := row_ref(item)) is not None]
         plan = self.resume.plan
         previous = plan.previous if plan is not None else []
-        if not items:
+        if not refs:
             # A resume with nothing left still reports every row of the run.
             self.set_out(list(previous))
             return
         self.redaction.redact_pytest_logs()
         try:
             # Loaded first: a usage error must not leave a run directory behind.
-            self.ensure_engine()
+            engine = self.ensure_engine()
         except pytest.UsageError:
-            # pytest says it as "ERROR: ..." with exit 4, as for one raised at start-up.
-            raise
+            raise  # pytest says it as "ERROR: ..." with exit 4, as for one raised at start-up
         except Exception:
-            return
-        selected = [item.nodeid for item in items if _row_dataset(item) is not None]
+            return  # remembered: every row reports it when it runs
+        selected = [item.nodeid for item, ref in refs if ref.dataset is not None]
         self.set_out(list(dict.fromkeys([*previous, *selected])))
         try:
             if self.settings.n_auto:  # issue 29: every row's attempts, in rounds, first
-                from pytest_osmosis.run.auto_repeats import AutoRow, run_rounds
+                from pytest_osmosis.run.auto_repeats import run_rounds
 
-                refs = [(item.nodeid, ref) for item in items if (ref := row_ref(item))]
-                self.auto = run_rounds(
-                    self.ensure_engine(),
-                    self.settings,
-                    [AutoRow(key, ref.row, ref.cassette_key) for key, ref in refs],
-                    deadline=self.item_deadline(),
-                )
+                self.auto = run_rounds(engine, self.settings, refs, deadline=self.item_deadline())
                 # Every row's attempts are done: decide and journal each now, as if they had
                 # just finished (a run stopped by -x still reports every row auto ran).
-                for key, ref in refs:
-                    self.rows.submit_row(
-                        key, ref.row, cassette_key=ref.cassette_key, dataset=ref.dataset
-                    )
-            self.rows.run_ahead([functools.partial(self.rows.submit_item, item) for item in items])
+                for item, _ in refs:
+                    self.rows.submit_item(item)
+            self.rows.run_ahead(
+                [functools.partial(self.rows.submit_item, item) for item, _ in refs]
+            )
         except pytest.UsageError:
-            # A user mistake found late (a broken entrypoint): said once, as a usage error.
-            raise
+            raise  # a user mistake found late (a broken entrypoint): said once, as one
         except Exception:
-            # The session remembers the engine's error; every row reports it when it runs.
-            return
-
-    def set_out(self, selected: list[str]) -> None:
-        """The run sets out to run ``selected`` (a fresh run clears an earlier one's files)."""
-        self.selected = selected
-        if not selected:
-            return
-        self.folder.start(fresh=not self.settings.resume)
-        try:
-            self.write_run_file(finished=None)
-        except OSError as exc:
-            self.folder.write_failed(exc, "run.json")
+            return  # the session remembers the engine's error; every row reports it
 
     def pytest_report_header(self) -> list[str] | None:
         if not self.settings.active:
@@ -390,8 +359,3 @@ class OsmosisSession:
         session = self.config.pluginmanager.get_plugin("session")
         if session is not None:  # a signal while pytest wrote its reports: still interrupted
             session.exitstatus = self.signals.exit_status(session.exitstatus)
-
-
-def _row_dataset(item: pytest.Item) -> str | None:
-    ref = row_ref(item)
-    return ref.dataset if ref is not None else None

@@ -19,21 +19,10 @@ from osmosis_rollout.workspace import (
     dataset_candidates,
     eval_config_for,
     find_local_dataset,
-    find_workspace,
     rollout_entrypoints,
 )
+from osmosis_rollout.workspace import find_workspace as find_workspace  # re-exported
 from osmosis_rollout.workspace.user_code import load_object
-
-__all__ = [
-    "check_reference_file",
-    "dataset_from_eval_config",
-    "default_eval_config",
-    "discover_entrypoint",
-    "file_not_found",
-    "find_workspace",
-    "load_callable",
-    "shown_path",
-]
 
 
 def discover_entrypoint(workspace: Path | None) -> str:
@@ -104,10 +93,8 @@ def dataset_from_eval_config(config: pytest.Config) -> list[str]:
         return [str(found)]
     if config.args_source == pytest.Config.ArgsSource.ARGS:
         return []
-    looked = ", ".join(
-        str(c.relative_to(workspace)) if c.is_relative_to(workspace) else str(c)
-        for c in dataset_candidates(dataset, workspace=workspace, base=invocation)
-    )
+    candidates = dataset_candidates(dataset, workspace=workspace, base=invocation)
+    looked = ", ".join(shown_path(c, workspace) for c in candidates)
     raise pytest.UsageError(
         f"pytest-osmosis: --osmosis-config {value}: [experiment].dataset = {dataset!r} has no "
         f"local file (looked for {looked} in {workspace}).\n"
@@ -134,37 +121,28 @@ def file_not_found(flag: str, path: Path, base: Path, suffixes: tuple[str, ...])
     """
     import difflib
 
+    message = f"{flag}: file not found: {shown_path(path, base)}"
     folder = path.parent
-    if not folder.is_dir():
-        while not folder.is_dir() and folder != folder.parent:
-            folder = folder.parent
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    if folder != path.parent:
         missing = path.relative_to(folder).parts
+        no_folder = f"there is no folder {shown_path(path.parent, base)}"
         folders = sorted(p.name for p in folder.iterdir() if p.is_dir())
         for close in difflib.get_close_matches(missing[0], folders, n=3, cutoff=0.6):
             candidate = folder.joinpath(close, *missing[1:])
             if candidate.is_file():
-                return (
-                    f"{flag}: file not found: {shown_path(path, base)} (there is no folder "
-                    f"{shown_path(path.parent, base)}); did you mean {shown_path(candidate, base)}?"
-                )
-        return (
-            f"{flag}: file not found: {shown_path(path, base)} "
-            f"(there is no folder {shown_path(path.parent, base)}; the nearest that exists is "
-            f"{shown_path(folder, base)})"
-        )
+                return f"{message} ({no_folder}); did you mean {shown_path(candidate, base)}?"
+        return f"{message} ({no_folder}; the nearest that exists is {shown_path(folder, base)})"
     names = sorted(p.name for p in folder.iterdir() if p.is_file())
     near = difflib.get_close_matches(path.name, names, n=3, cutoff=0.5)
+    present = [n for n in names if n.endswith(suffixes)][:3]
+    where = shown_path(folder, base)
     if near:
-        hint = "; did you mean " + " or ".join(shown_path(folder / n, base) for n in near) + "?"
-    else:
-        present = [n for n in names if n.endswith(suffixes)][:3]
-        where = shown_path(folder, base)
-        hint = (
-            f"; {where} has {', '.join(present)}"
-            if present
-            else f"; {where} has no {' or '.join(suffixes)} file"
-        )
-    return f"{flag}: file not found: {shown_path(path, base)}{hint}"
+        return f"{message}; did you mean {' or '.join(shown_path(folder / n, base) for n in near)}?"
+    if present:
+        return f"{message}; {where} has {', '.join(present)}"
+    return f"{message}; {where} has no {' or '.join(suffixes)} file"
 
 
 def check_reference_file(flag: str, reference: str, base: Path) -> None:
