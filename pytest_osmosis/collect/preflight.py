@@ -128,10 +128,9 @@ def preflight_anchor(config: pytest.Config, datasets: list[Path]) -> Path | None
         path = (invocation / arg).resolve()
         if path in resolved:
             return path
-        if path.is_dir():
-            inside = [d for d in resolved if d.is_relative_to(path)]
-            if inside:
-                return inside[0]
+        inside = [d for d in resolved if path.is_dir() and d.is_relative_to(path)]
+        if inside:
+            return inside[0]
     return None
 
 

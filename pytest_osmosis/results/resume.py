@@ -1,15 +1,13 @@
 """An honest resume: which journaled rows still stand, and which run again, and why.
 
-Every journaled row carries a fingerprint of what its result depends on
-(:func:`run_fingerprint`, :func:`row_fingerprint`): the row's content and label, every file
-of the rollout's folder or package (:func:`rollout_digest`), the policy's module, the
-environment variables the entrypoint declares it reads (``OSMOSIS_ENV = ["NAME", ...]`` at
-its top level: :func:`env_digest`), the pass threshold, the row rule and the number of
-attempts. A resumed run (``--osmosis-resume RUN_DIR``) keeps a journaled row only when its
-fingerprint is today's; a row whose rollouts errored (a server that died, say) runs again
-unless ``--osmosis-resume-keep-errors``. :class:`ResumePlan` says which rows ran again and
-why; :class:`Resume` (the ``osmosis-resume`` plugin) makes it once pytest has collected the
-rows, and leaves the rows that stand out of the run.
+Every journaled row carries a fingerprint of what its result depends on: the row's content
+and label, every file of the rollout's folder or package, the policy's module, the
+environment variables the entrypoint declares it reads (``OSMOSIS_ENV = ["NAME", ...]``),
+the pass threshold, the row rule and the number of attempts. ``--osmosis-resume RUN_DIR``
+keeps a journaled row only when its fingerprint is today's, and runs a row whose rollouts
+errored again unless ``--osmosis-resume-keep-errors``. :class:`ResumePlan` says which rows
+ran again and why; :class:`Resume` (the ``osmosis-resume`` plugin) makes it once pytest has
+collected the rows, and leaves the rows that stand out of the run.
 """
 
 from __future__ import annotations
@@ -101,12 +99,10 @@ def _skipped(name: str) -> bool:
 
 
 def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] = ()) -> str | None:
-    """A short hash of every file of the rollout's folder (the entrypoint's folder, or its
-    package's): a module ``main.py`` imports from beside it counts as much as ``main.py``.
-
-    ``skip``: files and folders left out (the run's output, its datasets, whose rows have
-    their own digest, and its cassettes, when they lie inside). Hidden folders and bytecode
-    are left out too. The reference itself when no file is found.
+    """A short hash of every file of the rollout's folder (the entrypoint's, or its package's):
+    a module ``main.py`` imports counts as much as ``main.py``; the reference itself when no
+    file is found. ``skip``: files and folders left out (the run's output, its datasets, whose
+    rows have their own digest, and its cassettes), as hidden folders and bytecode are.
     """
     if not entrypoint:
         return None
