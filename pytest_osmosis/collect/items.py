@@ -122,16 +122,11 @@ class RowItem(pytest.Item):
     def __init__(self, *, row: DatasetRow, cassette_key: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.row = row
-        #: The key its cassettes are recorded under (see ``policy_choice.CassetteKeys``).
-        self.cassette_key = cassette_key
-        self.stash[ROW_KEY] = RowRef(row, cassette_key=cassette_key, dataset=self.dataset)
+        # The key its cassettes are recorded under (see ``policy_choice.CassetteKeys``).
+        self.stash[ROW_KEY] = RowRef(row, cassette_key=cassette_key, dataset=str(self.path))
         self._waited: tuple[RowRecord, str] | BaseException | None = None
         """What :meth:`setup` waited for: the verdict and the threshold's own outcome, or
         why there is none."""
-
-    @property
-    def dataset(self) -> str:
-        return str(self.path)
 
     def describe(self) -> str:
         line = f" line {self.row.line}" if self.row.line else ""
@@ -145,9 +140,10 @@ class RowItem(pytest.Item):
         gate counts it (see :meth:`runtest`)."""
         super().setup()
         session = ensure_session(self.config)
+        ref = self.stash[ROW_KEY]
         try:
             verdict = session.rows.wait_for_row(
-                self.nodeid, self.row, cassette_key=self.cassette_key, dataset=self.dataset
+                self.nodeid, self.row, cassette_key=ref.cassette_key, dataset=ref.dataset
             )
         except Exception as exc:
             ours = isinstance(exc, pytest.UsageError | VerdictHookError)
