@@ -4,12 +4,12 @@
 :class:`DatasetFile`, whose children are one :class:`RowItem` per selected row, named by the
 row's ``id`` column, else ``row-<n>``: ``data/test.jsonl::row-3``. Ids are stable across
 runs, so ``-k``, ``--lf``, ``--sw``, baselines and xdist all address the same rows.
-Preflight checks run first, as their own items, from :class:`PreflightFile`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import shlex
 from collections.abc import Iterator, Sequence
@@ -35,19 +35,15 @@ if TYPE_CHECKING:
 def rerun_command(config: pytest.Config, path: Path, name: str) -> str:
     """The command that runs just this row, from where pytest was invoked.
 
-    The ``--osmosis-*`` options given on the command line come along (the dataset and the
-    policy are often among them), except those naming where this run writes
-    (:data:`DESTINATIONS`): pasted, the line must not replace this run's report, HTML,
-    markdown or run folder (nor resume it). Those the ini file names are emptied with
-    ``-o osmosis_<name>=``, so the rerun writes to a fresh run folder of its own. The node id
-    is relative to the invocation directory, so the line runs as copied. A dataset outside
-    the rootdir would move pytest's rootdir and ini file once its path is an argument (pytest
-    picks them from the paths it is given): the line then pins the ini file this run loaded
-    (``-c``), or the rootdir.
+    The ``--osmosis-*`` options of the command line come along (the dataset and the policy
+    often are among them), but not those naming where this run writes (:data:`DESTINATIONS`),
+    and those the ini file names are emptied (``-o osmosis_<name>=``): pasted, the line writes
+    a fresh run folder of its own and never replaces (nor resumes) this run. A dataset outside
+    the rootdir would move pytest's rootdir and ini file once its path is an argument, so the
+    line then pins the ini file this run loaded (``-c``), or the rootdir.
     """
     invocation = config.invocation_params.dir
-    where = os.path.relpath(path, invocation)
-    nodeid = f"{Path(where).as_posix()}::{name}"
+    nodeid = f"{Path(os.path.relpath(path, invocation)).as_posix()}::{name}"
     from_ini = [
         f"-o osmosis_{stem}="
         for stem in sorted(DESTINATIONS)
@@ -59,11 +55,8 @@ def rerun_command(config: pytest.Config, path: Path, name: str) -> str:
             pinned = ["-c", os.path.relpath(config.inipath, invocation)]
         else:
             pinned = [f"--rootdir={os.path.relpath(config.rootpath, invocation)}"]
-    return (
-        shlex.join(["pytest", *pinned, *_osmosis_args(config.invocation_params.args)])
-        + "".join(f" {override}" for override in from_ini)
-        + (" '" + nodeid.replace("'", "'\\''") + "'")
-    )
+    command = shlex.join(["pytest", *pinned, *_osmosis_args(config.invocation_params.args)])
+    return " ".join([command, *from_ini, "'" + nodeid.replace("'", "'\\''") + "'"])
 
 
 DESTINATIONS = frozenset({"output", "report", "html", "markdown", "resume"})
@@ -73,23 +66,15 @@ _FLAGS = frozenset(spec.flag for spec in OPTIONS if spec.kind == "flag")
 _DESTINATION_FLAGS = frozenset(f"--osmosis-{stem}" for stem in DESTINATIONS)
 
 
-def _osmosis_args(args: tuple[str, ...] | Sequence[str]) -> list[str]:
-    """The ``--osmosis-*`` options among ``args`` with their values, but those naming where
-    the run writes."""
+def _osmosis_args(args: Sequence[str]) -> list[str]:
+    """The ``--osmosis-*`` options among ``args`` with their values, but :data:`DESTINATIONS`."""
     kept: list[str] = []
-    taking_value = False
-    dropping = False
-    for arg in args:
-        if taking_value:
-            if not dropping:
-                kept.append(arg)
-            taking_value = False
-        elif arg.startswith("--osmosis-"):
-            flag = arg.split("=", 1)[0]
-            dropping = flag in _DESTINATION_FLAGS
-            if not dropping:
-                kept.append(arg)
-            taking_value = "=" not in arg and arg not in _FLAGS
+    rest = iter(args)
+    for arg in rest:
+        if arg.startswith("--osmosis-"):
+            option = [arg] if "=" in arg or arg in _FLAGS else [arg, *itertools.islice(rest, 1)]
+            if arg.split("=", 1)[0] not in _DESTINATION_FLAGS:
+                kept += option
     return kept
 
 
@@ -137,47 +122,39 @@ class RowItem(pytest.Item):
     def __init__(self, *, row: DatasetRow, cassette_key: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.row = row
-        #: The key its cassettes are recorded under (see ``policy_choice.CassetteKeys``).
-        self.cassette_key = cassette_key
-        self.stash[ROW_KEY] = RowRef(row, cassette_key=cassette_key, dataset=self.dataset)
+        # The key its cassettes are recorded under (see ``policy_choice.CassetteKeys``).
+        self.stash[ROW_KEY] = RowRef(row, cassette_key=cassette_key, dataset=str(self.path))
         self._waited: tuple[RowRecord, str] | BaseException | None = None
         """What :meth:`setup` waited for: the verdict and the threshold's own outcome, or
         why there is none."""
 
-    @property
-    def dataset(self) -> str:
-        return str(self.path)
-
     def describe(self) -> str:
-        line = f" line {self.row.line}" if getattr(self.row, "line", None) else ""
+        line = f" line {self.row.line}" if self.row.line else ""
         return f"{self.name} ({self.path.name}{line})"
 
     def setup(self) -> None:
-        """Wait for the row's rollouts (started ahead): the row's setup, as a fixture is a
-        test's. A row whose rollout errored never reached its assertion (the reward), so it
-        fails here: pytest counts it as an error (``E``) and JUnit files it as ``<error>``,
-        as they do a broken fixture. With a pass-rate gate the gate counts it instead (see
-        :meth:`runtest`)."""
+        """Wait for the row's rollouts (started ahead), as a test waits for its fixtures.
+
+        A row whose rollout errored never reached its assertion (the reward), so it fails
+        here: an error (``E``, JUnit's ``<error>``), as a broken fixture is; unless a pass-rate
+        gate counts it (see :meth:`runtest`)."""
         super().setup()
         session = ensure_session(self.config)
+        ref = self.stash[ROW_KEY]
         try:
             verdict = session.rows.wait_for_row(
-                self.nodeid, self.row, cassette_key=self.cassette_key, dataset=self.dataset
+                self.nodeid, self.row, cassette_key=ref.cassette_key, dataset=ref.dataset
             )
-        except (pytest.UsageError, VerdictHookError) as exc:
-            self._waited = OsmosisUsageFailure(str(exc))
-            return
         except Exception as exc:
-            self._waited = OsmosisUsageFailure(
-                f"could not start the rollouts: {type(exc).__name__}: {exc}"
-            )
+            ours = isinstance(exc, pytest.UsageError | VerdictHookError)
+            why = str(exc) if ours else f"could not start the rollouts: {type(exc).__name__}: {exc}"
+            self._waited = OsmosisUsageFailure(why)
             return
         self._properties(verdict)
         row = session.book.get(self.nodeid)
         builtin = row.builtin if row is not None and row.builtin is not None else verdict.verdict
         self._waited = (verdict, builtin)
-        errored = any(a.status == "failed" for a in verdict.attempts)
-        if builtin == verdict.verdict == "failed" and errored and not _gated(session):
+        if builtin == verdict.verdict and verdict.errored() and not _gated(session):
             self._show_printed(verdict, "setup")
             pytest.fail(self._failure_message(session, verdict), pytrace=False)
 
@@ -186,8 +163,7 @@ class RowItem(pytest.Item):
         waited = self._waited
         if isinstance(waited, BaseException):
             raise waited
-        if waited is None:
-            raise OsmosisUsageFailure("the row's rollouts were not waited for (no setup ran)")
+        assert waited is not None, "pytest runs an item's setup before its test"
         verdict, builtin = waited
         if verdict.verdict != builtin:
             self._decided_by_hook(builtin, verdict.verdict, verdict)
@@ -222,10 +198,8 @@ class RowItem(pytest.Item):
     def _show_printed(self, verdict: RowRecord, when: str) -> None:
         """What this row's rollouts printed, as the failure's "Captured rollout output"
         section (with ``-s`` it went to the terminal as it was printed)."""
-        if self.config.getoption("capture", None) == "no":
-            return
         printed = [a for a in verdict.attempts if a.printed]
-        if not printed:
+        if not printed or self.config.getoption("capture", None) == "no":
             return
         many = len(verdict.attempts) > 1
         text = "\n".join(
@@ -287,10 +261,9 @@ class RowItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        # The domain must be the tail of the node id: pytest's verbose line is built from it.
-        line = getattr(self.row, "line", None)
-        # The row's line in the dataset (0-based, as pytest counts), so skips point at it.
-        return self.path, (line - 1 if line else 0), self.name
+        # The row's line in the dataset (0-based, as pytest counts), so skips point at it. The
+        # domain must be the tail of the node id: pytest's verbose line is built from it.
+        return self.path, (self.row.line - 1 if self.row.line else 0), self.name
 
 
 def _gated(session: OsmosisSession) -> bool:

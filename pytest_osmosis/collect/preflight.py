@@ -26,6 +26,7 @@ from osmosis_rollout.workspace.preflight import (
 )
 
 PREFLIGHT = "osmosis-preflight"
+Check = Callable[[], CheckResult]
 
 
 class PreflightFailure(Exception):
@@ -39,7 +40,7 @@ class PreflightWarning(UserWarning):
 class PreflightCollector(pytest.Collector):
     """Holds the preflight items of the session."""
 
-    def __init__(self, *, checks: list[tuple[str, Any]], **kwargs: Any) -> None:
+    def __init__(self, *, checks: list[tuple[str, Check]], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.checks = checks
 
@@ -51,13 +52,13 @@ class PreflightCollector(pytest.Collector):
 class PreflightItem(pytest.Item):
     """One preflight check."""
 
-    def __init__(self, *, check: Any, **kwargs: Any) -> None:
+    def __init__(self, *, check: Check, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check = check
 
     def runtest(self) -> None:
         # The one place a check result becomes a pytest outcome.
-        result: CheckResult = self.check()
+        result = self.check()
         for warning in result.warnings:
             warnings.warn(PreflightWarning(f"{self.name}: {warning}"), stacklevel=1)
         if not result.ok:
@@ -72,12 +73,12 @@ class PreflightItem(pytest.Item):
         return self.path, None, self.name
 
 
-def preflight_checks(osmosis: Any) -> list[tuple[str, Callable[[], CheckResult]]]:
+def preflight_checks(osmosis: Any) -> list[tuple[str, Check]]:
     """The checks that apply to this session, in the order they run."""
     from pytest_osmosis.options import resolve_path
 
     config = osmosis.config
-    checks: list[tuple[str, Callable[[], CheckResult]]] = []
+    checks: list[tuple[str, Check]] = []
     for dataset in osmosis.settings.datasets:
         path = resolve_path(config, dataset)
         checks.append((f"dataset[{path.name}]", functools.partial(check_dataset, path)))
@@ -127,10 +128,9 @@ def preflight_anchor(config: pytest.Config, datasets: list[Path]) -> Path | None
         path = (invocation / arg).resolve()
         if path in resolved:
             return path
-        if path.is_dir():
-            inside = [d for d in resolved if d.is_relative_to(path)]
-            if inside:
-                return inside[0]
+        inside = [d for d in resolved if path.is_dir() and d.is_relative_to(path)]
+        if inside:
+            return inside[0]
     return None
 
 
@@ -143,11 +143,10 @@ def order_preflight_items(session: pytest.Session, items: list[pytest.Item]) -> 
     if osmosis is None or not osmosis.settings.active:
         return
     preflight = [item for item in items if isinstance(item, PreflightItem)]
+    rest = [item for item in items if not isinstance(item, PreflightItem)]
     if osmosis.settings.preflight_only:
-        rows = [item for item in items if ROW_KEY in item.stash]
+        rows = [item for item in rest if ROW_KEY in item.stash]
         if rows:
             session.config.hook.pytest_deselected(items=rows)
-        items[:] = [item for item in items if ROW_KEY not in item.stash]
-    if preflight:
-        rest = [item for item in items if not isinstance(item, PreflightItem)]
-        items[:] = [*preflight, *rest]
+        rest = [item for item in rest if ROW_KEY not in item.stash]
+    items[:] = [*preflight, *rest]

@@ -32,11 +32,8 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
         """Dataset rows: ``numnodes`` chunks per file; everything else: its module."""
 
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            if (
-                any(d.endswith(path) and d.startswith(rootpath) for d in datasets)
-                and "::" in nodeid
-            ):
+            path, inside, _ = nodeid.partition("::")
+            if inside and any(d.endswith(path) and d.startswith(rootpath) for d in datasets):
                 chunk = zlib.crc32(nodeid.encode()) % max(1, self.numnodes)
                 return f"{path}::chunk-{chunk}"
             return str(super()._split_scope(nodeid))

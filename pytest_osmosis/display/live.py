@@ -1,17 +1,17 @@
 """The live progress display wired into a pytest session (controller only).
 
-:class:`LiveProgress` is a named plugin (``osmosis-progress``). It counts rows twice: as soon
-as their rollouts finish (told by the session, on the rollouts' thread, so one slow early
-row does not hold the count back) and authoritatively from each row's report (the only way
-under pytest-xdist, where the controller sees workers' reports). It draws only at moments
-when pytest is not writing: in-process, while the main thread waits for a row (with
-pytest's output capturing suspended, as live logging does); under xdist, after pytest has
-written an item's result. Before any hook through which pytest writes, it erases its line.
+:class:`LiveProgress` (the ``osmosis-progress`` plugin) counts a row as soon as its rollouts
+finish (told on the rollouts' thread, so one slow early row does not hold the count back)
+and again, authoritatively, from its report (the only way under pytest-xdist). It draws only
+while pytest is not writing: in-process while the main thread waits for a row (with pytest's
+capturing suspended, as live logging does), under xdist after pytest wrote an item's result;
+and it erases its line before any hook through which pytest writes.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import time
 from collections.abc import Callable, Generator
@@ -42,17 +42,19 @@ def display_mode(config: pytest.Config, mode: str) -> Literal["bar", "line"] | N
     return "bar" if on_terminal else "line"
 
 
-def _row_record_tally(record: dict[str, Any]) -> dict[str, Any]:
-    attempts = record.get("attempts") or []
-    costs = [a["cost_usd"] for a in attempts if a.get("cost_usd") is not None]
-    return {
-        "errored": record.get("verdict") == "failed"
-        and any(a.get("status") == "failed" for a in attempts),
-        "tokens": sum(int(a.get("tokens") or 0) for a in attempts),
-        "tokens_estimated": any(a.get("tokens_estimated") for a in attempts),
-        "cost": sum(costs) if costs else None,
-        "cost_estimated": any(a.get("cost_estimated") for a in attempts),
-    }
+_TALLIED = {"status", "tokens", "tokens_estimated", "cost_usd", "cost_estimated"}
+"""The attempt fields the progress line counts."""
+
+
+def _erase_first(*, optional: bool = False) -> Any:
+    """A hook wrapper that erases the line before pytest writes through that hook."""
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True, optionalhook=optional)
+    def hook(self: LiveProgress) -> Generator[None, None, None]:
+        self._clear()
+        return (yield)
+
+    return hook
 
 
 class LiveProgress:
@@ -69,11 +71,9 @@ class LiveProgress:
     ) -> None:
         self.config = config
         self.running = running
-        self.mode = mode
         self.state = ProgressState(total=0, clock=clock)
         self.xdist = False
-        tw = config.get_terminal_writer()
-        self._tw = tw
+        self._tw = tw = config.get_terminal_writer()
         self._capman = config.pluginmanager.get_plugin("capturemanager")
         self.display = ProgressDisplay(
             self.state,
@@ -100,10 +100,8 @@ class LiveProgress:
         self._tw.write(text, **markup)
 
     def _uncaptured(self, action: Callable[[], Any]) -> None:
-        if self._capman is None:
-            action()
-            return
-        with self._capman.global_and_fixture_disabled():
+        capman = self._capman
+        with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
             action()
 
     # -- what the session tells us -------------------------------------------------------
@@ -114,9 +112,7 @@ class LiveProgress:
 
     def waiting(self) -> None:
         """The main thread waits for a row: count what finished and maybe redraw."""
-        self._drain()
-        self.state.running = self.running()
-        self._uncaptured(self.display.update)
+        self._redraw(force=False)
 
     def startup(self, step: str) -> None:
         """Show a start-up step (``importing rollouts/x/main.py…``) until the counts replace it."""
@@ -130,17 +126,27 @@ class LiveProgress:
     def _drain(self) -> None:
         while self._finished:
             key, verdict = self._finished.popleft()
-            attempts = verdict.attempts
-            costs = [a.cost_usd for a in attempts if a.cost_usd is not None]
-            self.state.row_finished(
-                key,
-                verdict.verdict,
-                errored=verdict.errored(),
-                tokens=sum(a.tokens or 0 for a in attempts),
-                tokens_estimated=any(a.tokens_estimated for a in attempts),
-                cost=sum(costs) if costs else None,
-                cost_estimated=any(a.cost_estimated for a in attempts),
-            )
+            attempts = [a.model_dump(include=_TALLIED) for a in verdict.attempts]
+            self._count(key, verdict.verdict, attempts)
+
+    def _count(self, key: str, verdict: str, attempts: list[dict[str, Any]]) -> None:
+        costs = [a["cost_usd"] for a in attempts if a.get("cost_usd") is not None]
+        self.state.row_finished(
+            key,
+            verdict,
+            errored=any(a.get("status") == "failed" for a in attempts),
+            tokens=sum(int(a.get("tokens") or 0) for a in attempts),
+            tokens_estimated=any(a.get("tokens_estimated") for a in attempts),
+            cost=sum(costs) if costs else None,
+            cost_estimated=any(a.get("cost_estimated") for a in attempts),
+        )
+
+    def _redraw(self, *, force: bool) -> None:
+        self._drain()
+        self.state.running = self.running()
+        # The last row may have come in with the drain: then ``force`` draws it at once.
+        last = force and self.state.done >= self.state.total
+        self._uncaptured(lambda: self.display.update(force=last))
 
     # -- totals --------------------------------------------------------------------------
 
@@ -188,11 +194,8 @@ class LiveProgress:
         self._drain()
         record = getattr(report, REPORT_ATTR, None)
         if report.when == "call" and isinstance(record, dict):
-            self.state.row_finished(
-                str(record.get("nodeid", report.nodeid)),
-                str(record.get("verdict")),
-                **_row_record_tally(record),
-            )
+            key = str(record.get("nodeid", report.nodeid))
+            self._count(key, str(record.get("verdict")), record.get("attempts") or [])
         return (yield)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -212,47 +215,20 @@ class LiveProgress:
         """
         if self.xdist:
             self.display.update(force=True)
-            return
-        force = self.state.done >= self.state.total
-        if not self.display.due(force=force):
-            return  # most items: suspending pytest's capture costs more than the check
-        self._drain()
-        self.state.running = self.running()
-        self._uncaptured(lambda: self.display.update(force=self.state.done >= self.state.total))
+        elif self.display.due(force=self.state.done >= self.state.total):
+            # Only then: for most items, suspending pytest's capture costs more than the check.
+            self._redraw(force=True)
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_logstart(self) -> Generator[None, None, None]:
-        self._clear()
-        return (yield)
+    pytest_runtest_logstart = _erase_first()
+    pytest_internalerror = _erase_first()
+    pytest_keyboard_interrupt = _erase_first()
+    pytest_testnodedown = _erase_first(optional=True)
+    pytest_sessionfinish = _erase_first()
+    pytest_terminal_summary = _erase_first()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_warning_recorded(self) -> None:
         self._clear()  # a historic hook: no wrapper allowed, clearing first is enough
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_internalerror(self) -> Generator[None, None, None]:
-        self._clear()
-        return (yield)
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_keyboard_interrupt(self) -> Generator[None, None, None]:
-        self._clear()
-        return (yield)
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True, optionalhook=True)
-    def pytest_testnodedown(self) -> Generator[None, None, None]:
-        self._clear()
-        return (yield)
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_sessionfinish(self) -> Generator[None, None, None]:
-        self._clear()
-        return (yield)
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_terminal_summary(self) -> Generator[None, None, None]:
-        self._clear()
-        return (yield)
 
 
 def show_startup_step(config: pytest.Config, step: str) -> None:

@@ -1,21 +1,16 @@
 """Live progress while rows run: the counts, the line that shows them, and how it is drawn.
 
-:class:`ProgressState` counts rows as they finish (done/total, running, passed, failed,
-errored, skipped, tokens, cost) and knows the rate and the ETA; it reads time only through
-an injected clock. :func:`progress_fields` turns a state into the status line's fields, and
-:func:`fit` keeps those that fit the terminal, dropping whole fields by priority (the counts
-last, then the ETA and rate, tokens and cost first) rather than cutting one mid-word.
-:class:`ProgressDisplay` decides when to draw it:
+:class:`ProgressState` counts finished rows and knows the rate and the ETA, reading time only
+through an injected clock; :func:`fit` keeps the fields of its line that fit the terminal.
+:class:`ProgressDisplay` draws the line in one of two modes:
 
-- ``bar``: on a terminal, one line redrawn in place a few times a second. It is drawn on
-  the line *below* pytest's current one and erased before pytest writes again (the cursor
-  goes back up to the column where pytest left it), so pytest's dots, ``-v`` lines and
-  percentages are never overwritten.
-- ``line``: without a terminal (CI logs), one plain line every ``interval`` seconds, never
-  more than one per interval.
+- ``bar``: on a terminal, redrawn in place a few times a second on the line *below* pytest's
+  current one, and erased before pytest writes again (the cursor goes back to where pytest
+  left it), so pytest's dots, ``-v`` lines and percentages stay intact.
+- ``line``: without a terminal (CI logs), one plain line every ``interval`` seconds at most.
 
-Nothing here touches pytest: the display writes through callables, so the plugin decides
-where output goes (with pytest's capturing suspended) and tests drive it with a fake clock.
+Nothing here touches pytest: the display writes through callables (:class:`Terminal`), so
+tests drive it with a fake clock.
 """
 
 from __future__ import annotations
@@ -23,21 +18,53 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, NamedTuple
 
-from pytest_osmosis.results.report import format_cost
+from pytest_osmosis.results.report import Segment, format_cost
 
 DEFAULT_INTERVAL_SEC = 30.0
 """Seconds between two plain lines (``--osmosis-progress-interval``)."""
 BAR_REFRESH_SEC = 0.25
 """Seconds between two redraws of the in-place line: a few times a second."""
 
-Segment = tuple[str, dict[str, bool]]
-"""A piece of the status line and its pytest markup (``{"green": True}``, ...)."""
-
 _ERASE_LINE = "\r\x1b[K"
 _UP = "\x1b[1A"
+_SEPARATOR = "  "
+
+
+def format_duration(seconds: float | None) -> str:
+    """``7s``, ``1m05s``, ``2h03m``; ``?`` when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def format_rate(rate: float | None) -> str:
+    """``0.25 rows/s``, ``12.5 rows/s``, ``340 rows/s``; ``- rows/s`` before the first row."""
+    if rate is None or not math.isfinite(rate):
+        return "- rows/s"
+    digits = 2 if rate < 10 else 1 if rate < 100 else 0
+    return f"{rate:.{digits}f} rows/s"
+
+
+class Field(NamedTuple):
+    """One field of the status line: its text, its pytest markup, and how long it is kept.
+
+    When the line does not fit, fields go whole, lowest ``keep`` first, so a narrow terminal
+    shows fewer fields rather than one cut mid-word.
+    """
+
+    text: str
+    markup: dict[str, bool]
+    keep: int
 
 
 @dataclass
@@ -96,22 +123,6 @@ class ProgressState:
         """Tokens used by the finished rows."""
         return sum(row.tokens for row in self._rows.values())
 
-    @property
-    def tokens_estimated(self) -> bool:
-        """True when some of those tokens were estimated."""
-        return any(row.tokens_estimated for row in self._rows.values() if row.tokens)
-
-    @property
-    def cost(self) -> float | None:
-        """The finished rows' cost in US dollars, or None when none was priced."""
-        costs = [row.cost for row in self._rows.values() if row.cost is not None]
-        return sum(costs) if costs else None
-
-    @property
-    def cost_estimated(self) -> bool:
-        """True when some of that cost came from estimated tokens."""
-        return any(row.cost_estimated for row in self._rows.values() if row.cost is not None)
-
     def start(self) -> None:
         """Mark the moment rows start running (the rate is measured from here)."""
         if self.started_at is None:
@@ -139,111 +150,55 @@ class ProgressState:
         category = "errored" if verdict == "failed" and errored else verdict
         self._rows[key] = _Row(category, tokens, tokens_estimated, cost, cost_estimated)
 
-    def elapsed(self) -> float:
-        """Seconds since :meth:`start` (0 before it)."""
-        if self.started_at is None:
-            return 0.0
-        return max(0.0, self.clock() - self.started_at)
-
     def rate(self) -> float | None:
-        """Rows per second so far, or None before the first row finished."""
-        elapsed = self.elapsed()
+        """Rows per second since :meth:`start`, or None before the first row finished."""
+        elapsed = 0.0 if self.started_at is None else self.clock() - self.started_at
         if self.done == 0 or elapsed <= 0:
             return None
         return self.done / elapsed
 
     def eta(self) -> float | None:
         """Seconds until the last row, at the rate so far (None while it is unknown)."""
-        remaining = max(0, self.total - self.done)
-        if remaining == 0:
+        if self.done >= self.total:
             return 0.0
         rate = self.rate()
-        return None if rate is None else remaining / rate
+        return None if rate is None else (self.total - self.done) / rate
+
+    def fields(self) -> list[Field]:
+        """The status line's fields, in the order they are shown.
+
+        What a narrow terminal keeps longest (``keep``): the counts, then the ETA and the
+        rate, then tokens and cost. "running" and a zero "errored" say least of the counts,
+        so they give way to the ETA.
+        """
+        passed, failed, errored, skipped = self.passed, self.failed, self.errored, self.skipped
+        fields = [Field(f"osmosis {self.done}/{self.total} rows", {"bold": True}, 100)]
+        if self.running is not None:
+            fields.append(Field(f"running {self.running}", {}, 60))
+        fields += [
+            Field(f"passed {passed}", {"green": True} if passed else {}, 90),
+            # "failed" counts the errored rows too, as the summary, the HTML and report.json do.
+            Field(f"failed {failed + errored}", {"red": True} if failed + errored else {}, 95),
+            Field(f"errored {errored}", {"red": True} if errored else {}, 94 if errored else 55),
+        ]
+        if skipped:
+            fields.append(Field(f"skipped {skipped}", {"yellow": True}, 88))
+        fields.append(Field(format_rate(self.rate()), {}, 50))
+        fields.append(Field(f"ETA {format_duration(self.eta())}", {}, 80))
+        rows = self._rows.values()
+        if self.tokens:
+            estimated = any(row.tokens_estimated for row in rows if row.tokens)
+            fields.append(Field(f"tokens {self.tokens:,}{_estimated(estimated)}", {}, 30))
+        priced = [row for row in rows if row.cost is not None]
+        if priced:
+            cost = format_cost(sum(row.cost or 0.0 for row in priced))
+            estimated = any(row.cost_estimated for row in priced)
+            fields.append(Field(f"cost {cost}{_estimated(estimated)}", {}, 20))
+        return fields
 
 
-def format_duration(seconds: float | None) -> str:
-    """``7s``, ``1m05s``, ``2h03m``; ``?`` when unknown."""
-    if seconds is None or not math.isfinite(seconds):
-        return "?"
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    minutes, secs = divmod(whole, 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-class Field(NamedTuple):
-    """One field of the status line: its text, its pytest markup, and how long it is kept.
-
-    When the line does not fit, fields go whole, lowest ``keep`` first, so a narrow terminal
-    shows fewer fields rather than one cut mid-word.
-    """
-
-    text: str
-    markup: dict[str, bool]
-    keep: int
-
-
-# What a narrow terminal keeps longest: the counts, then the ETA and the rate, then tokens and
-# cost. "running" and a zero "errored" say least of the counts, so they give way to the ETA.
-_KEEP_DONE = 100
-_KEEP_FAILED = 95
-_KEEP_ERRORED = 94
-_KEEP_PASSED = 90
-_KEEP_SKIPPED = 88
-_KEEP_ETA = 80
-_KEEP_RUNNING = 60
-_KEEP_ZERO_ERRORED = 55
-_KEEP_RATE = 50
-_KEEP_TOKENS = 30
-_KEEP_COST = 20
-_SEPARATOR = "  "
-
-
-def format_rate(rate: float | None) -> str:
-    """``0.25 rows/s``, ``12.5 rows/s``, ``340 rows/s``; ``- rows/s`` before the first row."""
-    if rate is None or not math.isfinite(rate):
-        return "- rows/s"
-    if rate < 10:
-        return f"{rate:.2f} rows/s"
-    if rate < 100:
-        return f"{rate:.1f} rows/s"
-    return f"{rate:.0f} rows/s"
-
-
-def progress_fields(state: ProgressState) -> list[Field]:
-    """The status line's fields, in the order they are shown."""
-    fields = [Field(f"osmosis {state.done}/{state.total} rows", {"bold": True}, _KEEP_DONE)]
-    if state.running is not None:
-        fields.append(Field(f"running {state.running}", {}, _KEEP_RUNNING))
-    fields += [
-        Field(f"passed {state.passed}", {"green": True} if state.passed else {}, _KEEP_PASSED),
-        # "failed" counts the errored rows too, as the summary, the HTML and report.json do.
-        Field(
-            f"failed {state.failed + state.errored}",
-            {"red": True} if state.failed or state.errored else {},
-            _KEEP_FAILED,
-        ),
-        Field(
-            f"errored {state.errored}",
-            {"red": True} if state.errored else {},
-            _KEEP_ERRORED if state.errored else _KEEP_ZERO_ERRORED,
-        ),
-    ]
-    if state.skipped:
-        fields.append(Field(f"skipped {state.skipped}", {"yellow": True}, _KEEP_SKIPPED))
-    fields.append(Field(format_rate(state.rate()), {}, _KEEP_RATE))
-    fields.append(Field(f"ETA {format_duration(state.eta())}", {}, _KEEP_ETA))
-    if state.tokens:
-        estimated = " (estimated)" if state.tokens_estimated else ""
-        fields.append(Field(f"tokens {state.tokens:,}{estimated}", {}, _KEEP_TOKENS))
-    if state.cost is not None:
-        estimated = " (estimated)" if state.cost_estimated else ""
-        fields.append(Field(f"cost {format_cost(state.cost)}{estimated}", {}, _KEEP_COST))
-    return fields
+def _estimated(estimated: bool) -> str:
+    return " (estimated)" if estimated else ""
 
 
 def fit(fields: list[Field], width: int | None = None) -> list[Segment]:
@@ -253,24 +208,17 @@ def fit(fields: list[Field], width: int | None = None) -> list[Segment]:
     only a first field wider than the whole terminal is cut.
     """
     kept = list(fields)
-
-    def length(chosen: list[Field]) -> int:
-        return sum(len(f.text) for f in chosen) + len(_SEPARATOR) * max(0, len(chosen) - 1)
-
     if width is not None:
-        while len(kept) > 1 and length(kept) > width:
+        while len(kept) > 1 and len(_SEPARATOR.join(f.text for f in kept)) > width:
             kept.remove(min(kept, key=lambda f: f.keep))
-    segments: list[Segment] = []
-    for i, (text, markup, _) in enumerate(kept):
-        segments.append((text if i == 0 else _SEPARATOR + text, markup))
-    if width is not None and segments and len(segments[0][0]) > width:
-        segments = [(segments[0][0][: max(0, width)], segments[0][1])]
-    return segments
+        if kept and len(kept[0].text) > width:
+            kept = [kept[0]._replace(text=kept[0].text[: max(0, width)])]
+    return [(_SEPARATOR + text if i else text, markup) for i, (text, markup, _) in enumerate(kept)]
 
 
 def progress_segments(state: ProgressState, width: int | None = None) -> list[Segment]:
     """The status line as pieces with pytest markup, fitted to ``width`` when one is given."""
-    return fit(progress_fields(state), width)
+    return fit(state.fields(), width)
 
 
 def progress_line(state: ProgressState, width: int | None = None) -> str:
@@ -293,30 +241,25 @@ class Terminal:
     flush: Callable[[], None] = lambda: None
 
 
+@dataclass
 class ProgressDisplay:
     """Draws a :class:`ProgressState` as an in-place line (``bar``) or periodic lines (``line``)."""
 
-    def __init__(
-        self,
-        state: ProgressState,
-        terminal: Terminal,
-        *,
-        mode: Literal["bar", "line"],
-        interval: float = DEFAULT_INTERVAL_SEC,
-        refresh: float = BAR_REFRESH_SEC,
-    ) -> None:
-        if mode not in ("bar", "line"):
-            raise ValueError(f"mode must be 'bar' or 'line', got {mode!r}")
-        self.state = state
-        self.terminal = terminal
-        self.mode = mode
-        self.interval = interval
-        self.refresh = refresh
-        self.shown = False
-        """True while the in-place line is on the screen (and pytest must not write)."""
-        self._column = 0
-        self._last_draw: float | None = None
-        self.lines_written = 0
+    state: ProgressState
+    terminal: Terminal
+    _: KW_ONLY
+    mode: Literal["bar", "line"]
+    interval: float = DEFAULT_INTERVAL_SEC
+    refresh: float = BAR_REFRESH_SEC
+    shown: bool = field(default=False, init=False)
+    """True while the in-place line is on the screen (and pytest must not write)."""
+    lines_written: int = field(default=0, init=False)
+    _column: int = field(default=0, init=False)
+    _last_draw: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("bar", "line"):
+            raise ValueError(f"mode must be 'bar' or 'line', got {self.mode!r}")
 
     def due(self, *, force: bool = False) -> bool:
         """True when :meth:`update` would draw now (so a caller can skip preparing for it)."""
@@ -337,9 +280,12 @@ class ProgressDisplay:
         if not self.due(force=force):
             return False
         if self.mode == "bar":
-            self._draw_bar()
+            self._draw_bar(self.state.fields())
         else:
-            self._draw_line()
+            if self.terminal.column() > 0:
+                self.terminal.write("\n", {})
+            self._write([*progress_segments(self.state), ("\n", {})])
+            self.lines_written += 1
         self._last_draw = self.state.clock()
         return True
 
@@ -349,12 +295,11 @@ class ProgressDisplay:
         Plain-line mode shows nothing: its lines keep to one per interval.
         """
         if self.mode == "bar":
-            self._draw_bar([Field(text, {}, _KEEP_DONE)])
+            self._draw_bar([Field(text, {}, 100)])
 
-    def _draw_bar(self, fields: list[Field] | None = None) -> None:
+    def _draw_bar(self, fields: list[Field]) -> None:
         # The last column is left free: a line that reaches it wraps on some terminals.
         width = max(1, self.terminal.width() - 1)
-        segments = fit(fields if fields is not None else progress_fields(self.state), width)
         if self.shown:
             self.terminal.write(_ERASE_LINE, {})
         else:
@@ -364,24 +309,17 @@ class ProgressDisplay:
             self._column = column
             self.terminal.write("\n", {})
             self.shown = True
+        self._write(fit(fields, width))
+
+    def _write(self, segments: list[Segment]) -> None:
         for text, markup in segments:
             self.terminal.write(text, markup)
         self.terminal.flush()
-
-    def _draw_line(self) -> None:
-        if self.terminal.column() > 0:
-            self.terminal.write("\n", {})
-        for text, markup in progress_segments(self.state):
-            self.terminal.write(text, markup)
-        self.terminal.write("\n", {})
-        self.terminal.flush()
-        self.lines_written += 1
 
     def clear(self) -> None:
         """Erase the in-place line and put the cursor back where pytest left it."""
         if not self.shown:
             return
         back = f"\x1b[{self._column}C" if self._column else ""
-        self.terminal.write(_ERASE_LINE + _UP + back, {})
-        self.terminal.flush()
+        self._write([(_ERASE_LINE + _UP + back, {})])
         self.shown = False

@@ -1,16 +1,12 @@
 """An honest resume: which journaled rows still stand, and which run again, and why.
 
 Every journaled row carries a fingerprint of what its result depends on: the row's content
-and label, every file of the rollout's folder (or of its package: :func:`rollout_digest`),
-the policy's module, the environment variables the rollout declares it reads
-(``OSMOSIS_ENV = ["NAME", ...]`` at the top level of the entrypoint: :func:`env_digest`),
-the pass threshold, the row rule and the number of attempts (:func:`run_fingerprint`,
-:func:`row_fingerprint`). A resumed run
-(``--osmosis-resume RUN_DIR``) keeps a journaled row only when its fingerprint is today's
-and it has a result; a row whose rollouts errored (a server that died, say) runs again
-unless ``--osmosis-resume-keep-errors``. :class:`ResumePlan` says how many rows ran again and
-why, for the terminal summary, ``report.json`` and ``run.json``; :class:`Resume` is the
-plugin object (registered as ``osmosis-resume``) that makes the plan when pytest has
+and label, every file of the rollout's folder or package, the policy's module, the
+environment variables the entrypoint declares it reads (``OSMOSIS_ENV = ["NAME", ...]``),
+the pass threshold, the row rule and the number of attempts. ``--osmosis-resume RUN_DIR``
+keeps a journaled row only when its fingerprint is today's, and runs a row whose rollouts
+errored again unless ``--osmosis-resume-keep-errors``. :class:`ResumePlan` says which rows
+ran again and why; :class:`Resume` (the ``osmosis-resume`` plugin) makes it once pytest has
 collected the rows, and leaves the rows that stand out of the run.
 """
 
@@ -41,22 +37,6 @@ if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
     from pytest_osmosis.options import OsmosisSettings
 
-__all__ = [
-    "ENV_DECLARATION",
-    "ERRORED",
-    "RESUME_PLUGIN",
-    "Resume",
-    "ResumePlan",
-    "declared_env",
-    "env_digest",
-    "file_digest",
-    "reference_file",
-    "rollout_digest",
-    "row_digest",
-    "row_fingerprint",
-    "run_fingerprint",
-]
-
 RESUME_PLUGIN = "osmosis-resume"
 ENV_DECLARATION = "OSMOSIS_ENV"
 """The entrypoint's top-level list of the environment variables its rollout reads."""
@@ -82,10 +62,8 @@ def _digest(data: bytes) -> str:
 
 def reference_file(reference: str, *, base: Path) -> tuple[str, Path | None]:
     """``FILE_OR_MODULE[:ATTR]`` -> (``FILE_OR_MODULE``, its file if one is found)."""
-    target = reference
     head, sep, tail = reference.rpartition(":")
-    if sep and tail.isidentifier() and head:
-        target = head
+    target = head if sep and head and tail.isidentifier() else reference
     path = Path(target).expanduser()
     if not path.is_absolute():
         path = base / path
@@ -115,51 +93,39 @@ def file_digest(reference: str | None, *, base: Path) -> str | None:
         return target
 
 
-def _rollout_folder(entrypoint: Path) -> Path:
-    """The entrypoint's folder, or the outermost package folder holding it."""
-    folder = entrypoint.parent
-    while (folder / "__init__.py").is_file() and (folder.parent / "__init__.py").is_file():
-        folder = folder.parent
-    return folder
-
-
-def _skipped(relative: Path) -> bool:
+def _skipped(name: str) -> bool:
     # Hidden folders (.git, .osmosis runs, .venv) and bytecode are not the rollout's source.
-    return any(part.startswith(".") or part == "__pycache__" for part in relative.parts) or (
-        relative.suffix in (".pyc", ".pyo")
-    )
+    return name.startswith(".") or name == "__pycache__" or name.endswith((".pyc", ".pyo"))
 
 
 def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] = ()) -> str | None:
-    """A short hash of every file of the rollout's folder (the entrypoint's folder, or its
-    package's): a module ``main.py`` imports from beside it counts as much as ``main.py``.
-
-    ``skip``: files and folders left out (the run's output, its datasets, whose rows have
-    their own digest, and its cassettes, when they lie inside). Hidden folders and bytecode
-    are left out too. The reference itself when no file is found.
+    """A short hash of every file of the rollout's folder (the entrypoint's, or its package's):
+    a module ``main.py`` imports counts as much as ``main.py``; the reference itself when no
+    file is found. ``skip``: files and folders left out (the run's output, its datasets, whose
+    rows have their own digest, and its cassettes), as hidden folders and bytecode are.
     """
     if not entrypoint:
         return None
     target, path = reference_file(entrypoint, base=base)
     if path is None:
         return target
-    folder = _rollout_folder(path.resolve())
+    folder = path.resolve().parent
+    while (folder / "__init__.py").is_file() and (folder.parent / "__init__.py").is_file():
+        folder = folder.parent  # the outermost package folder holding the entrypoint
     skipped = {s.resolve() for s in skip}
     digest = hashlib.sha256()
     for root, dirs, files in os.walk(folder):
         here = Path(root)
-        dirs[:] = sorted(
-            d for d in dirs if not _skipped(Path(d)) and (here / d).resolve() not in skipped
-        )
+        dirs[:] = sorted(d for d in dirs if not _skipped(d) and (here / d).resolve() not in skipped)
         for name in sorted(files):
-            relative = (here / name).relative_to(folder)
-            if _skipped(relative) or (here / name).resolve() in skipped:
+            if _skipped(name) or (here / name).resolve() in skipped:
                 continue
             try:
                 data = (here / name).read_bytes()
             except OSError:
                 continue  # unreadable (a dangling link): not part of what the rollout can run
-            digest.update(relative.as_posix().encode() + b"\0" + _digest(data).encode())
+            relative = (here / name).relative_to(folder).as_posix()
+            digest.update(relative.encode() + b"\0" + _digest(data).encode())
     return f"{target}#{digest.hexdigest()[:16]}"
 
 
@@ -178,23 +144,21 @@ def declared_env(entrypoint: str | None, *, base: Path) -> list[str]:
     except (OSError, SyntaxError, ValueError):
         return []  # the syntax check at start-up says what is wrong
     for node in tree.body:
-        value = None
-        if (
-            isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == ENV_DECLARATION for t in node.targets)
-        ) or (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and node.target.id == ENV_DECLARATION
-        ):
-            value = node.value
-        if value is None:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
             continue
-        elements = value.elts if isinstance(value, ast.List | ast.Tuple) else []
+        if not any(isinstance(t, ast.Name) and t.id == ENV_DECLARATION for t in targets):
+            continue
+        elements = value.elts if isinstance(value, ast.List | ast.Tuple) else None
         names = [
-            e.value for e in elements if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            e.value
+            for e in elements or ()
+            if isinstance(e, ast.Constant) and isinstance(e.value, str)
         ]
-        if isinstance(value, ast.List | ast.Tuple) and len(names) == len(elements):
+        if elements is not None and len(names) == len(elements):
             return names
         raise pytest.UsageError(
             f"{path}:{node.lineno}: {ENV_DECLARATION} must be a list of environment variable "
@@ -313,7 +277,8 @@ class ResumePlan:
         lines = [f"resumed: {len(self.kept)} rows already in {self.journal} were not run again"]
         if self.ran_again:
             reasons = ", ".join(f"{reason} ({len(ids)})" for reason, ids in self.ran_again.items())
-            lines.append(f"resumed: {_rows(self.again)} ran again: {reasons}")
+            rows = "1 row" if self.again == 1 else f"{self.again} rows"
+            lines.append(f"resumed: {rows} ran again: {reasons}")
         return lines
 
     def describe(self) -> dict[str, Any]:
@@ -323,10 +288,6 @@ class ResumePlan:
             "kept": len(self.kept),
             "ran_again": {reason: list(ids) for reason, ids in self.ran_again.items()},
         }
-
-
-def _rows(count: int) -> str:
-    return f"{count} row" if count == 1 else f"{count} rows"
 
 
 class ResumeHost(Protocol):
@@ -361,13 +322,12 @@ class Resume:
             journaled, _ = read_journal(osmosis.output / JOURNAL_FILENAME)
         except RunJournalError as exc:
             raise pytest.UsageError(f"--osmosis-resume: {exc}") from exc
-        fingerprints: dict[str, Mapping[str, Any] | None] = {}
-        for item in items:
-            ref = row_ref(item)
-            if ref is not None:
-                fingerprints[item.nodeid] = (
-                    osmosis.fingerprint(ref.row) if ref.dataset is not None else None
-                )
+        refs = {item.nodeid: row_ref(item) for item in items}
+        fingerprints = {
+            nodeid: osmosis.fingerprint(ref.row) if ref.dataset is not None else None
+            for nodeid, ref in refs.items()
+            if ref is not None
+        }
         self.plan = plan = ResumePlan.decide(
             osmosis.output / JOURNAL_FILENAME,
             journaled,
@@ -375,9 +335,7 @@ class Resume:
             keep_errors=osmosis.settings.resume_keep_errors,
             previous=[n for n in run.get("selected") or [] if isinstance(n, str)],
         )
-        kept = set(plan.kept)
-        skipped = [item for item in items if item.nodeid in kept and item.nodeid in fingerprints]
-        if skipped:
-            config.hook.pytest_deselected(items=skipped)
-            left_out = {item.nodeid for item in skipped}
-            items[:] = [item for item in items if item.nodeid not in left_out]
+        stand = fingerprints.keys() & set(plan.kept)
+        if stand:
+            config.hook.pytest_deselected(items=[item for item in items if item.nodeid in stand])
+            items[:] = [item for item in items if item.nodeid not in stand]

@@ -3,20 +3,17 @@
 A run claims its folder before it writes anything there (:meth:`RunFolder.claim`):
 
 - **Ownership.** The folder is the run's when the run creates it, when it is empty, or when
-  its ``run.json`` has our schema and a run id (an earlier run's folder, reused or resumed).
-  A folder holding anything else is refused, naming what is there: a dataset
-  ``evals/rows.jsonl`` under ``--osmosis-output evals`` is never deleted.
-- **One run at a time.** An exclusive ``fcntl.flock`` on ``run.lock`` is held until the run
-  ends. A second run on the same folder fails at start, naming the holder's pid and start
-  time; it has written and deleted nothing.
+  its ``run.json`` has our schema and a run id (an earlier run's). Any other folder is
+  refused, naming what is there: ``evals/rows.jsonl`` under ``--osmosis-output evals`` stays.
+- **One run at a time.** An exclusive ``fcntl.flock`` on ``run.lock``, held until the run
+  ends: a second run fails at start, naming the holder's pid and start time.
 - **What is replaced.** A fresh run in an earlier run's folder removes only that run's
-  journal and report, once its own rows are about to run (:meth:`RunFolder.start`).
-  A resumed run first cuts a torn last journal line back to the last newline.
+  journal and report, once its own rows are about to run (:meth:`RunFolder.start`); a
+  resumed run cuts a torn last journal line back to the last newline.
 
-A run that never ran a row leaves the folder as it found it (:meth:`RunFolder.abandon`).
-A run file that cannot be written (a full disk) is remembered (:meth:`RunFolder.write_failed`):
-the run takes no new rows, ends incomplete and exits
-:data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`.
+A run that never ran a row leaves the folder as it found it (:meth:`RunFolder.abandon`). A
+run file that cannot be written (a full disk) is remembered (:meth:`RunFolder.write_failed`):
+the run takes no new rows and exits :data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`.
 """
 
 from __future__ import annotations
@@ -229,26 +226,26 @@ def _make_dirs(path: Path) -> Path:
     return outermost
 
 
-def _is_run_file(path: Path, *, need_id: bool = True) -> bool:
-    """True when ``path`` is a ``run.json`` a run of ours wrote (our schema and, unless not
-    ``need_id``, a run id)."""
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when it cannot be read as one."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return (
-        isinstance(document, dict)
-        and document.get("schema") == RUN_SCHEMA
-        and (isinstance(document.get("run_id"), str) or not need_id)
-    )
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _is_run_file(path: Path, *, need_id: bool = True) -> bool:
+    """True when ``path`` is a ``run.json`` a run of ours wrote (our schema and, unless not
+    ``need_id``, a run id)."""
+    document = _read_json(path) or {}
+    has_id = isinstance(document.get("run_id"), str)
+    return document.get("schema") == RUN_SCHEMA and (has_id or not need_id)
 
 
 def _holder(path: Path) -> str:
     """``pid 123, started 2026-01-01 12:00:00 UTC`` from a lock file (as far as it says)."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "pid unknown"
-    if not isinstance(document, dict):
+    document = _read_json(path)
+    if document is None:
         return "pid unknown"
     return f"pid {document.get('pid', 'unknown')}, started {document.get('started', 'unknown')}"
