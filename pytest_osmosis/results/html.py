@@ -18,6 +18,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterator
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -38,109 +39,16 @@ OUTCOME_WORDS = {"failed": "below threshold"}
 """What a row's outcome is called on the page: a ``failed`` row that did not error scored
 below the threshold; "failed" is the card that counts both, as the terminal summary does."""
 
-COLUMNS = (
-    "row",
-    "outcome",
-    "reward",
-    "pass@k",
-    "vs baseline",
-    "why",
-    "latency s",
-    "tokens",
-    "cost",
-)
-"""The table's columns; ``pass@k``, ``vs baseline`` and ``cost`` only when a row has one."""
+_HEADS = ("row", "outcome", "reward", "pass@k", "vs baseline", "why", "latency s", "tokens", "cost")
+"""The table's column heads; ``pass@k``, ``vs baseline`` and ``cost`` only when a row has one."""
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+"""Nothing is fetched: the page's stylesheet and script (``html.css``, ``html.js``, shipped beside
+this module) are inlined, and its images are inline SVG."""
 
-_CSS = """
-:root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--soft:#f6f8fa;--blue:#0969da;--green:#1a7f37;--red:#cf222e;--amber:#9a6700;--purple:#8250df}
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:var(--fg);background:#fafbfc}
-h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}.sub{color:var(--muted);margin:0 0 14px}
-.cards{display:flex;gap:10px;flex-wrap:wrap}.card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:8px 14px;min-width:86px}
-.card b{display:block;font-size:19px}.card small{color:var(--muted)}
-.passed{color:var(--green)}.failed,.errored{color:var(--red)}.skipped{color:var(--amber)}
-.banner{padding:8px 12px;border-radius:6px;margin:10px 0;font-weight:600}.banner.bad{background:#ffebe9;color:var(--red)}.banner.good{background:#dafbe1;color:var(--green)}
-.charts{display:flex;gap:16px;flex-wrap:wrap}.chart{background:#fff;border:1px solid var(--line);border-radius:8px;padding:8px}
-.chart h3{font-size:13px;margin:0 0 4px;color:var(--muted);font-weight:600}
-.controls{display:flex;gap:8px;flex-wrap:wrap;align-items:center;margin:0 0 8px}
-.controls input,.controls select{padding:5px 8px;border:1px solid var(--line);border-radius:6px;font:inherit}
-.controls input{min-width:260px}.count{color:var(--muted)}
-.filters button{margin-right:4px;padding:4px 10px;border:1px solid var(--line);border-radius:6px;background:#fff;cursor:pointer;font:inherit}
-.filters button.on{background:var(--blue);border-color:var(--blue);color:#fff}
-table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line)}
-td,th{border-bottom:1px solid #eaeef2;padding:6px 8px;text-align:left;vertical-align:top}
-th{background:var(--soft);position:sticky;top:0;white-space:nowrap}th.sortable{cursor:pointer;user-select:none}
-th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
-td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
-tr.row{cursor:pointer}tr.row:hover{background:var(--soft)}tr.detail{display:none;background:var(--soft)}tbody.open tr.detail{display:table-row}
-.err{font-family:ui-monospace,monospace;font-size:12px;color:var(--red);max-width:420px;overflow-wrap:anywhere}
-.tag{display:inline-block;padding:0 6px;border-radius:10px;font-size:12px;font-weight:600;margin-left:4px}
-.tag.regressed{background:#ffebe9;color:var(--red)}.tag.improved{background:#dafbe1;color:var(--green)}.tag.new{background:#ddf4ff;color:var(--blue)}
-.attempt{margin:8px 0 14px}.attempt h4{margin:0 0 6px;font-size:13px}
-.step{margin:6px 0;padding:8px 10px;border-radius:6px;background:#fff;border:1px solid #eaeef2;white-space:pre-wrap;overflow-wrap:anywhere}
-.step.user{border-left:3px solid var(--blue)}.step.agent{border-left:3px solid var(--purple)}.step.system{border-left:3px solid var(--muted)}
-.who{font-weight:600;font-size:11px;text-transform:uppercase;color:var(--muted);letter-spacing:.04em}
-.call{font-family:ui-monospace,monospace;font-size:12px;margin:6px 0 0;padding:6px 8px;background:#fff8c5;border-radius:4px;white-space:pre-wrap}
-.result{font-family:ui-monospace,monospace;font-size:12px;margin:4px 0 0 16px;padding:6px 8px;background:#eef6ff;border-radius:4px}
-.meta{color:var(--muted);font-size:12px}
-pre{margin:2px 0 0;white-space:pre-wrap}
-.reason{margin:6px 0;padding:8px 10px;border-radius:6px;background:#fff8f0;border:1px solid #f0d9b5}
-tbody.group{scroll-margin-top:36px}tr.row:focus{outline:2px solid var(--blue);outline-offset:-2px}
-a.anchor{color:var(--muted);text-decoration:none;margin-right:4px}a.anchor:hover{color:var(--blue)}
-.why{max-width:520px;overflow-wrap:anywhere}.why .said{font-size:13px}.why .meta{margin-top:2px}
-details{margin:6px 0}summary{cursor:pointer;color:var(--muted);font-size:12px}
-pre.tb{font-family:ui-monospace,monospace;font-size:12px;background:#fff;border:1px solid #eaeef2;border-radius:4px;padding:6px 8px}
-.banner .estimand{font-weight:400;font-size:12px;margin-top:2px}
-.beside{display:flex;gap:10px;margin:8px 0}.beside>div{flex:1;padding:8px 10px;border-radius:6px;background:#fff;border:1px solid #eaeef2;white-space:pre-wrap;overflow-wrap:anywhere}
-"""
 
-_JS = """
-(function(){
-const table=document.getElementById('rows');if(!table)return;
-const groups=Array.from(table.querySelectorAll('tbody.group'));
-const search=document.getElementById('search'),errSel=document.getElementById('errtype'),count=document.getElementById('count');
-let kind='all';
-function apply(){const q=search.value.trim().toLowerCase(),et=errSel.value;let shown=0;
- groups.forEach(g=>{const r=g.rows[0];let ok=kind==='all'||r.dataset.outcome===kind||(' '+r.dataset.change+' ').indexOf(' '+kind+' ')>=0;
-  if(ok&&et)ok=(' '+r.dataset.errors+' ').indexOf(' '+et+' ')>=0;
-  if(ok&&q)ok=g.dataset.text.indexOf(q)>=0;
-  g.hidden=!ok;if(ok)shown++;});
- count.textContent='showing '+shown+' of '+groups.length+' rows';}
-function setKind(k){kind=k;document.querySelectorAll('.filters button').forEach(x=>x.classList.toggle('on',x.dataset.kind===k));apply();}
-function toggle(g,open){g.classList.toggle('open',open);g.rows[0].setAttribute('aria-expanded',String(g.classList.contains('open')));
- if(g.classList.contains('open'))history.replaceState(null,'','#'+g.id);}
-document.querySelectorAll('.filters button').forEach(b=>b.addEventListener('click',()=>setKind(b.dataset.kind)));
-search.addEventListener('input',apply);errSel.addEventListener('change',apply);
-groups.forEach(g=>{const r=g.rows[0];
- r.addEventListener('click',e=>{if(e.target.closest('a'))return;toggle(g);});
- r.addEventListener('keydown',e=>{
-  if(e.key==='Enter'||e.key===' '){e.preventDefault();toggle(g);return;}
-  if(e.key!=='ArrowDown'&&e.key!=='ArrowUp')return;
-  e.preventDefault();const shown=Array.from(table.querySelectorAll('tbody.group:not([hidden])'));
-  const next=shown[shown.indexOf(g)+(e.key==='ArrowDown'?1:-1)];if(next)next.rows[0].focus();});});
-// A missing value (an errored row's reward) sorts as the lowest: first ascending, last descending.
-table.querySelectorAll('th.sortable').forEach(th=>th.addEventListener('click',()=>{
- const col=Number(th.dataset.col),numeric=th.dataset.type==='num';
- const dir=th.getAttribute('aria-sort')==='ascending'?-1:1;
- table.querySelectorAll('th.sortable').forEach(x=>x.removeAttribute('aria-sort'));
- th.setAttribute('aria-sort',dir===1?'ascending':'descending');
- const key=g=>g.rows[0].cells[col].dataset.v||'';
- const sorted=groups.slice().sort((a,b)=>{const x=key(a),y=key(b);
-  if(numeric){const fx=x===''?NaN:Number(x),fy=y===''?NaN:Number(y);
-   if(isNaN(fx)&&isNaN(fy))return 0;if(isNaN(fx))return -dir;if(isNaN(fy))return dir;return dir*(fx-fy);}
-  return dir*x.localeCompare(y,undefined,{numeric:true});});
- sorted.forEach(g=>table.appendChild(g));}));
-function follow(){const id=decodeURIComponent(location.hash.slice(1));const g=id&&document.getElementById(id);
- if(!g||!g.classList.contains('group'))return;
- if(g.hidden){search.value='';errSel.value='';setKind('all');}
- toggle(g,true);g.rows[0].focus({preventScroll:true});g.scrollIntoView({block:'start'});}
-window.addEventListener('hashchange',follow);
-// On load too: the browser's own jump to the fragment takes the focus back to the page.
-window.addEventListener('load',follow);
-apply();follow();
-})();
-"""
+def _asset(name: str) -> str:
+    return files("pytest_osmosis.results").joinpath(name).read_text(encoding="utf-8")
 
 
 def _e(value: Any) -> str:
@@ -615,7 +523,7 @@ def render_parts(head: dict[str, Any]) -> Iterator[str]:
         "vs baseline": bool(baseline),
         "cost": bool(_numbers(every, "cost_usd")),
     }
-    columns = [c for c in COLUMNS if shown.get(c, True)]
+    columns = [c for c in _HEADS if shown.get(c, True)]
     latencies = [ms / 1000 for ms in _numbers(every, "duration_ms")]
     charts = (
         _histogram("reward", _numbers(every, "reward"), fixed=(0.0, 1.0))
@@ -650,7 +558,7 @@ def render_parts(head: dict[str, Any]) -> Iterator[str]:
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>pytest-osmosis report</title><style>{_CSS}</style></head><body>"
+        f"<title>pytest-osmosis report</title><style>{_asset('html.css')}</style></head><body>"
         f'<h1>pytest-osmosis report</h1><p class="sub">{sub}</p>{_banners(head)}'
         f'<div class="cards">{_cards(summary, outcomes)}</div>'
         f'<h2>Distributions</h2><div class="charts">{charts}</div>{_baseline_section(baseline)}'
@@ -665,7 +573,7 @@ def render_parts(head: dict[str, Any]) -> Iterator[str]:
     anchors: set[str] = set()
     for verdict, attempts in groups:
         yield _row_group(verdict, attempts, baseline, columns, anchors)
-    yield f"</table><script>{_JS}</script></body></html>\n"
+    yield f"</table><script>{_asset('html.js')}</script></body></html>\n"
 
 
 def write_html(path: Path, document: dict[str, Any]) -> None:
