@@ -1,11 +1,10 @@
 """Rows that failed the same way, shown once: ``12 rows failed the same way: ...``.
 
-A raising policy or a missing grader fails every row with the same text; pytest prints each
-failed item's report in full, so the cause scrolls by a dozen times. Here the controller
-groups the failed rows by what failed (the error's type, phase, message and the user's
-frame; or why no grader ran), keeps the first report of a group in full, and turns each later
-one into a line pointing at it. JUnit and the report files keep every row's full text: they
-were written from the reports as they arrived, before this shortens them.
+A raising policy or a missing grader fails every row with the same text, which pytest would
+print a dozen times. The controller groups the failed rows by what failed (the error's type,
+phase, message and the user's frame; or why no grader ran), keeps each group's first report in
+full and turns the later ones into a line pointing at it. JUnit and the report files keep every
+row's full text: they were written from the reports as they arrived.
 """
 
 from __future__ import annotations
@@ -42,11 +41,8 @@ def _what_failed(value: dict[str, Any]) -> tuple[tuple[Any, ...], str] | None:
 
 
 class _SameAs:
-    """A later row's report: one line pointing at the first row that failed the same way.
-
-    pytest draws a report's ``longrepr`` through its ``toterminal`` and reads the short
-    summary's message from ``reprcrash.message``.
-    """
+    """A later row's report: one line pointing at the first row that failed the same way (pytest
+    draws a ``longrepr`` with ``toterminal``; its short summary reads ``reprcrash.message``)."""
 
     def __init__(self, text: str) -> None:
         self.message = text

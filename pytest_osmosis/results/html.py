@@ -72,6 +72,12 @@ def _div(css: str, body: str) -> str:
     return f'<div class="{css}">{body}</div>'
 
 
+def _folded(summary: str, text: str, *, opened: bool = False) -> str:
+    """A ``<details>`` block: a traceback (opened) or what an attempt printed or logged."""
+    head = "<details open>" if opened else "<details>"
+    return f'{head}<summary>{summary}</summary><pre class="tb">{_clipped(text)}</pre></details>'
+
+
 def _td(sort_value: Any, text: str, css: str = "num") -> str:
     """A table cell sorted by ``sort_value`` (None sorts as the lowest)."""
     return f'<td class="{css}" data-v="{_e(sort_value)}">{text}</td>'
@@ -115,9 +121,10 @@ def _histogram(
         lo, hi = fixed  # the usual range: fixed bins read the same across runs
     width = (hi - lo) / 10 if hi > lo else 1.0
     counts = Counter(min(int((value - lo) / width), 9) for value in values)
+    peak = max(counts.values())
     bars = []
     for i in range(10):
-        h = 110 * counts[i] / max(counts.values())
+        h = 110 * counts[i] / peak
         x = 6 + i * 34
         label = f"{lo + i * width:.3g}-{lo + (i + 1) * width:.3g}" if hi > lo else f"{lo:.3g}"
         bars.append(
@@ -237,16 +244,10 @@ def _attempt_block(
     if attempt.get("err_message"):
         parts.append(_div("err", _clipped(str(attempt["err_message"]))))
     if traceback := attempt.get("error_traceback"):
-        parts.append(
-            "<details open><summary>traceback</summary>"
-            f'<pre class="tb">{_clipped(str(traceback))}</pre></details>'
-        )
+        parts.append(_folded("traceback", str(traceback), opened=True))
     for name, key in (("printed", "printed"), ("logged", "workflow_log")):
         if text := attempt.get(key):
-            parts.append(
-                f"<details><summary>{name} ({len(str(text)):,} chars)</summary>"
-                f'<pre class="tb">{_clipped(str(text))}</pre></details>'
-            )
+            parts.append(_folded(f"{name} ({len(str(text)):,} chars)", str(text)))
     # An errored rollout may have no trajectory: its prompt and diagnostics say what ran.
     if status == "failed" and attempt.get("prompt"):
         prompt = _div("who", "prompt") + _clipped(str(attempt["prompt"]))
@@ -260,10 +261,8 @@ def _attempt_block(
             reason += _div("meta", f"metrics: {_clipped(json.dumps(said['metrics'], default=str))}")
         parts.append(_div("reason", f"<b>grader said</b>{reason}"))
     where = attempt.get("trajectory_filename")
-    rollout = f"rollout {_e(attempt.get('rollout_id'))}" + (
-        f" &middot; {_e(where)}" if where else ""
-    )
-    parts += [_conversation(document, words), _div("meta", rollout)]
+    meta = [f"rollout {_e(attempt.get('rollout_id'))}", *([_e(where)] if where else [])]
+    parts += [_conversation(document, words), _div("meta", " &middot; ".join(meta))]
     return _div("attempt", "".join(parts))
 
 

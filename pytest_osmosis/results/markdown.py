@@ -1,10 +1,9 @@
-"""The run's summary as markdown, for a CI job's page: the verdict, each gate's line, the
-worst rows with their reasons and what changed against the baseline.
+"""The run's summary as markdown for a CI job's page: the verdict, each gate's line, the worst
+rows with their reasons and what changed against the baseline.
 
-It reads the report's head (``report.json`` without its row lists) and the rows that missed
-as pytest reported them, so it says what the exit status, JUnit and ``report.json`` say.
-Written to ``--osmosis-markdown PATH`` and appended to ``$GITHUB_STEP_SUMMARY`` when GitHub
-Actions sets it (:data:`STEP_SUMMARY_ENV`).
+It reads the report's head and the rows that missed as pytest reported them, so it says what the
+exit status, JUnit and ``report.json`` say. Written to ``--osmosis-markdown PATH`` and appended
+to ``$GITHUB_STEP_SUMMARY`` when GitHub Actions sets it (:data:`STEP_SUMMARY_ENV`).
 """
 
 from __future__ import annotations

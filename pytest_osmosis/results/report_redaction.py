@@ -1,10 +1,8 @@
 """Secrets stay out of what pytest itself writes: failure text, captured output, logs.
 
-:class:`ReportRedaction` is a plugin object of its own (registered as ``osmosis-redaction``):
-its ``pytest_runtest_makereport`` wrapper redacts each report's failure text, captured
-sections and properties with the run's one :class:`~osmosis_rollout.redaction.Redactor`,
-and :meth:`ReportRedaction.redact_pytest_logs` makes pytest's log handlers redact too, and
-leave the rollouts' own records to ``rollouts.log``.
+:class:`ReportRedaction` (the plugin ``osmosis-redaction``) redacts each report's failure text,
+captured sections and properties with the run's one :class:`~osmosis_rollout.redaction.Redactor`,
+and makes pytest's log handlers redact too.
 """
 
 from __future__ import annotations
