@@ -296,10 +296,9 @@ def _why_cell(attempts: list[dict[str, Any]], errors: list[str], labels: list[st
     parts = [_div("err", _short(error_text))] if error_text else []
     if reason:
         parts.append(_div("said", _short(reason)))
+    label = labels[0] if labels else ""
     said = [
-        f"{name}: {_short(text)}"
-        for name, text in (("answer", answer), ("label", labels[0] if labels else ""))
-        if text
+        f"{name}: {_short(text)}" for name, text in (("answer", answer), ("label", label)) if text
     ]
     if said:
         parts.append(_div("meta", " &middot; ".join(said)))
@@ -524,12 +523,11 @@ def render_parts(head: dict[str, Any]) -> Iterator[str]:
     }
     columns = [c for c in _HEADS if shown.get(c, True)]
     latencies = [ms / 1000 for ms in _numbers(every, "duration_ms")]
+    tokens = _numbers(every, "tokens")
     charts = (
         _histogram("reward", _numbers(every, "reward"), fixed=(0.0, 1.0))
         + _histogram("latency per attempt (s)", latencies, unit="s")
-        + _histogram(
-            "tokens per attempt" + _estimated(summary, "tokens"), _numbers(every, "tokens")
-        )
+        + _histogram("tokens per attempt" + _estimated(summary, "tokens"), tokens)
     )
     kinds = ["all", *OUTCOMES] + (["regressed", "improved"] if baseline else [])
     buttons = "".join(

@@ -142,11 +142,9 @@ def write_outputs(writes: list[OutputWrite]) -> tuple[list[str], list[str]]:
         try:
             item.write()
         except OSError as exc:
-            reason = exc.strerror or str(exc)
-            failures.append(
-                f"osmosis: could not write the {item.what} {item.shown}: {reason}"
-                + (f" ({exc.filename})" if exc.filename else "")
-            )
+            which = f" ({exc.filename})" if exc.filename else ""
+            reason = f"{exc.strerror or exc}{which}"
+            failures.append(f"osmosis: could not write the {item.what} {item.shown}: {reason}")
         else:
             written.append(item.shown)
     return written, failures
