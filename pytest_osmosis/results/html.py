@@ -306,6 +306,7 @@ def _why_cell(attempts: list[dict[str, Any]], errors: list[str], labels: list[st
 
 
 _BEFORE = {"regressed": "passed before", "improved": "failed before"}
+"""What the vs-baseline cell says of a row whose outcome changed."""
 
 
 def _row_group(
@@ -374,7 +375,7 @@ def _row_group(
             nodeid,
             outcome,
             "; ".join(f"{a.get('error_type')}: {a.get('err_message') or ''}" for a in failed),
-            *(str(a.get(key) or "") for key in ("last_assistant", "prompt") for a in attempts),
+            *(str(a.get(field) or "") for field in ("last_assistant", "prompt") for a in attempts),
             *labels,
             *(str((a.get("grader") or {}).get("reason") or "") for a in attempts),
             *(" ".join(a.get("tool_calls") or []) for a in attempts),
