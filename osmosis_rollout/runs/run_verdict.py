@@ -35,8 +35,9 @@ __all__ = [
 EXIT_INTERRUPTED = 2
 """pytest's own status for an interrupted run (``pytest.ExitCode.INTERRUPTED``)."""
 EXIT_WRITE_FAILED = 12
-"""A run whose journal or report could not be written (kept equal to
-:data:`pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`)."""
+"""A run whose journal or report could not be written (a full disk). pytest's own statuses
+run from 0 to 6; this leaves room for more of theirs, and neither 0 nor 1 may stand for a
+result that is not on disk."""
 
 GATE_PREFIXES = (
     ("gate: ", "min-pass-rate"),

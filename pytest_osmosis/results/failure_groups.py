@@ -1,11 +1,10 @@
 """Rows that failed the same way, shown once: ``12 rows failed the same way: ...``.
 
-A raising policy or a missing grader fails every row with the same text; pytest prints each
-failed item's report in full, so the cause scrolls by a dozen times. Here the controller
-groups the failed rows by what failed (the error's type, phase, message and the user's
-frame; or why no grader ran), keeps the first report of a group in full, and turns each later
-one into a line pointing at it. JUnit and the report files keep every row's full text: they
-were written from the reports as they arrived, before this shortens them.
+A raising policy or a missing grader fails every row with the same text, which pytest would
+print a dozen times. The controller groups the failed rows by what failed (the error's type,
+phase, message and the user's frame; or why no grader ran), keeps each group's first report in
+full and turns the later ones into a line pointing at it. JUnit and the report files keep every
+row's full text: they were written from the reports as they arrived.
 """
 
 from __future__ import annotations
@@ -21,64 +20,39 @@ __all__ = ["FailureGroups"]
 _MAX_SHOWN_CHARS = 300
 
 
-def _shown_attempt(attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The attempt a row's failure shows: its first that did not pass."""
-    return next((a for a in attempts if not a.get("passed")), None)
-
-
-def signature(value: dict[str, Any]) -> tuple[Any, ...] | None:
-    """What a failed row's failure is, for grouping; None for a row that is not grouped (a
-    reward below the threshold: each row's answer differs)."""
-    attempts = value.get("attempts") or []
-    shown = _shown_attempt(attempts)
+def _what_failed(value: dict[str, Any]) -> tuple[tuple[Any, ...], str] | None:
+    """What a failed row's failure is, for grouping, and one line saying it and where; None
+    for a row that is not grouped (a reward below the threshold: each row's answer differs)."""
+    shown = next((a for a in value.get("attempts") or [] if not a.get("passed")), None)
     if shown is None:
         return None
-    if shown.get("status") == "failed":
-        return (
-            "failed",
-            shown.get("error_type"),
-            shown.get("error_phase"),
-            shown.get("err_message"),
-            shown.get("error_where"),
-        )
     if shown.get("status") == "success" and shown.get("reward") is None:
-        return ("ungraded", shown.get("ungraded"))
-    return None
-
-
-def describe(value: dict[str, Any]) -> str:
-    """One line for a group: what failed, and where."""
-    shown = _shown_attempt(value.get("attempts") or []) or {}
-    if shown.get("status") == "failed":
-        phase = shown.get("error_phase")
-        who = f"the {phase} failed" if phase else "rollout failed"
-        text = f"{who} [{shown.get('error_type')}]: {shown.get('err_message') or ''}".rstrip()
-        text = " ".join(text.split())
-        if len(text) > _MAX_SHOWN_CHARS:
-            text = text[: _MAX_SHOWN_CHARS - 3] + "..."
-        where = shown.get("error_where")
-        return f"{text} (at {where})" if where else text
-    why = shown.get("ungraded") or "not_graded"
-    return f"no grader ran ({why}): no reward"
+        why = shown.get("ungraded")
+        return ("ungraded", why), f"no grader ran ({why or 'not_graded'}): no reward"
+    if shown.get("status") != "failed":
+        return None
+    phase, where = shown.get("error_phase"), shown.get("error_where")
+    key = ("failed", shown.get("error_type"), phase, shown.get("err_message"), where)
+    who = f"the {phase} failed" if phase else "rollout failed"
+    text = " ".join(f"{who} [{shown.get('error_type')}]: {shown.get('err_message') or ''}".split())
+    if len(text) > _MAX_SHOWN_CHARS:
+        text = text[: _MAX_SHOWN_CHARS - 3] + "..."
+    return key, f"{text} (at {where})" if where else text
 
 
 class _SameAs:
-    """A later row's report: one line pointing at the first row that failed the same way.
-
-    pytest draws a report's ``longrepr`` through its ``toterminal`` and reads the short
-    summary's message from ``reprcrash.message``.
-    """
+    """A later row's report: one line pointing at the first row that failed the same way (pytest
+    draws a ``longrepr`` with ``toterminal``; its short summary reads ``reprcrash.message``)."""
 
     def __init__(self, text: str) -> None:
-        self.text = text
-        self.reprcrash = self  # the short summary reads reprcrash.message
         self.message = text
+        self.reprcrash = self
 
     def toterminal(self, tw: Any) -> None:
-        tw.line(self.text)
+        tw.line(self.message)
 
     def __str__(self) -> str:
-        return self.text
+        return self.message
 
 
 @dataclass
@@ -97,21 +71,18 @@ class FailureGroups:
 
     def add(self, report: pytest.TestReport, value: dict[str, Any]) -> None:
         """Note a row's call report (``value`` is its record as the report carries it)."""
-        if not report.failed:
+        failure = _what_failed(value) if report.failed else None
+        if failure is None:
             return
-        key = signature(value)
-        if key is None:
-            return
-        group = self.groups.get(key)
-        if group is None:
-            group = self.groups[key] = _Group(self.redact(describe(value)))
-        group.reports.append(report)
+        key, description = failure
+        if key not in self.groups:
+            self.groups[key] = _Group(self.redact(description))
+        self.groups[key].reports.append(report)
 
     def repeated(self) -> list[_Group]:
         """The groups of two rows or more, largest first."""
         return sorted(
-            (g for g in self.groups.values() if len(g.reports) > 1),
-            key=lambda g: -len(g.reports),
+            (g for g in self.groups.values() if len(g.reports) > 1), key=lambda g: -len(g.reports)
         )
 
     def shorten_repeats(self) -> None:

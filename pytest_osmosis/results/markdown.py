@@ -1,11 +1,9 @@
-"""The run's summary as markdown, for a CI job's page: the verdict, each gate's line, the
-worst rows with their reasons and what changed against the baseline.
+"""The run's summary as markdown for a CI job's page: the verdict, each gate's line, the worst
+rows with their reasons and what changed against the baseline.
 
-It reads the report's head (``report.json`` without its row lists: the ``verdict``, the
-``summary``, ``baseline``) and the rows that missed as pytest reported them, so it says what
-the exit status, JUnit and ``report.json`` say. Written to ``--osmosis-markdown PATH`` and
-appended to ``$GITHUB_STEP_SUMMARY`` when GitHub Actions sets it
-(:data:`STEP_SUMMARY_ENV`).
+It reads the report's head and the rows that missed as pytest reported them, so it says what the
+exit status, JUnit and ``report.json`` say. Written to ``--osmosis-markdown PATH`` and appended
+to ``$GITHUB_STEP_SUMMARY`` when GitHub Actions sets it (:data:`STEP_SUMMARY_ENV`).
 """
 
 from __future__ import annotations
@@ -25,12 +23,7 @@ STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 SHOWN_ROWS = 20
 """Rows the markdown lists (errored first); report.json and the HTML have every one."""
 
-_MARK = {
-    "passed": "✅",
-    "failed": "❌",
-    "incomplete": "⏸️",
-    "tolerated": "⚠️",
-}
+_MARK = {"passed": "✅", "failed": "❌", "incomplete": "⏸️", "tolerated": "⚠️"}
 
 
 @dataclass(frozen=True)
@@ -51,12 +44,17 @@ def _cell(text: Any) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def baseline_counts(baseline: dict[str, Any]) -> str:
+    """``1 regressed, 2 improved, 0 new, 0 gone``: the rows that changed against a baseline."""
+    changes = ("regressed", "improved", "new", "gone")
+    return ", ".join(f"{len(baseline.get(key) or [])} {key}" for key in changes)
+
+
 def render_markdown(head: dict[str, Any], misses: Sequence[RowMiss]) -> str:
     """The summary of the run whose report head is ``head``."""
     verdict = head.get("verdict") or {}
     outcome = str(verdict.get("outcome", "unknown"))
-    summary = head.get("summary") or {}
-    rows = summary.get("rows") or {}
+    rows = (head.get("summary") or {}).get("rows") or {}
     lines = [
         f"## pytest-osmosis: {_MARK.get(outcome, '')} {outcome}".replace("  ", " "),
         "",
@@ -70,36 +68,27 @@ def render_markdown(head: dict[str, Any], misses: Sequence[RowMiss]) -> str:
     for reason in verdict.get("reasons") or []:
         mark = _MARK.get(str(reason.get("outcome")), "")
         lines.append(f"| {mark} {_cell(reason.get('kind'))} | {_cell(reason.get('line'))} |")
-    lines.extend(_worst_rows(misses))
-    lines.extend(_baseline(head.get("baseline")))
-    return "\n".join(lines) + "\n"
-
-
-def _worst_rows(misses: Sequence[RowMiss]) -> list[str]:
-    if not misses:
-        return []
+    if misses:
+        lines += ["", f"### Rows that missed ({len(misses)})", "", "| row | why |", "|---|---|"]
     # Errored rows first (the rollout itself broke), then those below the threshold.
-    ordered = sorted(misses, key=lambda miss: not miss.errored)
-    lines = ["", f"### Rows that missed ({len(misses)})", "", "| row | why |", "|---|---|"]
-    for miss in ordered[:SHOWN_ROWS]:
+    for miss in sorted(misses, key=lambda miss: not miss.errored)[:SHOWN_ROWS]:
         how = "errored" if miss.errored else "below threshold"
         if miss.tolerated:
             how += ", counted by the gate"
         lines.append(f"| `{_cell(miss.nodeid)}` | {how}: {_cell(miss.reason)} |")
     if len(misses) > SHOWN_ROWS:
         lines.append(f"| ... | and {len(misses) - SHOWN_ROWS} more (see report.json) |")
-    return lines
+    if isinstance(baseline := head.get("baseline"), dict):
+        lines += _baseline(baseline)
+    return "\n".join(lines) + "\n"
 
 
-def _baseline(baseline: Any) -> list[str]:
-    if not isinstance(baseline, dict):
-        return []
-    counts = {key: len(baseline.get(key) or []) for key in ("regressed", "improved", "new", "gone")}
+def _baseline(baseline: dict[str, Any]) -> list[str]:
     lines = [
         "",
         "### Against the baseline",
         "",
-        ", ".join(f"{count} {key}" for key, count in counts.items())
+        baseline_counts(baseline)
         + (f" (baseline `{baseline['path']}`)" if baseline.get("path") else ""),
     ]
     test = baseline.get("test")
@@ -110,10 +99,10 @@ def _baseline(baseline: Any) -> list[str]:
             f"{significance} (p = {float(test['p_value']):.2g}, {test.get('method')})"
         )
     deltas = baseline.get("reward_deltas") or {}
-    shown = (baseline.get("regressed") or [])[:SHOWN_ROWS]
-    if shown:
+    regressed = (baseline.get("regressed") or [])[:SHOWN_ROWS]
+    if regressed:
         lines.append("")
-    for nodeid in shown:
+    for nodeid in regressed:
         change = f", reward change {deltas[nodeid]:+g}" if nodeid in deltas else ""
         lines.append(f"- regressed `{nodeid}`: passed -> failed{change}")
     for nodeid in (baseline.get("improved") or [])[:SHOWN_ROWS]:

@@ -48,13 +48,6 @@ class Input:
         return theirs == mine or (self.folder and theirs.is_relative_to(mine))
 
 
-def _first_existing(path: Path) -> Path:
-    current = path
-    while not current.exists() and current != current.parent:
-        current = current.parent
-    return current
-
-
 def why_unwritable(path: Path, *, directory: bool) -> str | None:
     """Why ``path`` (a file, or a directory when ``directory``) could not be written; else None."""
     if path.exists():
@@ -66,13 +59,14 @@ def why_unwritable(path: Path, *, directory: bool) -> str | None:
         if not os.access(path, os.W_OK) or not os.access(target, os.W_OK | os.X_OK):
             return f"{path} is not writable (permission denied)"
         return None
-    ancestor = _first_existing(path.parent)
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
     if not ancestor.is_dir():
         return f"{ancestor} is a file, not a directory"
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        return (
-            f"cannot create {path.relative_to(ancestor).parts[0]} in {ancestor} (permission denied)"
-        )
+        first = path.relative_to(ancestor).parts[0]
+        return f"cannot create {first} in {ancestor} (permission denied)"
     return None
 
 
@@ -86,28 +80,24 @@ def check_output_paths(
 ) -> None:
     """Raise ``pytest.UsageError`` for the first output path that cannot be written, or
     that names one of the run's ``inputs``."""
+    base = Path(config.invocation_params.dir)
     junit = getattr(config.option, "xmlpath", None)
-    junit_path = None
-    if junit:
-        junit_path = Path(junit).expanduser()
-        if not junit_path.is_absolute():
-            junit_path = Path(config.invocation_params.dir) / junit_path
     checks: list[tuple[str, Path | None, bool]] = [
         ("--osmosis-output", output, True),
         ("--osmosis-report", report, False),
         ("--osmosis-html", html, False),
-        ("--junitxml", junit_path, False),
+        ("--junitxml", base / Path(junit).expanduser() if junit else None, False),
     ]
     for flag, path, directory in checks:
         if path is None:
             continue
-        if not directory:
-            for read in inputs:
-                if read.holds(path):
-                    raise pytest.UsageError(
-                        f"{flag}: {_shown(config, path)} is {read.what} this run reads; "
-                        "writing there would overwrite it: choose another path"
-                    )
+        for read in () if directory else inputs:
+            if read.holds(path):
+                shown = path.relative_to(base) if path.is_relative_to(base) else path
+                raise pytest.UsageError(
+                    f"{flag}: {shown} is {read.what} this run reads; "
+                    "writing there would overwrite it: choose another path"
+                )
         reason = why_unwritable(path, directory=directory)
         if reason is not None:
             raise pytest.UsageError(
@@ -134,14 +124,6 @@ def refuse_overwrites(files: list[tuple[str, Path | None]], *, overwrite: bool) 
             )
 
 
-def _shown(config: pytest.Config, path: Path) -> str:
-    """``path`` relative to the invocation directory when it lies inside it."""
-    try:
-        return str(path.relative_to(Path(config.invocation_params.dir)))
-    except ValueError:
-        return str(path)
-
-
 @dataclass(frozen=True)
 class OutputWrite:
     """One file to write at the end: what it is (for the message), where, and how."""
@@ -160,11 +142,9 @@ def write_outputs(writes: list[OutputWrite]) -> tuple[list[str], list[str]]:
         try:
             item.write()
         except OSError as exc:
-            reason = exc.strerror or str(exc)
-            failures.append(
-                f"osmosis: could not write the {item.what} {item.shown}: {reason}"
-                + (f" ({exc.filename})" if exc.filename else "")
-            )
+            which = f" ({exc.filename})" if exc.filename else ""
+            reason = f"{exc.strerror or exc}{which}"
+            failures.append(f"osmosis: could not write the {item.what} {item.shown}: {reason}")
         else:
             written.append(item.shown)
     return written, failures

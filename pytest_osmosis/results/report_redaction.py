@@ -1,10 +1,8 @@
 """Secrets stay out of what pytest itself writes: failure text, captured output, logs.
 
-:class:`ReportRedaction` is a plugin object of its own (registered as ``osmosis-redaction``):
-its ``pytest_runtest_makereport`` wrapper redacts each report's failure text, captured
-sections and properties with the run's one :class:`~osmosis_rollout.redaction.Redactor`,
-and :meth:`ReportRedaction.redact_pytest_logs` makes pytest's log handlers redact too, and
-leave the rollouts' own records to ``rollouts.log``.
+:class:`ReportRedaction` (the plugin ``osmosis-redaction``) redacts each report's failure text,
+captured sections and properties with the run's one :class:`~osmosis_rollout.redaction.Redactor`,
+and makes pytest's log handlers redact too.
 """
 
 from __future__ import annotations
@@ -24,6 +22,9 @@ REDACTION_PLUGIN = "osmosis-redaction"
 
 _PYTEST_LOG_HANDLERS = ("log_file_handler", "log_cli_handler", "caplog_handler", "report_handler")
 """pytest's logging plugin handlers: the log file, live logs, caplog and report sections."""
+_ITEM_HANDLERS = ("caplog_handler", "report_handler")
+"""Those whose records belong to the item running now (its captured-log section, ``caplog``),
+unlike the run-wide log file and live log."""
 
 
 class ReportRedaction:
@@ -49,7 +50,9 @@ class ReportRedaction:
                 redact_handler(handler, self.redactor)
                 handler.addFilter(leave_out)
                 if name in _ITEM_HANDLERS:
-                    handler.addFilter(_made_outside_a_rollout)
+                    # A record made inside a rollout is shown on that row (its notes), not
+                    # under the item pytest happens to run now (filters run where it is made).
+                    handler.addFilter(lambda record: not noted_here())
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -60,12 +63,9 @@ class ReportRedaction:
         if not self.redactor:
             return report
         redact = self.redactor.redact
-        if isinstance(report.longrepr, str):
-            report.longrepr = redact(report.longrepr)
-        elif report.longrepr is not None:
+        if report.longrepr is not None:
             text = str(report.longrepr)
-            redacted = redact(text)
-            if redacted != text:
+            if (redacted := redact(text)) != text:
                 report.longrepr = redacted
         # In place, replacing only what changed: pytest keeps every report for the session,
         # and an unchanged entry stays shared with the item's own list.
@@ -84,17 +84,6 @@ class ReportRedaction:
         return report
 
 
-_ITEM_HANDLERS = ("caplog_handler", "report_handler")
-"""pytest's handlers whose records belong to the item running now (its captured-log section,
-``caplog``), unlike the run-wide log file and live log."""
-
-
-def _made_outside_a_rollout(record: logging.LogRecord) -> bool:
-    # Made inside a rollout: it is shown on that row (its notes), not under the item pytest
-    # happens to run now (filters run where the record is made).
-    return not noted_here()
-
-
 class _RolloutRecords(logging.Filter):
     """Drops ``osmosis_rollout``'s records logged by the rollouts (off the thread that runs
     pytest's items: the rollouts run on the scheduler's own thread) while that logger keeps
@@ -106,8 +95,5 @@ class _RolloutRecords(logging.Filter):
         self.logger = logging.getLogger("osmosis_rollout")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.logger.propagate or not (
-            record.name == "osmosis_rollout" or record.name.startswith("osmosis_rollout.")
-        ):
-            return True
-        return record.thread is None or record.thread == self.items_thread
+        ours = record.name == "osmosis_rollout" or record.name.startswith("osmosis_rollout.")
+        return self.logger.propagate or not ours or record.thread in (None, self.items_thread)

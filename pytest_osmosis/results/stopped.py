@@ -14,12 +14,9 @@ from typing import Any
 
 import pytest
 
-__all__ = ["EXIT_WRITE_FAILED", "how_it_ended", "incomplete_lines"]
+from osmosis_rollout.runs.run_verdict import EXIT_WRITE_FAILED
 
-EXIT_WRITE_FAILED = 12
-"""The exit status of a run whose journal or report could not be written (a full disk).
-pytest's own statuses run from 0 to 6; this one leaves room for more of theirs, and neither
-0 nor 1 may stand for a result that is not on disk."""
+__all__ = ["EXIT_WRITE_FAILED", "how_it_ended", "incomplete_lines"]
 
 SHOWN_NOT_RUN = 10
 """Row ids listed in the terminal before "... and N more"."""
@@ -35,21 +32,16 @@ def how_it_ended(
         # Checked before an interrupt: pytest-xdist's controller ends a -x/--maxfail run by
         # raising its ``Interrupted`` (a KeyboardInterrupt), which is no signal.
         maxfail = int(getattr(session.config.option, "maxfail", 0) or 0)
-        return {
-            "stopped_by": "-x" if maxfail == 1 else f"--maxfail={maxfail}",
-            "interrupted": False,
-        }
+        flag = "-x" if maxfail == 1 else f"--maxfail={maxfail}"
+        return {"stopped_by": flag, "interrupted": False}
     stopped_by = _stop_reason(session)
     if exitstatus == pytest.ExitCode.INTERRUPTED and stopped_by is None:
         # A KeyboardInterrupt no handler of ours saw: Ctrl-C before the rows started, or
         # raised by code under test. (A plugin's reason to stop exits INTERRUPTED too.)
         return {"stopped_by": "KeyboardInterrupt", "interrupted": True}
-    if stopped_by is not None:
-        return {"stopped_by": stopped_by, "interrupted": False}
-    if session.shouldstop:
-        reason = session.shouldstop if isinstance(session.shouldstop, str) else "stopped"
-        return {"stopped_by": reason, "interrupted": False}
-    return {"stopped_by": None, "interrupted": False}
+    if stopped_by is None and session.shouldstop:
+        stopped_by = "stopped"  # a plugin stopped the run without saying why
+    return {"stopped_by": stopped_by, "interrupted": False}
 
 
 def _stop_reason(session: pytest.Session) -> str | None:
@@ -64,25 +56,20 @@ def _stop_reason(session: pytest.Session) -> str | None:
     return None
 
 
-def _short(nodeid: str) -> str:
-    return nodeid.rsplit("::", 1)[-1]
-
-
 def incomplete_lines(summary: dict[str, Any], not_run: Sequence[str]) -> list[str]:
     """The terminal's account of an incomplete run (nothing for a complete one)."""
     if summary.get("complete", True):
         return []
     total = int(summary["rows"]["total"]) + len(not_run)
     stopped = summary.get("stopped_by")
-    head = "INCOMPLETE: " + (f"stopped by {stopped}: " if stopped else "")
-    line = f"{head}{len(not_run)} of {total} rows not run"
+    by = f"stopped by {stopped}: " if stopped else ""
+    line = f"INCOMPLETE: {by}{len(not_run)} of {total} rows not run"
     if not_run:
-        shown = ", ".join(_short(n) for n in not_run[:SHOWN_NOT_RUN])
         more = len(not_run) - SHOWN_NOT_RUN
-        line += f": {shown}" + (f", ... and {more} more" if more > 0 else "")
-    lines = [line]
-    lines.append(
+        line += ": " + ", ".join(nodeid.rsplit("::", 1)[-1] for nodeid in not_run[:SHOWN_NOT_RUN])
+        line += f", ... and {more} more" if more > 0 else ""
+    return [
+        line,
         "  the rows not run have no result; this report is partial (not a baseline unless "
-        "--osmosis-allow-partial-baseline); resume with --osmosis-resume <output dir>"
-    )
-    return lines
+        "--osmosis-allow-partial-baseline); resume with --osmosis-resume <output dir>",
+    ]

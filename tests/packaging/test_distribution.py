@@ -118,3 +118,9 @@ def test_the_license_file_is_the_apache_2_0_text() -> None:
     text = (REPO / "LICENSE").read_text(encoding="utf-8")
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text
+
+
+def test_the_wheel_carries_the_html_reports_stylesheet_and_script(built: Built) -> None:
+    with zipfile.ZipFile(built.wheel) as archive:
+        names = set(archive.namelist())
+    assert {"pytest_osmosis/results/html.css", "pytest_osmosis/results/html.js"} <= names
