@@ -40,7 +40,8 @@ SchemaVersion = Literal[
     "ATIF-v1.6",
     "ATIF-v1.7",
 ]
-_AGENT_ONLY = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
+AGENT_ONLY_FIELDS = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
+"""The step fields ATIF allows on agent steps only."""
 
 
 class _Model(BaseModel):
@@ -174,7 +175,7 @@ class Step(_Model):
     @model_validator(mode="after")
     def _agent_only_fields(self) -> Self:
         if self.source != "agent":
-            present = [name for name in _AGENT_ONLY if getattr(self, name) is not None]
+            present = [name for name in AGENT_ONLY_FIELDS if getattr(self, name) is not None]
             if present:
                 raise ValueError(
                     f"{', '.join(present)} only allowed on agent steps, not {self.source!r}"

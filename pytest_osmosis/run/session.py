@@ -206,7 +206,7 @@ class OsmosisSession:
                 base=Path(self.config.invocation_params.dir),
                 skip=skip,
             )
-        return row_fingerprint(self._run_fingerprint, row.raw, row.label)
+        return row_fingerprint(self._run_fingerprint, row)
 
     def write_run_file(self, finished: dict[str, Any] | None) -> None:
         """Write ``run.json``: the configuration, the selected rows, how the run ended."""
