@@ -19,10 +19,11 @@ from typing import Any
 from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.dataset.normalise import (
     FIX_METADATA,
-    KeyRegistry,
     decode_metadata,
+    duplicate_id,
     header_row_problems,
     normalise,
+    row_key,
 )
 from osmosis_rollout.dataset.problems import Collector, Fatal, Problem, json_type
 from osmosis_rollout.dataset.readers import Source, check_file, extension, open_source
@@ -125,7 +126,7 @@ def _read(source: Source, wanted: Callable[[int], bool] | None, result: Scan) ->
     stop = load if wanted is not None else upload
     expected_keys: frozenset[str] | None = None
     types: dict[str, str] = {}
-    keys = KeyRegistry()
+    first_rows: dict[str, int] = {}  # row key -> the row that had it first
     for record in source.records:
         if stop.truncated:
             break
@@ -138,7 +139,9 @@ def _read(source: Source, wanted: Callable[[int], bool] | None, result: Scan) ->
             continue
         data = record.data
         assert data is not None
-        key, duplicate = keys.check(data, record.source_index, record.row)
+        key = row_key(data, record.source_index)
+        first = first_rows.setdefault(key, record.row)
+        duplicate = None if first == record.row else duplicate_id(key, first, record.row)
         normalised, problems = normalise(data, record.row) if not header_problems else (None, [])
 
         # The load rules: only the selected rows are normalised.

@@ -1,12 +1,9 @@
 """The ATIF v1.7 document as pydantic models: what ``convert_sample_to_trajectory`` returns.
 
-The official SDK returns its ``Trajectory`` model from ``convert_sample_to_trajectory``, so
-ours does too, with the same fields and rules (the ATIF v1.7 schema: step ids sequential
-from 1, agent-only fields on agent steps only, observations naming a tool call of their
-step, ISO 8601 timestamps, no NaN or infinity). Inside this package documents stay plain
-``dict`` objects (:mod:`osmosis_rollout.trajectory.atif`): validating a model tree per
-written document costs more than building it. ``Trajectory.model_validate(doc)`` turns one
-into the other, and ``to_json_dict()`` back.
+The official SDK's fields and rules (step ids sequential from 1, agent-only fields on agent
+steps only, observations naming a tool call of their step, ISO 8601 timestamps, no NaN or
+infinity). Inside this package documents stay plain ``dict`` objects (:mod:`.atif` says why):
+``Trajectory.model_validate(doc)`` turns one into the other, and ``to_json_dict()`` back.
 """
 
 from __future__ import annotations

@@ -118,29 +118,23 @@ def messages_to_steps(messages: Iterable[Mapping[str, Any]] | None) -> list[dict
 
 def _convert_one(steps: list[_Step], message: Mapping[str, Any]) -> None:
     role = message.get("role")
-    if role is None:
-        kind = message.get("type")
-        # Responses-API items carry a type and no role; a chat message with a role is
-        # classified by its role whatever its "type" says.
-        if kind == "function_call":
-            _add_responses_call(steps, message)
-            return
-        if kind == "function_call_output":
-            _fold_result(
-                steps, message.get("call_id"), message.get("output"), role="function_call_output"
-            )
-            return
-        if kind == "reasoning":
-            _add_responses_reasoning(steps, message)
-            return
-        if kind is not None and "content" not in message:
-            _add_unknown_item(steps, message, str(kind))
-            return
     role_text = "" if role is None else str(role)
-    if role_text in _TOOL_RESULT_ROLES:
+    # Responses-API items carry a type and no role; a chat message with a role is
+    # classified by its role whatever its "type" says.
+    kind = message.get("type") if role is None else None
+    if kind == "function_call":
+        _add_responses_call(steps, message)
+    elif kind == "function_call_output":
+        output = message.get("output")
+        _fold_result(steps, message.get("call_id"), output, role="function_call_output")
+    elif kind == "reasoning":
+        _add_responses_reasoning(steps, message)
+    elif kind is not None and "content" not in message:
+        _add_unknown_item(steps, message, str(kind))
+    elif role_text in _TOOL_RESULT_ROLES:
         _fold_result(steps, message.get("tool_call_id"), message.get("content"), role=role_text)
-        return
-    _add_message(steps, message, role_text)
+    else:
+        _add_message(steps, message, role_text)
 
 
 def _add_message(steps: list[_Step], message: Mapping[str, Any], role: str) -> None:
