@@ -142,14 +142,9 @@ def _add_message(steps: list[_Step], message: Mapping[str, Any], role: str) -> N
     if _has_strands_tool_blocks(raw_content):
         _add_strands_message(steps, message, role, raw_content)
         return
-    _add_step(
-        steps,
-        message,
-        role,
-        flatten_content(raw_content),
-        _reasoning_text(message.get("reasoning_content")),
-        _convert_tool_calls(message.get("tool_calls")),
-    )
+    reasoning = _reasoning_text(message.get("reasoning_content"))
+    calls = _convert_tool_calls(message.get("tool_calls"))
+    _add_step(steps, message, role, flatten_content(raw_content), reasoning, calls)
 
 
 def _add_step(
@@ -217,14 +212,8 @@ def _add_strands_message(
         tool_result = block.get("toolResult") if isinstance(block, Mapping) else None
         thought = block.get("reasoningContent") if isinstance(block, Mapping) else None
         if isinstance(tool_use, Mapping):
-            calls.append(
-                _tool_call(
-                    tool_use.get("toolUseId"),
-                    tool_use.get("name"),
-                    tool_use.get("input"),
-                    index=len(calls),
-                )
-            )
+            call_id, name = tool_use.get("toolUseId"), tool_use.get("name")
+            calls.append(_tool_call(call_id, name, tool_use.get("input"), index=len(calls)))
         elif isinstance(tool_result, Mapping):
             results.append(tool_result)
         elif isinstance(thought, Mapping):
@@ -243,16 +232,9 @@ def _add_strands_message(
             extra={"status": status} if status not in (None, "success") else None,
         )
     if rest or calls or reasoning or not results:
-        _add_step(
-            steps,
-            message,
-            role,
-            flatten_content(rest),
-            "\n".join(reasoning)
-            if reasoning
-            else _reasoning_text(message.get("reasoning_content")),
-            calls,
-        )
+        own = _reasoning_text(message.get("reasoning_content"))
+        thoughts = "\n".join(reasoning) if reasoning else own
+        _add_step(steps, message, role, flatten_content(rest), thoughts, calls)
 
 
 def _add_responses_call(steps: list[_Step], item: Mapping[str, Any]) -> None:
@@ -328,14 +310,8 @@ def _convert_tool_calls(raw: Any) -> list[dict[str, Any]]:
         function = item.get("function")
         # Chat shape nests name/arguments under "function"; some emitters flatten them.
         source = function if isinstance(function, Mapping) else item
-        calls.append(
-            _tool_call(
-                item.get("id") or item.get("call_id"),
-                source.get("name"),
-                source.get("arguments"),
-                index=index,
-            )
-        )
+        call_id = item.get("id") or item.get("call_id")
+        calls.append(_tool_call(call_id, source.get("name"), source.get("arguments"), index=index))
     return calls
 
 
