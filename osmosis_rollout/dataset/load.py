@@ -8,7 +8,7 @@ from typing import Any
 
 from osmosis_rollout.dataset.normalise import normalise, row_key
 from osmosis_rollout.dataset.problems import combine
-from osmosis_rollout.dataset.rows import DatasetRow, row_digest
+from osmosis_rollout.dataset.rows import DatasetRow
 from osmosis_rollout.dataset.scan import file_hash, remember, scan
 from osmosis_rollout.dataset.selection import check_in_range, parse_ranges
 from osmosis_rollout.errors import DatasetError
@@ -69,5 +69,4 @@ def row_from_dict(raw: Mapping[str, Any], *, index: int = 0) -> DatasetRow:
         initial_messages=normalised.initial_messages,
         label=normalised.label,
         metadata=normalised.metadata,
-        digest=row_digest(record),
     )

@@ -42,10 +42,10 @@ class DatasetRow:
     ``index`` is the position in the selected set (the platform's ``row_index``);
     ``source_index`` the 0-based offset in the file (what ``rows="..."`` selects).
     ``key`` is the row's ``id`` value when it has one, else ``f"row-{source_index}"``:
-    a stable identity for test ids and cassettes. ``digest`` is a short hash of the row as
-    its file holds it (the JSONL line; else :func:`row_digest`): what a resumed run compares
-    to tell a changed row. ``line`` is the 1-based line where the row starts (JSONL/CSV) or
-    ``None`` (Parquet).
+    a stable identity for test ids and cassettes. ``line`` is the 1-based line where the row
+    starts (JSONL/CSV) or ``None`` (Parquet). ``digest`` is a short hash of the row as its file
+    holds it (the JSONL line; else :func:`row_digest`): what a resumed run compares to tell a
+    changed row.
     """
 
     index: int
@@ -55,8 +55,12 @@ class DatasetRow:
     initial_messages: list[MessageDict]
     label: str | None
     metadata: dict[str, Any] | None
-    digest: str
     line: int | None = None
+    digest: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.digest:  # a row read from cells, or built by hand
+            object.__setattr__(self, "digest", row_digest(self.raw))
 
     @property
     def row_index(self) -> int:

@@ -32,7 +32,6 @@ from osmosis_rollout.dataset.rows import (
     METADATA_COLUMN,
     DatasetReport,
     DatasetRow,
-    row_digest,
 )
 from osmosis_rollout.errors import DatasetError
 
@@ -159,8 +158,8 @@ def _read(source: Source, wanted: Callable[[int], bool] | None, result: Scan) ->
                         initial_messages=normalised.initial_messages,
                         label=normalised.label,
                         metadata=normalised.metadata,
-                        digest=record.digest or row_digest(data),
                         line=record.line,
+                        digest=record.digest or "",
                     )
                 )
 
