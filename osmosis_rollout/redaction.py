@@ -481,7 +481,8 @@ class LiveRedactor(Redactor):
             if value in self._retired:
                 del self._retired[value]  # still indexed
                 return
-            self._index(name, value)
+            self._index_one(name, value)
+            self._index_forms(name, value)
 
     def release(self, value: str | None) -> None:
         """End one :meth:`hold` of ``value``; the last one retires it."""
@@ -502,10 +503,6 @@ class LiveRedactor(Redactor):
     def held(self) -> int:
         """How many distinct values are held now (released ones not counted)."""
         return len(self._counts)
-
-    def _index(self, name: str, value: str) -> None:
-        self._index_one(name, value)
-        self._index_forms(name, value)
 
     def _index_forms(self, name: str, value: str) -> None:
         forms = self._forms[value] = [f for f in encoded_forms(value) if f not in self._live_names]
