@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
 import os
 import re
@@ -111,6 +110,10 @@ def encoded_forms(value: str) -> list[str]:
     return sorted(f for f in forms if len(f) >= MIN_SECRET_LENGTH)
 
 
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+"""What ``json.dumps(ensure_ascii=False)`` escapes in a string: a quote, a backslash, a control
+character; a secret with none of them appears in JSON text as it is."""
+
 _ATOMS = frozenset({int, float, bool, type(None)})
 """Exact types a JSON-like walk returns as they are."""
 
@@ -179,8 +182,8 @@ class Redactor:
         # Shortest and verbatim before pattern: a reader on another thread never skips a text
         # the new pattern must see (secrets are only added, so both only ever go down).
         self._shortest = min(len(v) for v in (*alternatives, *families))
-        self._verbatim_in_json = self._verbatim_in_json and all(
-            json.dumps(v, ensure_ascii=False)[1:-1] == v for v in (*alternatives, *families)
+        self._verbatim_in_json = self._verbatim_in_json and not any(
+            _JSON_ESCAPED.search(v) for v in (*alternatives, *families)
         )
         self._pattern = re.compile(
             "|".join(
@@ -478,7 +481,8 @@ class LiveRedactor(Redactor):
             if value in self._retired:
                 del self._retired[value]  # still indexed
                 return
-            self._index(name, value)
+            self._index_one(name, value)
+            self._index_forms(name, value)
 
     def release(self, value: str | None) -> None:
         """End one :meth:`hold` of ``value``; the last one retires it."""
@@ -499,10 +503,6 @@ class LiveRedactor(Redactor):
     def held(self) -> int:
         """How many distinct values are held now (released ones not counted)."""
         return len(self._counts)
-
-    def _index(self, name: str, value: str) -> None:
-        self._index_one(name, value)
-        self._index_forms(name, value)
 
     def _index_forms(self, name: str, value: str) -> None:
         forms = self._forms[value] = [f for f in encoded_forms(value) if f not in self._live_names]

@@ -1,6 +1,6 @@
 """The dataset contract: read a dataset file, check it, and turn rows into rollout inputs.
 
-Two entry points share one streaming reader:
+Two entry points share one read of the file (:mod:`.scan`):
 
 - :func:`load_dataset` selects rows (``rows="3,7,10-20"`` or ``limit``) and normalises each
   into a :class:`DatasetRow` (``initial_messages``, ``label``, ``metadata``), exactly as the
@@ -15,8 +15,9 @@ names are case-sensitive.
 
 One module per part of the contract: :mod:`.rows` (the row model and limits), :mod:`.readers`
 (files to records), :mod:`.normalise` (a record to a row), :mod:`.selection` (row specs),
-:mod:`.load` (:func:`load_dataset`), :mod:`.upload` (:func:`validate_dataset`) and
-:mod:`.problems` (collecting problems into one error). In every error, ``row`` is what an editor shows: the 1-based line
+:mod:`.scan` (one read under both rule sets), :mod:`.load` (:func:`load_dataset`),
+:mod:`.upload` (:func:`validate_dataset`) and :mod:`.problems` (collecting problems into one
+error). In every error, ``row`` is what an editor shows: the 1-based line
 for JSONL and CSV (the CSV header is line 1), the 1-based record number for Parquet.
 """
 

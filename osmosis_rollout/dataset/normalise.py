@@ -14,8 +14,8 @@ from osmosis_rollout.types.sample import MessageDict
 
 __all__ = [
     "FIX_METADATA",
-    "KeyRegistry",
     "decode_metadata",
+    "duplicate_id",
     "header_row_problems",
     "normalise",
     "row_key",
@@ -136,25 +136,14 @@ def row_key(raw: Mapping[str, Any], source_index: int) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
-class KeyRegistry:
-    """Detects two rows claiming the same ``id`` (only the keys are kept)."""
-
-    def __init__(self) -> None:
-        self._first_row: dict[str, int] = {}
-
-    def check(
-        self, raw: Mapping[str, Any], source_index: int, row: int
-    ) -> tuple[str, Problem | None]:
-        key = row_key(raw, source_index)
-        first = self._first_row.setdefault(key, row)
-        if first == row:
-            return key, None
-        return key, Problem(
-            f"duplicate id {key!r}: row {first} has the same id",
-            row=row,
-            column=ID_COLUMN,
-            fix="give every row a unique 'id' (it names the row's test); or drop the 'id' column",
-        )
+def duplicate_id(key: str, first: int, row: int) -> Problem:
+    """Row ``row`` claims the ``id`` row ``first`` has."""
+    return Problem(
+        f"duplicate id {key!r}: row {first} has the same id",
+        row=row,
+        column=ID_COLUMN,
+        fix="give every row a unique 'id' (it names the row's test); or drop the 'id' column",
+    )
 
 
 def header_row_problems(columns: tuple[str, ...]) -> list[Problem]:

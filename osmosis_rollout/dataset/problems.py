@@ -5,25 +5,21 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from osmosis_rollout.errors import DatasetError
 
 __all__ = [
     "MAX_REPORTED_ERRORS",
-    "TRUNCATED_NOTE",
     "Collector",
     "Fatal",
     "Problem",
     "combine",
     "counted",
-    "indent_continuations",
     "json_type",
-    "path_text",
+    "problem_lines",
     "short_columns",
     "suggest",
-    "without_path",
 ]
 
 MAX_REPORTED_ERRORS = 5
@@ -57,10 +53,6 @@ class Collector:
         self.problems: list[Problem] = []
         self.truncated = False
 
-    @property
-    def full(self) -> bool:
-        return self.truncated
-
     def add(self, problem: Problem) -> None:
         if len(self.problems) < MAX_REPORTED_ERRORS:
             self.problems.append(problem)
@@ -79,27 +71,21 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def indent_continuations(text: str) -> str:
-    return text.replace("\n", "\n    ")
-
-
-def without_path(error: DatasetError, path: str) -> str:
-    """The error's text minus the leading file name, for lists under a heading that has it."""
-    text = str(error)
-    for prefix in (f"{path}, ", f"{path}: "):
-        if text.startswith(prefix):
-            return text[len(prefix) :]
-    return text
+def problem_lines(path: str, errors: list[DatasetError], truncated: bool) -> list[str]:
+    """One line per error, without the leading file name (the heading above has it)."""
+    lines = []
+    for error in errors:
+        text = str(error)
+        prefix = next((p for p in (f"{path}, ", f"{path}: ") if text.startswith(p)), "")
+        lines.append("  - " + text.removeprefix(prefix).replace("\n", "\n    "))
+    return [*lines, f"  {TRUNCATED_NOTE}"] if truncated else lines
 
 
 def combine(path: str, errors: list[DatasetError], truncated: bool) -> DatasetError:
     if len(errors) == 1 and not truncated:
         return errors[0]
     lines = [f"{counted(len(errors), 'problem')} in this dataset:"]
-    for error in errors:
-        lines.append(f"  - {indent_continuations(without_path(error, path))}")
-    if truncated:
-        lines.append(f"  {TRUNCATED_NOTE}")
+    lines += problem_lines(path, errors, truncated)
     return DatasetError("\n".join(lines), path=path)
 
 
@@ -117,10 +103,6 @@ def short_columns(columns: Iterable[str]) -> str:
     names = sorted(columns)
     shown = ", ".join(repr(name) for name in names[:8])
     return shown + (f", ... ({len(names)} in all)" if len(names) > 8 else "") if names else "none"
-
-
-def path_text(path: str | Path) -> str:
-    return str(path)
 
 
 def json_type(value: Any) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +12,7 @@ from typing import Any
 
 from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.dataset.problems import Fatal, Problem, json_type
-from osmosis_rollout.dataset.rows import METADATA_COLUMN, SUPPORTED_EXTENSIONS
+from osmosis_rollout.dataset.rows import METADATA_COLUMN, SUPPORTED_EXTENSIONS, bytes_digest
 
 __all__ = [
     "Source",
@@ -41,12 +41,13 @@ class _Record:
     line: int | None
     data: dict[str, Any] | None = None
     problem: Problem | None = None
+    digest: str | None = None  # JSONL only: the line's own hash
 
 
 @dataclass
 class Source:
     columns: tuple[str, ...] | None  # the header / schema; None for JSONL
-    records: Iterator[_Record]
+    records: Generator[_Record]
     metadata_type: str | None = None  # Parquet only: the Arrow type of the metadata column
 
 
@@ -92,28 +93,27 @@ def json_problem(exc: BaseException) -> str:
     return str(exc)
 
 
-def _jsonl_records(path: Path) -> Iterator[_Record]:
+def _utf8_problem(raw_line: bytes, exc: UnicodeDecodeError, row: int) -> Problem:
+    return Problem(
+        f"not valid UTF-8 (byte {raw_line[exc.start]:#04x} at offset {exc.start})",
+        row=row,
+        fix="save the file as UTF-8",
+    )
+
+
+def _jsonl_records(path: Path) -> Generator[_Record]:
     index = 0
     with path.open("rb") as handle:
         for lineno, raw_line in enumerate(handle, start=1):
             try:
                 text = raw_line.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as exc:
-                yield _Record(
-                    index,
-                    lineno,
-                    lineno,
-                    problem=Problem(
-                        f"not valid UTF-8 (byte {raw_line[exc.start]:#04x} at offset {exc.start})",
-                        row=lineno,
-                        fix="save the file as UTF-8",
-                    ),
-                )
+                yield _Record(index, lineno, lineno, problem=_utf8_problem(raw_line, exc, lineno))
                 index += 1
                 continue
             if not text.strip():
                 continue
-            record = _Record(index, lineno, lineno)
+            record = _Record(index, lineno, lineno, digest=bytes_digest(raw_line.strip()))
             index += 1
             try:
                 value = loads(text.strip())
@@ -133,19 +133,24 @@ def _jsonl_records(path: Path) -> Iterator[_Record]:
             yield record
 
 
-def _utf8_lines(handle: Iterable[bytes], counter: list[int]) -> Iterator[str]:
-    for raw_line in handle:
-        counter[0] += 1
+def _utf8_lines(handle: Iterable[bytes]) -> Iterator[str]:
+    for lineno, raw_line in enumerate(handle, start=1):
         try:
-            yield raw_line.decode("utf-8-sig" if counter[0] == 1 else "utf-8")
+            yield raw_line.decode("utf-8-sig" if lineno == 1 else "utf-8")
         except UnicodeDecodeError as exc:
-            raise Fatal(
-                Problem(
-                    f"not valid UTF-8 (byte {raw_line[exc.start]:#04x} at offset {exc.start})",
-                    row=counter[0],
-                    fix="save the file as UTF-8",
-                )
-            ) from exc
+            raise Fatal(_utf8_problem(raw_line, exc, lineno)) from exc
+
+
+def _check_distinct(columns: tuple[str, ...], where: str, row: int | None = None) -> None:
+    duplicates = sorted({name for name in columns if columns.count(name) > 1})
+    if duplicates:
+        raise Fatal(
+            Problem(
+                f"the {where} repeats column(s) {', '.join(map(repr, duplicates))}",
+                row=row,
+                fix="give every column a distinct name",
+            )
+        )
 
 
 @contextmanager
@@ -153,11 +158,10 @@ def _csv_source(path: Path) -> Iterator[Source]:
     previous_limit = csv.field_size_limit(_CSV_FIELD_LIMIT)
     try:
         with path.open("rb") as handle:
-            counter = [0]
-            reader = csv.reader(_utf8_lines(handle, counter))
+            reader = csv.reader(_utf8_lines(handle))
 
             def next_record() -> tuple[int, list[str]] | None:
-                start = counter[0] + 1
+                start = reader.line_num + 1
                 try:
                     cells = next(reader, None)
                 except csv.Error as exc:
@@ -178,17 +182,9 @@ def _csv_source(path: Path) -> Iterator[Source]:
                     Problem("the file has no header row", fix="add a header row of column names")
                 )
             header = tuple(first[1])
-            duplicates = sorted({name for name in header if header.count(name) > 1})
-            if duplicates:
-                raise Fatal(
-                    Problem(
-                        f"the header repeats column(s) {', '.join(map(repr, duplicates))}",
-                        row=first[0],
-                        fix="give every column a distinct name",
-                    )
-                )
+            _check_distinct(header, "header", row=first[0])
 
-            def records() -> Iterator[_Record]:
+            def records() -> Generator[_Record]:
                 index = 0
                 while (item := next_record()) is not None:
                     start, cells = item
@@ -224,19 +220,12 @@ def _parquet_source(path: Path) -> Iterator[Source]:
     try:
         schema = parquet_file.schema_arrow
         columns = tuple(str(name) for name in schema.names)
-        duplicates = sorted({name for name in columns if columns.count(name) > 1})
-        if duplicates:
-            raise Fatal(
-                Problem(
-                    f"the schema repeats column(s) {', '.join(map(repr, duplicates))}",
-                    fix="give every column a distinct name",
-                )
-            )
+        _check_distinct(columns, "schema")
         metadata_type = (
             str(schema.field(METADATA_COLUMN).type) if METADATA_COLUMN in columns else None
         )
 
-        def records() -> Iterator[_Record]:
+        def records() -> Generator[_Record]:
             index = 0
             try:
                 for batch in parquet_file.iter_batches():
@@ -264,10 +253,4 @@ def open_source(path: Path, ext: str) -> Iterator[Source]:
             yield source
         finally:
             # A caller that stops early (too many errors) must not leave the file open.
-            _close(source.records)
-
-
-def _close(records: Iterator[_Record]) -> None:
-    close = getattr(records, "close", None)
-    if close is not None:
-        close()
+            source.records.close()

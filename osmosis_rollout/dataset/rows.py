@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from osmosis_rollout.dataset.problems import (
-    TRUNCATED_NOTE,
-    combine,
-    counted,
-    indent_continuations,
-    without_path,
-)
+from osmosis_rollout.dataset.problems import combine, counted, problem_lines
 from osmosis_rollout.errors import DatasetError
 from osmosis_rollout.types.sample import MessageDict
 
@@ -24,6 +21,8 @@ __all__ = [
     "DatasetMode",
     "DatasetReport",
     "DatasetRow",
+    "bytes_digest",
+    "row_digest",
 ]
 
 SUPPORTED_EXTENSIONS: tuple[str, ...] = ("jsonl", "csv", "parquet")
@@ -43,8 +42,10 @@ class DatasetRow:
     ``index`` is the position in the selected set (the platform's ``row_index``);
     ``source_index`` the 0-based offset in the file (what ``rows="..."`` selects).
     ``key`` is the row's ``id`` value when it has one, else ``f"row-{source_index}"``:
-    a stable identity for test ids and cassettes. ``line`` is the 1-based line where the
-    row starts (JSONL/CSV) or ``None`` (Parquet).
+    a stable identity for test ids and cassettes. ``line`` is the 1-based line where the row
+    starts (JSONL/CSV) or ``None`` (Parquet). ``digest`` is a short hash of the row as its file
+    holds it (the JSONL line; else :func:`row_digest`): what a resumed run compares to tell a
+    changed row.
     """
 
     index: int
@@ -55,6 +56,11 @@ class DatasetRow:
     label: str | None
     metadata: dict[str, Any] | None
     line: int | None = None
+    digest: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.digest:  # a row read from cells, or built by hand
+            object.__setattr__(self, "digest", row_digest(self.raw))
 
     @property
     def row_index(self) -> int:
@@ -65,6 +71,18 @@ class DatasetRow:
     def source_row_index(self) -> int:
         """The platform's name for :attr:`source_index`."""
         return self.source_index
+
+
+def bytes_digest(data: bytes) -> str:
+    """A short hash of a row's bytes (a JSONL line, stripped)."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def row_digest(raw: Mapping[str, Any]) -> str:
+    """A short hash of a row read from cells (CSV, Parquet) or written by hand: its JSON form
+    with sorted keys."""
+    text = json.dumps(raw, sort_keys=True, ensure_ascii=False, default=str)
+    return bytes_digest(text.encode("utf-8", errors="backslashreplace"))
 
 
 @dataclass
@@ -91,12 +109,7 @@ class DatasetReport:
         """A human report: one line per error (with its fix), then the warnings."""
         if self.errors:
             lines = [f"{self.path}: {counted(len(self.errors), 'error')}"]
-            lines += [
-                f"  - {indent_continuations(without_path(error, self.path))}"
-                for error in self.errors
-            ]
-            if self.truncated:
-                lines.append(f"  {TRUNCATED_NOTE}")
+            lines += problem_lines(self.path, self.errors, self.truncated)
         else:
             summary = (
                 f"valid {self.mode} dataset, {counted(self.n_rows, 'row')}"

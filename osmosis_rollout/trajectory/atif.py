@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import osmosis_rollout
 from osmosis_rollout._internal import json_safe as _json_safe
 from osmosis_rollout.trajectory.models import (  # the official module's home of the models
+    AGENT_ONLY_FIELDS,
     Agent,
     FinalMetrics,
     Metrics,
@@ -62,13 +63,6 @@ ATIF_SCHEMA_VERSION = "ATIF-v1.7"
 ATIF_PRODUCER_NAME = "osmosis-rollout-sdk"
 
 _SOURCES = frozenset({"system", "user", "agent"})
-_AGENT_ONLY_FIELDS = (
-    "model_name",
-    "reasoning_effort",
-    "reasoning_content",
-    "tool_calls",
-    "metrics",
-)
 _NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
 # What json.dumps(indent=...) prints for a list of numbers: one element per line.
 _NUMERIC_ARRAY = re.compile(rf"\[\n[ ]*{_NUMBER}(?:,\n[ ]*{_NUMBER})*\n[ ]*\]")
@@ -90,20 +84,19 @@ def build_atif(
     when it is ``None``). ``label``, ``metadata`` and ``extra_fields`` are the request's;
     the sample's own label wins over ``label``, and ``reward`` (when given) over the
     sample's. A rollout with no messages (or no sample) gets one placeholder ``system``
-    step, since ATIF requires at least one (none with ``placeholder=False``). ``extra.osmosis`` telemetry maps are made
-    JSON-safe (non-finite and unencodable values dropped, with a warning).
+    step, since ATIF requires at least one (none with ``placeholder=False``).
+    ``extra.osmosis`` telemetry maps are made JSON-safe (non-finite and unencodable values
+    dropped, with a warning).
 
     Raises ``ValueError`` for a non-finite ``reward``.
     """
     if reward is not None and not math.isfinite(reward):
         raise ValueError(f"reward must be a finite number, got {reward!r}")
-    messages: Any = None
+    messages = None
     if sample is not None:
-        messages = (
-            sample.trajectory_messages
-            if sample.trajectory_messages is not None
-            else sample.messages
-        )
+        messages = sample.trajectory_messages
+        if messages is None:
+            messages = sample.messages
     steps = messages_to_steps(messages)
     if not steps and placeholder:
         reason = "no sample" if sample is None else "no messages"
@@ -116,19 +109,18 @@ def build_atif(
             }
         ]
 
-    osmosis: dict[str, Any] = {"rollout_id": rollout_id}
-    sample_label = sample.label if sample is not None else None
-    _put(osmosis, "label", sample_label if sample_label is not None else label)
-    _put(osmosis, "reward", reward if reward is not None else getattr(sample, "reward", None))
+    sample_label, metrics, fields = (None, None, None)
     if sample is not None:
-        _put(osmosis, "sample_metrics", _safe_map(sample.metrics or None, "sample_metrics"))
-        _put(
-            osmosis,
-            "sample_extra_fields",
-            _safe_map(sample.extra_fields or None, "sample_extra_fields"),
-        )
-    _put(osmosis, "request_metadata", _safe_map(metadata, "request_metadata"))
-    _put(osmosis, "request_extra_fields", _safe_map(extra_fields, "request_extra_fields"))
+        sample_label, metrics, fields = sample.label, sample.metrics, sample.extra_fields
+    osmosis = {
+        "rollout_id": rollout_id,
+        "label": sample_label if sample_label is not None else label,
+        "reward": reward if reward is not None else getattr(sample, "reward", None),
+        "sample_metrics": _safe_map(metrics or None, "sample_metrics"),
+        "sample_extra_fields": _safe_map(fields or None, "sample_extra_fields"),
+        "request_metadata": _safe_map(metadata, "request_metadata"),
+        "request_extra_fields": _safe_map(extra_fields, "request_extra_fields"),
+    }
 
     return {
         "schema_version": ATIF_SCHEMA_VERSION,
@@ -137,13 +129,8 @@ def build_atif(
         "agent": {"name": ATIF_PRODUCER_NAME, "version": osmosis_rollout.__version__},
         "steps": steps,
         "final_metrics": {"total_steps": len(steps)},
-        "extra": {"osmosis": osmosis},
+        "extra": {"osmosis": {key: value for key, value in osmosis.items() if value is not None}},
     }
-
-
-def _put(target: dict[str, Any], key: str, value: Any) -> None:
-    if value is not None:
-        target[key] = value
 
 
 def _safe_map(value: Mapping[str, Any] | None, name: str) -> dict[str, Any] | None:
@@ -264,7 +251,7 @@ def _step_problems(index: int, step: Any) -> list[str]:
     if source != "agent":
         problems.extend(
             f"{where}.{name}: only allowed on agent steps"
-            for name in _AGENT_ONLY_FIELDS
+            for name in AGENT_ONLY_FIELDS
             if step.get(name) is not None
         )
     if step.get("llm_call_count") == 0:

@@ -71,8 +71,8 @@ def trajectory_document(
     *,
     rollout_id: str,
     request_label: str | None = None,
-    request_metadata: dict[str, Any] | None = None,
-    request_extra_fields: dict[str, Any] | None = None,
+    request_metadata: Mapping[str, Any] | None = None,
+    request_extra_fields: Mapping[str, Any] | None = None,
     report: SampleReport | None = None,
     default_model_name: str | None = None,
     unmatched_sample_reports: Mapping[str, SampleReport] | None = None,
@@ -107,8 +107,7 @@ def trajectory_document(
         unmatched = _overlay_calls(doc["steps"], report.llm_call_metrics)
         if unmatched is not None:
             osmosis["unmatched_llm_call_metrics"] = unmatched
-        doc["final_metrics"].update(_final_metrics(report))
-    elif report is not None and report.final_metrics:
+    if report is not None and (report.llm_call_metrics or report.final_metrics):
         doc["final_metrics"].update(_final_metrics(report))
     if unmatched_sample_reports:
         osmosis["unmatched_sample_reports"] = {
@@ -145,8 +144,9 @@ def _final_metrics(report: SampleReport) -> dict[str, Any]:
         return given
     totals: dict[str, Any] = {}
     for field, total in _TOTALS.items():
-        values = [getattr(call, field) for call in report.llm_call_metrics]
-        present = [value for value in values if value is not None]
+        present = [
+            value for call in report.llm_call_metrics if (value := getattr(call, field)) is not None
+        ]
         if present:
             totals[total] = sum(present)
     return totals

@@ -1,12 +1,9 @@
 """The ATIF v1.7 document as pydantic models: what ``convert_sample_to_trajectory`` returns.
 
-The official SDK returns its ``Trajectory`` model from ``convert_sample_to_trajectory``, so
-ours does too, with the same fields and rules (the ATIF v1.7 schema: step ids sequential
-from 1, agent-only fields on agent steps only, observations naming a tool call of their
-step, ISO 8601 timestamps, no NaN or infinity). Inside this package documents stay plain
-``dict`` objects (:mod:`osmosis_rollout.trajectory.atif`): validating a model tree per
-written document costs more than building it. ``Trajectory.model_validate(doc)`` turns one
-into the other, and ``to_json_dict()`` back.
+The official SDK's fields and rules (step ids sequential from 1, agent-only fields on agent
+steps only, observations naming a tool call of their step, ISO 8601 timestamps, no NaN or
+infinity). Inside this package documents stay plain ``dict`` objects (:mod:`.atif` says why):
+``Trajectory.model_validate(doc)`` turns one into the other, and ``to_json_dict()`` back.
 """
 
 from __future__ import annotations
@@ -40,7 +37,8 @@ SchemaVersion = Literal[
     "ATIF-v1.6",
     "ATIF-v1.7",
 ]
-_AGENT_ONLY = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
+AGENT_ONLY_FIELDS = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
+"""The step fields ATIF allows on agent steps only."""
 
 
 class _Model(BaseModel):
@@ -174,7 +172,7 @@ class Step(_Model):
     @model_validator(mode="after")
     def _agent_only_fields(self) -> Self:
         if self.source != "agent":
-            present = [name for name in _AGENT_ONLY if getattr(self, name) is not None]
+            present = [name for name in AGENT_ONLY_FIELDS if getattr(self, name) is not None]
             if present:
                 raise ValueError(
                     f"{', '.join(present)} only allowed on agent steps, not {self.source!r}"

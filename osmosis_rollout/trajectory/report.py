@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from osmosis_rollout.trajectory.models import Metrics
+
 if TYPE_CHECKING:
     import httpx
 
@@ -24,20 +26,13 @@ __all__ = ["LlmCallMetrics", "SampleReport", "TrajectoryReport", "report_from_re
 logger = logging.getLogger(__name__)
 
 
-class LlmCallMetrics(BaseModel):
-    """The metrics of one model call; the fields are ATIF step ``metrics`` slots, plus the model."""
+class LlmCallMetrics(Metrics):
+    """The metrics of one model call: an ATIF step's ``metrics``, plus the model."""
 
-    model_config: ClassVar[ConfigDict] = ConfigDict(extra="ignore")
+    # A controller's report is read leniently, unlike a document: unknown keys are dropped.
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="ignore", allow_inf_nan=True)
 
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = None
-    cost_usd: float | None = None
-    prompt_token_ids: list[int] | None = None
-    completion_token_ids: list[int] | None = None
-    logprobs: list[float] | None = None
     model_name: str | None = None
-    extra: dict[str, Any] | None = None
 
 
 class SampleReport(BaseModel):

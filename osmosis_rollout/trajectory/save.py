@@ -26,10 +26,10 @@ from osmosis_rollout._internal.atomic import write_text_atomic
 from osmosis_rollout._internal.ids import is_single_path_segment
 from osmosis_rollout.redaction import Redactor, environment_redactor
 from osmosis_rollout.runs.artifacts import default_artifact_root
-from osmosis_rollout.trajectory.atif import build_atif, format_atif
+from osmosis_rollout.trajectory.atif import format_atif
 from osmosis_rollout.trajectory.converter import trajectory_document
 from osmosis_rollout.trajectory.report import TrajectoryReport
-from osmosis_rollout.types import ExecutionResult, RolloutSample
+from osmosis_rollout.types import ExecutionResult
 
 __all__ = [
     "DIAGNOSTICS_FILENAME",
@@ -80,18 +80,66 @@ def write_trajectory(
     ``on_write_failure``, handed to it as ``(path, exc)``: a caller that must not lose
     trajectories silently (the pytest plugin) stops its run.
     """
-    return _save_logged(
-        root,
-        rollout_id,
-        result,
-        label,
-        metadata,
-        extra_fields,
-        diagnostics,
-        redactor,
-        report,
-        on_write_failure,
-    )
+    try:
+        if not isinstance(rollout_id, str) or not is_single_path_segment(rollout_id):
+            logger.warning("not saving a trajectory for unsafe rollout id %r", rollout_id)
+            return None
+        redactor = redactor if redactor is not None else environment_redactor()
+        base = Path(root) if root is not None else default_artifact_root()
+        payload = diagnostics if diagnostics is not None else result.extra_fields
+        if payload is not None:
+            # Written first and on its own: a failed rollout with no sample still leaves a record.
+            try:
+                text = _diagnostics_text(redactor.redact_value(dict(payload)))
+            except Exception:
+                logger.warning(
+                    "Failed to save the diagnostics for rollout %s (best-effort)",
+                    rollout_id,
+                    exc_info=True,
+                )
+            else:
+                _write(base.joinpath(rollout_id, DIAGNOSTICS_FILENAME), text, on_write_failure)
+        sample = result.sample
+        if sample is None:
+            return None
+        if sample.trajectory_messages is None:
+            # The explicit opt-out (or an upstream conversion that already warned): the
+            # official SDK's info line, so a log search for it finds ours too.
+            logger.info(
+                "Skipping trajectory for rollout %s: no trajectory messages "
+                "(persistence disabled or conversion failed upstream)",
+                rollout_id,
+            )
+            return None
+        # The rollout has one sample: a lone report entry is its report whatever its key.
+        samples = report.samples if report is not None else {}
+        if len(samples) > 1:
+            logger.warning(
+                "Trajectory report for rollout %s has %d entries but the rollout "
+                "produced one sample; preserving them under "
+                "extra.osmosis.unmatched_sample_reports",
+                rollout_id,
+                len(samples),
+            )
+        doc = trajectory_document(
+            sample,
+            rollout_id=rollout_id,
+            request_label=label,
+            request_metadata=metadata,
+            request_extra_fields=extra_fields,
+            report=next(iter(samples.values())) if len(samples) == 1 else None,
+            default_model_name=report.model_name if report is not None else None,
+            unmatched_sample_reports=samples if len(samples) > 1 else None,
+        )
+        dest = base.joinpath(rollout_id, TRAJECTORY_FILENAME)  # one join: this runs per rollout
+        written = _write(dest, _trajectory_text(doc, redactor, rollout_id) + "\n", on_write_failure)
+        return dest if written else None
+    except Exception:
+        # The official SDK's wording: log lines people grep for read the same.
+        logger.warning(
+            "Failed to save the trajectory for rollout %s (best-effort)", rollout_id, exc_info=True
+        )
+        return None
 
 
 async def save_trajectory(
@@ -105,180 +153,48 @@ async def save_trajectory(
     artifact_root: Path | None = None,
     diagnostics: dict[str, Any] | None = None,
 ) -> None:
-    """The official SDK's call: save the rollout's files in a worker thread. Never raises.
+    """The official SDK's call: :func:`write_trajectory` in a worker thread. Never raises.
 
-    The same files as :func:`write_trajectory` (``artifact_root`` is its ``root``,
-    ``request_*`` its ``label``/``metadata``/``extra_fields``), redacted with the
-    environment's secrets.
+    ``artifact_root`` is its ``root``, ``request_*`` its ``label``/``metadata``/
+    ``extra_fields``; redacted with the environment's secrets.
     """
     await asyncio.to_thread(
-        _save_logged,
+        write_trajectory,
         artifact_root,
         rollout_id,
         result,
-        request_label,
-        request_metadata,
-        request_extra_fields,
-        diagnostics,
-        None,
-        report,
+        label=request_label,
+        metadata=request_metadata,
+        extra_fields=request_extra_fields,
+        diagnostics=diagnostics,
+        report=report,
     )
 
 
-def _save_logged(
-    root: Path | str | None,
-    rollout_id: str,
-    result: ExecutionResult,
-    label: str | None,
-    metadata: Mapping[str, Any] | None,
-    extra_fields: Mapping[str, Any] | None,
-    diagnostics: Mapping[str, Any] | None,
-    redactor: Redactor | None,
-    report: TrajectoryReport | None,
-    on_write_failure: WriteFailureCallback | None = None,
-) -> Path | None:
-    try:
-        redactor = redactor if redactor is not None else environment_redactor()
-        return _save(
-            root,
-            rollout_id,
-            result,
-            label,
-            metadata,
-            extra_fields,
-            diagnostics,
-            redactor,
-            report,
-            on_write_failure,
-        )
-    except Exception:
-        # The official SDK's wording: log lines people grep for read the same.
-        logger.warning(
-            "Failed to save the trajectory for rollout %s (best-effort)", rollout_id, exc_info=True
-        )
-        return None
-
-
-def _save(
-    root: Path | str | None,
-    rollout_id: str,
-    result: ExecutionResult,
-    label: str | None,
-    metadata: Mapping[str, Any] | None,
-    extra_fields: Mapping[str, Any] | None,
-    diagnostics: Mapping[str, Any] | None,
-    redactor: Redactor,
-    report: TrajectoryReport | None = None,
-    on_write_failure: WriteFailureCallback | None = None,
-) -> Path | None:
-    if not isinstance(rollout_id, str) or not is_single_path_segment(rollout_id):
-        logger.warning("not saving a trajectory for unsafe rollout id %r", rollout_id)
-        return None
-    base = Path(root) if root is not None else default_artifact_root()
-
-    payload = diagnostics if diagnostics is not None else result.extra_fields
-    if payload is not None:
-        # Written first and on its own: a failed rollout with no sample still leaves a record.
-        path = base.joinpath(rollout_id, DIAGNOSTICS_FILENAME)
-        try:
-            _write_atomic(path, _diagnostics_text(redactor.redact_value(dict(payload))))
-        except OSError as exc:
-            if on_write_failure is None:
-                raise
-            on_write_failure(path, exc)
-        except Exception:
-            logger.warning(
-                "Failed to save the diagnostics for rollout %s (best-effort)",
-                rollout_id,
-                exc_info=True,
-            )
-
-    sample = result.sample
-    if sample is None:
-        return None
-    if sample.trajectory_messages is None:
-        # The explicit opt-out (or an upstream conversion that already warned): the official
-        # SDK's info line, so a log search for it finds ours too.
-        logger.info(
-            "Skipping trajectory for rollout %s: no trajectory messages "
-            "(persistence disabled or conversion failed upstream)",
-            rollout_id,
-        )
-        return None
-    doc = (
-        build_atif(rollout_id, sample, label=label, metadata=metadata, extra_fields=extra_fields)
-        if report is None
-        else _reported_document(rollout_id, sample, label, metadata, extra_fields, report)
-    )
-    text = _text_without_secrets(doc, redactor)
-    if text is None:
-        doc = redactor.redact_value(doc)
-        try:
-            text = format_atif(doc)
-        except (TypeError, ValueError) as exc:
-            # Something inside a message (a NaN, an object) has no JSON form: drop just that.
-            dropped: list[str] = []
-            text = format_atif(_json_safe.json_safe(doc, dropped))
-            logger.warning(
-                "trajectory of rollout %r: dropped values with no JSON form (%s): %s",
-                rollout_id,
-                ", ".join(sorted(set(dropped))),
-                exc,
-            )
-    dest = base.joinpath(rollout_id, TRAJECTORY_FILENAME)  # one join: this runs per rollout
-    try:
-        _write_atomic(dest, text + "\n")
-    except OSError as exc:
-        if on_write_failure is None:
-            raise
-        on_write_failure(dest, exc)
-        return None
-    return dest
-
-
-def _text_without_secrets(doc: Mapping[str, Any], redactor: Redactor) -> str | None:
-    """``doc`` formatted, when no secret is in it (the usual case), else ``None``.
-
-    Redacting first would copy the whole document to find nothing to replace; checking the
-    formatted text proves the same (see :meth:`Redactor.absent_from_json`). ``None`` when a
-    secret may be there or ``doc`` cannot be formatted: the caller redacts and handles it.
-    """
+def _trajectory_text(doc: dict[str, Any], redactor: Redactor, rollout_id: str) -> str:
+    """``doc`` formatted, redacted, with values that have no JSON form dropped."""
     try:
         text = format_atif(doc)
     except (TypeError, ValueError):
-        return None
-    return text if redactor.absent_from_json(text) else None
-
-
-def _reported_document(
-    rollout_id: str,
-    sample: RolloutSample,
-    label: str | None,
-    metadata: Mapping[str, Any] | None,
-    extra_fields: Mapping[str, Any] | None,
-    report: TrajectoryReport,
-) -> dict[str, Any]:
-    # The rollout has one sample: a lone entry is its report whatever its key.
-    matched = next(iter(report.samples.values())) if len(report.samples) == 1 else None
-    unmatched = dict(report.samples) if len(report.samples) > 1 else None
-    if unmatched:
+        text = None
+    # Redacting first would copy the whole document to find nothing to replace; checking the
+    # formatted text proves the same (see :meth:`Redactor.absent_from_json`).
+    if text is not None and redactor.absent_from_json(text):
+        return text
+    doc = redactor.redact_value(doc)
+    try:
+        return format_atif(doc)
+    except (TypeError, ValueError) as exc:
+        # Something inside a message (a NaN, an object) has no JSON form: drop just that.
+        dropped: list[str] = []
+        text = format_atif(_json_safe.json_safe(doc, dropped))
         logger.warning(
-            "Trajectory report for rollout %s has %d entries but the rollout "
-            "produced one sample; preserving them under "
-            "extra.osmosis.unmatched_sample_reports",
+            "trajectory of rollout %r: dropped values with no JSON form (%s): %s",
             rollout_id,
-            len(unmatched),
+            ", ".join(sorted(set(dropped))),
+            exc,
         )
-    return trajectory_document(
-        sample,
-        rollout_id=rollout_id,
-        request_label=label,
-        request_metadata=dict(metadata) if metadata is not None else None,
-        request_extra_fields=dict(extra_fields) if extra_fields is not None else None,
-        report=matched,
-        default_model_name=report.model_name,
-        unmatched_sample_reports=unmatched,
-    )
+        return text
 
 
 def _diagnostics_text(payload: Mapping[str, Any]) -> str:
@@ -287,17 +203,20 @@ def _diagnostics_text(payload: Mapping[str, Any]) -> str:
             payload, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str
         )
     except (TypeError, ValueError):
-        dropped: list[str] = []
-        return json.dumps(
-            _json_safe.json_safe(dict(payload), dropped),
-            indent=2,
-            sort_keys=True,
-            ensure_ascii=False,
-            allow_nan=False,
-        )
+        safe = _json_safe.json_safe(dict(payload), [])
+        return json.dumps(safe, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
-def _write_atomic(dest: Path, text: str) -> None:
-    # backslashreplace turns a lone surrogate into its \\uXXXX JSON escape, keeping the
-    # file valid UTF-8 JSON.
-    write_text_atomic(dest, text, errors="backslashreplace")
+def _write(path: Path, text: str, on_write_failure: WriteFailureCallback | None) -> bool:
+    """Whether ``text`` is now at ``path``; a failed write is raised, or handed to
+    ``on_write_failure`` when there is one."""
+    try:
+        # backslashreplace turns a lone surrogate into its \\uXXXX JSON escape, keeping the
+        # file valid UTF-8 JSON.
+        write_text_atomic(path, text, errors="backslashreplace")
+    except OSError as exc:
+        if on_write_failure is None:
+            raise
+        on_write_failure(path, exc)
+        return False
+    return True

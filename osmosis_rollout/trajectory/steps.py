@@ -87,25 +87,20 @@ class _Step:
 
     def to_dict(self, step_id: int) -> dict[str, Any]:
         """ATIF key order, ``None`` fields omitted."""
-        out: dict[str, Any] = {"step_id": step_id}
-        if self.timestamp is not None:
-            out["timestamp"] = self.timestamp
-        out["source"] = self.source
-        if self.model_name is not None:
-            out["model_name"] = self.model_name
-        out["message"] = self.message
-        if self.reasoning_content is not None:
-            out["reasoning_content"] = self.reasoning_content
-        if self.tool_calls:
-            out["tool_calls"] = self.tool_calls
-        if self.results is not None:
-            out["observation"] = {"results": self.results}
-        if self.metrics is not None:
-            out["metrics"] = self.metrics
-            out["llm_call_count"] = 1
-        if self.extra is not None:
-            out["extra"] = self.extra
-        return out
+        fields = {
+            "step_id": step_id,
+            "timestamp": self.timestamp,
+            "source": self.source,
+            "model_name": self.model_name,
+            "message": self.message,
+            "reasoning_content": self.reasoning_content,
+            "tool_calls": self.tool_calls or None,
+            "observation": {"results": self.results} if self.results is not None else None,
+            "metrics": self.metrics,
+            "llm_call_count": 1 if self.metrics is not None else None,
+            "extra": self.extra,
+        }
+        return {key: value for key, value in fields.items() if value is not None}
 
 
 def messages_to_steps(messages: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
@@ -123,29 +118,23 @@ def messages_to_steps(messages: Iterable[Mapping[str, Any]] | None) -> list[dict
 
 def _convert_one(steps: list[_Step], message: Mapping[str, Any]) -> None:
     role = message.get("role")
-    if role is None:
-        kind = message.get("type")
-        # Responses-API items carry a type and no role; a chat message with a role is
-        # classified by its role whatever its "type" says.
-        if kind == "function_call":
-            _add_responses_call(steps, message)
-            return
-        if kind == "function_call_output":
-            _fold_result(
-                steps, message.get("call_id"), message.get("output"), role="function_call_output"
-            )
-            return
-        if kind == "reasoning":
-            _add_responses_reasoning(steps, message)
-            return
-        if kind is not None and "content" not in message:
-            _add_unknown_item(steps, message, str(kind))
-            return
     role_text = "" if role is None else str(role)
-    if role_text in _TOOL_RESULT_ROLES:
+    # Responses-API items carry a type and no role; a chat message with a role is
+    # classified by its role whatever its "type" says.
+    kind = message.get("type") if role is None else None
+    if kind == "function_call":
+        _add_responses_call(steps, message)
+    elif kind == "function_call_output":
+        output = message.get("output")
+        _fold_result(steps, message.get("call_id"), output, role="function_call_output")
+    elif kind == "reasoning":
+        _add_responses_reasoning(steps, message)
+    elif kind is not None and "content" not in message:
+        _add_unknown_item(steps, message, str(kind))
+    elif role_text in _TOOL_RESULT_ROLES:
         _fold_result(steps, message.get("tool_call_id"), message.get("content"), role=role_text)
-        return
-    _add_message(steps, message, role_text)
+    else:
+        _add_message(steps, message, role_text)
 
 
 def _add_message(steps: list[_Step], message: Mapping[str, Any], role: str) -> None:
@@ -153,14 +142,9 @@ def _add_message(steps: list[_Step], message: Mapping[str, Any], role: str) -> N
     if _has_strands_tool_blocks(raw_content):
         _add_strands_message(steps, message, role, raw_content)
         return
-    _add_step(
-        steps,
-        message,
-        role,
-        flatten_content(raw_content),
-        _reasoning_text(message.get("reasoning_content")),
-        _convert_tool_calls(message.get("tool_calls")),
-    )
+    reasoning = _reasoning_text(message.get("reasoning_content"))
+    calls = _convert_tool_calls(message.get("tool_calls"))
+    _add_step(steps, message, role, flatten_content(raw_content), reasoning, calls)
 
 
 def _add_step(
@@ -174,21 +158,25 @@ def _add_step(
     source = _ROLE_TO_SOURCE.get(role)
 
     if source == "agent":
-        target = _reasoning_only_agent_step(steps)
-        if target is not None:
+        if steps and steps[-1].awaiting_output:
             # A Responses "reasoning" item opened this turn; the message completes it.
-            target.awaiting_output = False
-            target.message = content
+            step = steps[-1]
+            step.awaiting_output = False
+            step.message = content
             if reasoning is not None:
-                target.reasoning_content = reasoning
-            target.tool_calls.extend(calls)
-            _fill_agent_fields(target, message)
-            return
-        step = _Step(source="agent", message=content, reasoning_content=reasoning)
-        step.tool_calls = calls
-        _fill_agent_fields(step, message)
-        step.timestamp = message_timestamp(message)
-        steps.append(step)
+                step.reasoning_content = reasoning
+            step.tool_calls.extend(calls)
+        else:
+            step = _Step(
+                source="agent",
+                message=content,
+                timestamp=message_timestamp(message),
+                reasoning_content=reasoning,
+                tool_calls=calls,
+            )
+            steps.append(step)
+        step.model_name = _model_name(message) or step.model_name
+        step.metrics = _metrics(message) or step.metrics
         return
 
     step = _Step(source=source or "user", message=content, timestamp=message_timestamp(message))
@@ -224,14 +212,8 @@ def _add_strands_message(
         tool_result = block.get("toolResult") if isinstance(block, Mapping) else None
         thought = block.get("reasoningContent") if isinstance(block, Mapping) else None
         if isinstance(tool_use, Mapping):
-            calls.append(
-                _tool_call(
-                    tool_use.get("toolUseId"),
-                    tool_use.get("name"),
-                    tool_use.get("input"),
-                    index=len(calls),
-                )
-            )
+            call_id, name = tool_use.get("toolUseId"), tool_use.get("name")
+            calls.append(_tool_call(call_id, name, tool_use.get("input"), index=len(calls)))
         elif isinstance(tool_result, Mapping):
             results.append(tool_result)
         elif isinstance(thought, Mapping):
@@ -250,60 +232,29 @@ def _add_strands_message(
             extra={"status": status} if status not in (None, "success") else None,
         )
     if rest or calls or reasoning or not results:
-        _add_step(
-            steps,
-            message,
-            role,
-            flatten_content(rest),
-            "\n".join(reasoning)
-            if reasoning
-            else _reasoning_text(message.get("reasoning_content")),
-            calls,
-        )
-
-
-def _fill_agent_fields(step: _Step, message: Mapping[str, Any]) -> None:
-    model = _model_name(message)
-    if model is not None:
-        step.model_name = model
-    metrics = _metrics(message)
-    if metrics is not None:
-        step.metrics = metrics
-
-
-def _reasoning_only_agent_step(steps: list[_Step]) -> _Step | None:
-    if not steps:
-        return None
-    last = steps[-1]
-    return last if last.awaiting_output else None
-
-
-def _open_agent_step(steps: list[_Step], message: Mapping[str, Any]) -> _Step:
-    """The agent step a Responses call belongs to: the last one until results arrive."""
-    if steps and steps[-1].source == "agent" and steps[-1].results is None:
-        return steps[-1]
-    step = _Step(source="agent", message="", timestamp=message_timestamp(message))
-    steps.append(step)
-    return step
+        own = _reasoning_text(message.get("reasoning_content"))
+        thoughts = "\n".join(reasoning) if reasoning else own
+        _add_step(steps, message, role, flatten_content(rest), thoughts, calls)
 
 
 def _add_responses_call(steps: list[_Step], item: Mapping[str, Any]) -> None:
-    step = _open_agent_step(steps, item)
+    # A call belongs to the last agent step until results arrive.
+    if not (steps and steps[-1].source == "agent" and steps[-1].results is None):
+        steps.append(_Step(source="agent", message="", timestamp=message_timestamp(item)))
+    step = steps[-1]
     step.awaiting_output = False
-    index = len(step.tool_calls)
     call_id = item.get("call_id") or item.get("id")
     step.tool_calls.append(
-        _tool_call(call_id, item.get("name"), item.get("arguments"), index=index)
+        _tool_call(call_id, item.get("name"), item.get("arguments"), index=len(step.tool_calls))
     )
 
 
 def _add_responses_reasoning(steps: list[_Step], item: Mapping[str, Any]) -> None:
     parts = item.get("summary") or item.get("content")
-    text = flatten_content(parts) if parts else ""
     step = _Step(
         source="agent",
         message="",
-        reasoning_content=text,
+        reasoning_content=flatten_content(parts) if parts else "",
         timestamp=message_timestamp(item),
         awaiting_output=True,
     )
@@ -359,14 +310,8 @@ def _convert_tool_calls(raw: Any) -> list[dict[str, Any]]:
         function = item.get("function")
         # Chat shape nests name/arguments under "function"; some emitters flatten them.
         source = function if isinstance(function, Mapping) else item
-        calls.append(
-            _tool_call(
-                item.get("id") or item.get("call_id"),
-                source.get("name"),
-                source.get("arguments"),
-                index=index,
-            )
-        )
+        call_id = item.get("id") or item.get("call_id")
+        calls.append(_tool_call(call_id, source.get("name"), source.get("arguments"), index=index))
     return calls
 
 
@@ -412,11 +357,6 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"_raw": raw}
 
 
-def _is_text_part(part: Any) -> bool:
-    # A trajectory keeps reasoning summaries as text too.
-    return part_text(part, reasoning=True) is not None
-
-
 def flatten_content(content: Any) -> str:
     """Message content as text: text parts joined by newlines, anything else as JSON."""
     if content is None:
@@ -424,10 +364,10 @@ def flatten_content(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, Sequence) and not isinstance(content, bytes | bytearray):
-        if not content:
-            return ""
-        if all(_is_text_part(part) for part in content):
-            return "\n".join(part if isinstance(part, str) else part["text"] for part in content)
+        # A trajectory keeps reasoning summaries as text too.
+        texts = [text for part in content if (text := part_text(part, reasoning=True)) is not None]
+        if len(texts) == len(content):
+            return "\n".join(texts)
     return _json_text(content)
 
 
@@ -467,16 +407,11 @@ def _iso(value: Any) -> str | None:
 
 def message_timestamp(message: Mapping[str, Any]) -> str | None:
     """The message's own time as ISO 8601, from the first usable timestamp field."""
-    for key in _TIMESTAMP_KEYS:
-        value = message.get(key)
-        if value is not None:
-            stamp = _iso(value)
-            if stamp is not None:
-                return stamp
+    values = [message.get(key) for key in _TIMESTAMP_KEYS]
     extra = message.get("extra")
     if isinstance(extra, Mapping):
-        return _iso(extra.get("timestamp"))
-    return None
+        values.append(extra.get("timestamp"))
+    return next((stamp for value in values if (stamp := _iso(value)) is not None), None)
 
 
 def _response(message: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -522,12 +457,10 @@ def _metrics(message: Mapping[str, Any]) -> dict[str, Any] | None:
             return None
 
     cached = usage.get("cached_tokens")
-    if cached is None:
-        for key in ("prompt_tokens_details", "input_tokens_details"):
-            details = usage.get(key)
-            if isinstance(details, Mapping) and details.get("cached_tokens") is not None:
-                cached = details["cached_tokens"]
-                break
+    for key in ("prompt_tokens_details", "input_tokens_details"):
+        details = usage.get(key)
+        if cached is None and isinstance(details, Mapping):
+            cached = details.get("cached_tokens")
 
     metrics: dict[str, Any] = {}
     for name, value in (

@@ -201,17 +201,10 @@ def run_fingerprint(
     }
 
 
-def row_digest(raw: Mapping[str, Any], label: str | None) -> str:
-    """A short hash of a dataset row's content and label."""
-    text = json.dumps({"raw": raw, "label": label}, sort_keys=True, default=str)
-    return _digest(text.encode("utf-8", errors="backslashreplace"))
-
-
-def row_fingerprint(
-    run: Mapping[str, Any], raw: Mapping[str, Any], label: str | None
-) -> dict[str, Any]:
-    """A row's fingerprint: the run-wide part and the row's own digest."""
-    return {**run, "row": row_digest(raw, label)}
+def row_fingerprint(run: Mapping[str, Any], row: DatasetRow) -> dict[str, Any]:
+    """A row's fingerprint: the run-wide part and the row's own digest (its label is
+    derived from its content)."""
+    return {**run, "row": row.digest}
 
 
 def why_again(

@@ -184,7 +184,7 @@ class OsmosisSession:
 
     def fingerprint(self, row: DatasetRow) -> dict[str, Any]:
         """What ``row``'s result depends on, as its journal lines carry it (see :mod:`~pytest_osmosis.results.resume`)."""
-        return row_fingerprint(self._run_fingerprint, row.raw, row.label)
+        return row_fingerprint(self._run_fingerprint, row)
 
     def write_run_file(self, finished: dict[str, Any] | None) -> None:
         """Write ``run.json``: the configuration, the selected rows, how the run ended."""

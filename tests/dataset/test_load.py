@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from osmosis_rollout.dataset import DatasetRow, load_dataset
+from osmosis_rollout.dataset import DatasetRow, load_dataset, row_from_dict
 from osmosis_rollout.errors import DatasetError, UsageError
 
 
@@ -369,3 +369,19 @@ def test_a_few_problems_are_listed_without_the_truncation_note(write_jsonl: Any)
     assert "  - row 2: invalid JSON" in message
     assert "  - row 4, column 'ground_truth':" in message
     assert "showing first" not in message
+
+
+def test_a_rows_digest_is_its_content_whatever_the_rows_around_it(
+    write_jsonl: Any, write_csv: Any
+) -> None:
+    first = {"id": "a", "user_prompt": "q", "ground_truth": "1"}
+    second = {"id": "b", "user_prompt": "r", "ground_truth": "2"}
+    digests = {row.key: row.digest for row in load_dataset(write_jsonl([first, second]))}
+    reordered = load_dataset(write_jsonl([second, first], name="reordered.jsonl"))
+    assert {row.key: row.digest for row in reordered} == digests
+    changed = load_dataset(write_jsonl([first, {**second, "ground_truth": "3"}], name="c.jsonl"))
+    assert [row.digest == digests[row.key] for row in changed] == [True, False]
+    assert digests["a"] != digests["b"]
+    # A row read from cells, or written by hand, has one too.
+    csv_rows = load_dataset(write_csv(list(first), [list(first.values())]))
+    assert csv_rows[0].digest == row_from_dict(first).digest

@@ -76,9 +76,18 @@ def _load_or_dataset_error(path: Path) -> list[DatasetRow] | DatasetError:
 
 
 def _check_agreement(data: bytes, suffix: str) -> None:
-    with _written(data, suffix) as path:
+    with _written(data, suffix) as path, _written(data, suffix) as fresh:
         outcome = _load_or_dataset_error(path)
         report = validate_dataset(path)  # never raises for the file's content
+        alone = validate_dataset(fresh)  # a file never loaded: read by the upload rules alone
+    # The report a load remembers is the report of a read of its own.
+    assert (report.mode, report.n_rows, report.truncated, report.warnings) == (
+        alone.mode,
+        alone.n_rows,
+        alone.truncated,
+        alone.warnings,
+    )
+    assert report.format() == alone.format().replace(str(fresh), str(path))
     if report.ok:
         # Anything the upload rules accept, the loader accepts.
         assert not isinstance(outcome, DatasetError), str(outcome)

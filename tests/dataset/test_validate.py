@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,53 @@ def test_parquet_is_skipped_with_a_warning_without_pyarrow(
     assert report.ok
     assert "pyarrow is not installed" in report.warnings[0]
     assert report.format().splitlines()[0] == f"{path}: no errors found"
+
+
+def _counting_decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the JSON documents decoded from here on (json.loads goes through decode)."""
+    count = [0]
+    decode = json.JSONDecoder.decode
+
+    def counted(self: json.JSONDecoder, text: str, *args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return decode(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(json.JSONDecoder, "decode", counted)
+    return count
+
+
+def test_validating_the_file_just_loaded_decodes_no_row_again(
+    write_jsonl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The plugin loads a dataset to collect its rows, then its preflight check validates it.
+    path = write_jsonl(_rows(20))
+    load_dataset(path)
+    decodes = _counting_decodes(monkeypatch)
+    report = validate_dataset(path)
+    assert decodes[0] == 0
+    assert (report.ok, report.mode, report.n_rows, report.warnings) == (True, "prompt", 20, [])
+
+
+def test_the_report_of_a_loaded_file_is_the_report_of_a_fresh_read(
+    write_jsonl: Any, tmp_path: Path
+) -> None:
+    rows = _rows(8, extra="x")
+    rows[3] = {"user_prompt": "q", "ground_truth": "a"}  # keys differ: an upload error only
+    path = write_jsonl(rows)
+    assert len(load_dataset(path, limit=2)) == 2
+    fresh = tmp_path / "copy.jsonl"
+    fresh.write_bytes(path.read_bytes())
+    remembered, read = validate_dataset(path, min_rows=10), validate_dataset(fresh, min_rows=10)
+    assert remembered.format() == read.format().replace(str(fresh), str(path))
+    assert (remembered.n_rows, remembered.truncated) == (read.n_rows, read.truncated) == (8, False)
+    assert "keys differ from the first row" in remembered.format()
+
+
+def test_a_file_changed_after_loading_is_read_again(write_jsonl: Any) -> None:
+    path = write_jsonl(_rows(4))
+    load_dataset(path)
+    # The same size, changed bytes: a column renamed in the third row.
+    path.write_bytes(path.read_bytes().replace(b'{"user_prompt": "q2"', b'{"user_prompx": "q2"'))
+    report = validate_dataset(path)
+    assert not report.ok
+    assert "row 3" in str(report.errors[0])
