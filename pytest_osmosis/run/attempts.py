@@ -1,10 +1,8 @@
 """How one attempt of one row runs: in-process through LocalBackend, or against rollout servers.
 
-Both runners serve the model through one :class:`~osmosis_rollout.controller.PolicyServer`
-on loopback, so a rollout never knows which policy answers it, and both produce the same
-:class:`~osmosis_rollout.runs.report_model.AttemptRecord`, so items, summary and report do
-not care which mode ran. An in-process result becomes the record directly; server mode reads
-the wire result the server sent.
+Both modes serve the model through one loopback :class:`~osmosis_rollout.controller.PolicyServer`
+and end in the same :class:`~osmosis_rollout.runs.report_model.AttemptRecord` (read straight
+from an in-process result, or from the wire result a server sent): nothing after cares which.
 """
 
 from __future__ import annotations
@@ -36,7 +34,6 @@ if TYPE_CHECKING:
     from osmosis_rollout.controller import PolicyServer, RolloutClient
     from osmosis_rollout.dataset import DatasetRow
     from osmosis_rollout.policy import RolloutCallLog, TokenPrices
-    from osmosis_rollout.rollout_notes import RolloutNotes
     from osmosis_rollout.trajectory.save import WriteFailureCallback
     from pytest_osmosis.run.rollout_servers import ServedServer
 
@@ -113,14 +110,12 @@ class Ended:
     messages: Any = None
     metrics: Any = None
     notes: dict[str, str] | None = None
-    """What a server of ours sends beyond the official result
-    (:meth:`~osmosis_rollout.execution.ExecutedRollout.wire_notes`): the grader's reason,
-    and the phase, user frame and short traceback of a failure in user code."""
+    """What a server of ours sends beyond the official result (an in-process rollout, the
+    same: :meth:`~osmosis_rollout.execution.ExecutedRollout.wire_notes`): the grader's
+    reason, and the phase, user frame and short traceback of a failure in user code."""
     trajectory: Path | None = None
     diagnostics: str | None = None
-    phase: str | None = None
-    rollout_notes: RolloutNotes | None = None
-    """What an in-process rollout logged (its grader's reason, its workflow's log)."""
+    workflow_log: str | None = None
     printed: str | None = None
     ungraded: str = "not_graded"
     """Why it has no reward, should it run without one (a server's grader is not ours to see)."""
@@ -142,8 +137,7 @@ class Ended:
             notes=executed.wire_notes(),
             trajectory=executed.trajectory,
             diagnostics=str(executed.diagnostics) if executed.diagnostics else None,
-            phase=executed.phase,
-            rollout_notes=executed.notes,
+            workflow_log=(executed.notes.workflow_log() or None) if executed.notes else None,
             **left,
         )
 
@@ -208,8 +202,7 @@ class AttemptRunner(abc.ABC):
         failed = status == "failed"
         err_message = ended.err_message
         told = ended.notes or {}
-        phase = ended.phase or told.get("phase")
-        where, traceback = told.get("where"), told.get("traceback")
+        phase, where, traceback = told.get("phase"), told.get("where"), told.get("traceback")
         call = next((c for c in reversed(log.calls) if c.error), None)
         if failed and call is not None:
             # The model call failed in the policy (a replay miss, a provider error): that is
@@ -219,7 +212,12 @@ class AttemptRunner(abc.ABC):
             error_type = "cassette_miss" if miss else "policy_error"
             where, traceback, phase = call.where, call.traceback, "policy"
         cost = log.cost(self.prices)
-        notes = ended.rollout_notes
+        reason, metrics = told.get("grader_reason"), ended.metrics
+        grader = None
+        if reason or metrics:
+            grader = GraderSaid(
+                reason=reason or None, metrics=metrics if isinstance(metrics, dict) else {}
+            )
         prompt = _read_sample(sample_text.first_user_text, row.initial_messages) if failed else None
         return AttemptRecord(
             row_key=row.key,
@@ -247,24 +245,13 @@ class AttemptRunner(abc.ABC):
             error_phase=phase if failed else None,
             error_where=where if failed else None,
             error_traceback=_clip(traceback, MAX_ERROR_CHARS) if failed else None,
-            grader=_grader_said(notes, ended.metrics, told.get("grader_reason")),
+            grader=grader,
             # Kept until the verdict: a row that passes lets it go (decide_row).
-            workflow_log=(notes.workflow_log() or None) if notes else None,
+            workflow_log=ended.workflow_log,
             prompt=_clip(prompt, MAX_ANSWER_CHARS),
             printed=ended.printed,
             ungraded=ended.ungraded if status == "success" and reward is None else None,
         )
-
-
-def _grader_said(
-    notes: RolloutNotes | None, metrics: Any, served_reason: str | None = None
-) -> GraderSaid | None:
-    """The attempt's ``grader`` entry: the grader's reason (from this process's ``notes``,
-    else as a rollout server sent it) and the sample's metrics, if any."""
-    reason = notes.grader_reason() if notes is not None else (served_reason or "")
-    if not reason and not metrics:
-        return None
-    return GraderSaid(reason=reason or None, metrics=metrics if isinstance(metrics, dict) else {})
 
 
 @dataclass(kw_only=True)

@@ -1,8 +1,6 @@
-"""The rollout engine: what runs a session's rows, and how it starts and stops.
-
-:func:`start_engine` loads the rollout (in-process: the entrypoint's backend; server mode:
-the given or started rollout servers), starts the policy endpoint and the scheduler, and
-returns an :class:`Engine` that knows how to stop all of it.
+"""The rollout engine: what runs a session's rows (:func:`start_engine` loads the rollout, or
+starts or checks the rollout servers, and starts the policy endpoint and the scheduler), and
+how it stops (:meth:`Engine.stop`).
 """
 
 from __future__ import annotations
@@ -192,10 +190,9 @@ def start_engine(
 ) -> Engine:
     """Import, start and wire everything the rows need; what was started is stopped on error.
 
-    Nothing is written under ``output`` before the rollout and the policy loaded: a usage
-    error (a bad policy path, a syntax error in the entrypoint) leaves no run directory.
-    The policy endpoint's key joins ``redactor``'s secrets. A cassette or trajectory that
-    cannot be written goes to ``on_write_failure``.
+    Nothing is written under ``output`` before the rollout and the policy loaded (a usage
+    error leaves no run directory). The policy endpoint's key joins ``redactor``'s secrets; a
+    cassette or trajectory that cannot be written goes to ``on_write_failure``.
     """
     from osmosis_rollout.controller import PolicyServer
 
