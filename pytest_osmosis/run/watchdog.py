@@ -11,29 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import sysconfig
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-import osmosis_rollout
+from osmosis_rollout._internal.user_frames import is_user_file
 
 BLOCKED_AFTER_SEC = 1.0
 """How long the loop may not answer before it counts as blocked."""
 
 _PING_SEC = 0.25
-_NOT_USER_CODE = tuple(
-    {
-        *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")),
-        str(Path(osmosis_rollout.__file__).parent),
-        str(Path(__file__).parent),
-    }
-)
-"""The innermost frame outside these (the standard library, installed packages, ours) is the
-user's line; when there is none, the innermost frame is named."""
 
 
 @dataclass(frozen=True)
@@ -60,14 +49,12 @@ class LoopBlock:
 
 
 def _innermost_user_line(thread: threading.Thread) -> str:
+    """The innermost line of user code on ``thread``'s stack (else its innermost line)."""
     frame = sys._current_frames().get(thread.ident or 0)
     if frame is None:
         return "an unknown line (the loop thread had no frame)"
     stack = traceback.extract_stack(frame)
-    chosen = next(
-        (f for f in reversed(stack) if not f.filename.startswith(_NOT_USER_CODE)),
-        stack[-1],
-    )
+    chosen = next((f for f in reversed(stack) if is_user_file(f.filename)), stack[-1])
     code = f": {chosen.line}" if chosen.line else ""
     return f"{chosen.filename}:{chosen.lineno} in {chosen.name}{code}"
 
