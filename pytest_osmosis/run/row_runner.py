@@ -198,12 +198,12 @@ class RowRunner:
             missing = missing or ("cancelled", "no result")
             attempts: list[AttemptRecord] = []
             for index, result in enumerate(row.results):
-                if (
-                    result is None
-                    and (future := scheduler.future(f"{row.key}#{index}")) is not None
-                ):
-                    future.cancel()  # the item gave up on it
-                attempts.append(result if result is not None else _failed(row, index, missing))
+                if result is None:
+                    future = scheduler.future(f"{row.key}#{index}")
+                    if future is not None:
+                        future.cancel()  # the item gave up on it
+                    result = _failed(row, index, missing)
+                attempts.append(result)
             _name_blocked_loop(scheduler, row.key, attempts)
             record = decide_row(
                 (row.key, row.dataset, row.row_key),

@@ -226,9 +226,8 @@ class RolloutScheduler:
         """Cancel what is left, stop the loop and join its thread (bounded; not a blocked loop)."""
         if self.loop.is_closed():
             return
-        given_up = self._watchdog.ongoing() is not None or isinstance(
-            self.stopped, RolloutLoopBlocked
-        )
+        blocked = self._watchdog.ongoing() is not None
+        given_up = blocked or isinstance(self.stopped, RolloutLoopBlocked)
         self._watchdog.stop()
         self.cancel_pending()
         if self.stopped is None and not given_up:
