@@ -1,14 +1,13 @@
 """How one attempt of one row runs: in-process through LocalBackend, or against rollout servers.
 
-Both runners serve the model through one :class:`~osmosis_rollout.controller.PolicyServer`
-on loopback, so a rollout never knows which policy answers it, and both produce the same
-:class:`~osmosis_rollout.runs.report_model.AttemptRecord`, so items, summary and report do
-not care which mode ran. An in-process result becomes the record directly; server mode reads
-the wire result the server sent.
+Both modes serve the model through one loopback :class:`~osmosis_rollout.controller.PolicyServer`
+and end in the same :class:`~osmosis_rollout.runs.report_model.AttemptRecord` (read straight
+from an in-process result, or from the wire result a server sent): nothing after cares which.
 """
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import copy
 import dataclasses
@@ -20,22 +19,21 @@ import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from osmosis_rollout import ExecutionBackend, ExecutionRequest, RolloutContext, sample_text
 from osmosis_rollout.context import RolloutProgress
 from osmosis_rollout.execution import ExecutedRollout, execute_in_process
 from osmosis_rollout.runs.report_model import AttemptRecord, GraderSaid
 from osmosis_rollout.transport.wire import replace_surrogates
-from osmosis_rollout.types import ExecutionResult, RolloutStatus
+from osmosis_rollout.types import RolloutStatus
 from pytest_osmosis.results.verdict import classify
 from pytest_osmosis.run.rollout_log import rollout_output
 
 if TYPE_CHECKING:
     from osmosis_rollout.controller import PolicyServer, RolloutClient
     from osmosis_rollout.dataset import DatasetRow
-    from osmosis_rollout.policy import TokenPrices
-    from osmosis_rollout.rollout_notes import RolloutNotes
+    from osmosis_rollout.policy import RolloutCallLog, TokenPrices
     from osmosis_rollout.trajectory.save import WriteFailureCallback
     from pytest_osmosis.run.rollout_servers import ServedServer
 
@@ -62,14 +60,6 @@ def make_rollout_id(row_key: str, attempt: int) -> str:
     return f"{safe[:80]}.{attempt}.{os.urandom(4).hex()}"
 
 
-class AttemptRunner(Protocol):
-    """Runs one attempt of one row to its classified result."""
-
-    async def run_attempt(
-        self, row: DatasetRow, attempt: int, *, cassette_key: str
-    ) -> AttemptRecord: ...
-
-
 @dataclass
 class RunPaths:
     """Where one run writes: ``<output>/rollouts/<rollout_id>/{trajectory.json,artifacts/}``."""
@@ -81,22 +71,19 @@ class RunPaths:
         return self.output / "rollouts"
 
 
-def last_assistant_text(messages: Any) -> str | None:
-    """The last assistant text of a sample in chat, OpenAI Agents or Strands shape."""
+def _read_sample(read: Any, messages: Any) -> Any:
+    """``read(messages)`` of a sample in chat, OpenAI Agents or Strands shape; None when it
+    reads nothing (or cannot read that shape)."""
     try:
-        text = sample_text.last_assistant_text(messages or [])
+        return read(messages or []) or None
     except Exception:
         return None
-    return text or None
 
 
-def tool_call_lines(messages: Any) -> list[str] | None:
+def _tool_call_lines(messages: Any) -> list[str] | None:
     """The sample's tool calls, one ``name({arguments})`` line each (arguments clipped, at
     most :data:`MAX_TOOL_CALLS` lines), or None when it made none."""
-    try:
-        calls = sample_text.tool_calls(messages or [])
-    except Exception:
-        return None
+    calls = _read_sample(sample_text.tool_calls, messages)
     if not calls:
         return None
     lines = [
@@ -111,7 +98,8 @@ def tool_call_lines(messages: Any) -> list[str] | None:
 
 @dataclass(frozen=True)
 class Ended:
-    """How a rollout ended, as either mode sees it (an in-process result or the wire's)."""
+    """How a rollout ended, as either mode sees it (an in-process result or the wire's), and
+    what it left behind."""
 
     status: str
     """The wire status: ``success``, ``failure``, ..."""
@@ -122,18 +110,20 @@ class Ended:
     messages: Any = None
     metrics: Any = None
     notes: dict[str, str] | None = None
-    """What a server of ours sends beyond the official result
-    (:meth:`~osmosis_rollout.execution.ExecutedRollout.wire_notes`): the grader's reason,
-    and the phase, user frame and short traceback of a failure in user code."""
+    """What a server of ours sends beyond the official result (an in-process rollout, the
+    same: :meth:`~osmosis_rollout.execution.ExecutedRollout.wire_notes`): the grader's
+    reason, and the phase, user frame and short traceback of a failure in user code."""
+    trajectory: Path | None = None
+    diagnostics: str | None = None
+    workflow_log: str | None = None
+    printed: str | None = None
+    ungraded: str = "not_graded"
+    """Why it has no reward, should it run without one (a server's grader is not ours to see)."""
 
     @classmethod
-    def of_executed(cls, executed: ExecutedRollout) -> Ended:
+    def of_executed(cls, executed: ExecutedRollout, **left: Any) -> Ended:
         """An in-process rollout's result and notes, read as they are (nothing encoded)."""
-        return dataclasses.replace(cls.of_result(executed.result), notes=executed.wire_notes())
-
-    @classmethod
-    def of_result(cls, result: ExecutionResult) -> Ended:
-        """An in-process backend's result, read as it is (nothing encoded)."""
+        result = executed.result
         sample = result.sample
         category = result.err_category
         return cls(
@@ -141,11 +131,14 @@ class Ended:
             reward=sample.reward if sample is not None else None,
             remove_sample=bool(sample is not None and sample.remove_sample),
             err_category=None if category is None else str(getattr(category, "value", category)),
-            err_message=None
-            if result.err_message is None
-            else replace_surrogates(result.err_message),
+            err_message=result.err_message and replace_surrogates(result.err_message),
             messages=sample.messages if sample is not None else None,
             metrics=sample.metrics if sample is not None else None,
+            notes=executed.wire_notes(),
+            trajectory=executed.trajectory,
+            diagnostics=str(executed.diagnostics) if executed.diagnostics else None,
+            workflow_log=(executed.notes.workflow_log() or None) if executed.notes else None,
+            **left,
         )
 
     @classmethod
@@ -164,55 +157,68 @@ class Ended:
         )
 
 
-class _AttemptBuilder:
-    """Shared tail of both runners: classify how the rollout ended and attach the call log."""
+@dataclass(kw_only=True)
+class AttemptRunner(abc.ABC):
+    """Runs one attempt of one row to its classified result: binds it to the policy
+    endpoint, runs it (each mode its own way: :meth:`_run`) and classifies how it ended."""
 
+    policy_server: PolicyServer
+    paths: RunPaths
+    agent_timeout: float | None
+    grader_timeout: float | None
     prices: TokenPrices | None = None
     """Configured token prices; without them, the cost the provider reported (if any)."""
 
-    def __init__(self, policy_server: PolicyServer, paths: RunPaths) -> None:
-        self.policy_server = policy_server
-        self.paths = paths
-
-    def begin(self, row: DatasetRow, attempt: int, cassette_key: str) -> tuple[str, str]:
-        """Bind a new attempt to the policy endpoint: its rollout id and its own key."""
+    async def run_attempt(
+        self, row: DatasetRow, attempt: int, *, cassette_key: str
+    ) -> AttemptRecord:
+        """Run attempt ``attempt`` of ``row``; ``cassette_key`` keys its recorded model traffic."""
         rollout_id = make_rollout_id(row.key, attempt)
         key = self.policy_server.bind(
             rollout_id, row=row.raw, row_key=cassette_key, attempt=attempt
         )
-        return rollout_id, key
+        started = time.perf_counter()
+        ended = await self._run(row, attempt, rollout_id, key)
+        log = self.policy_server.release(rollout_id)
+        duration = time.perf_counter() - started
+        return self._record(row, attempt, rollout_id, ended, log, duration)
 
-    def finish(
+    @abc.abstractmethod
+    async def _run(self, row: DatasetRow, attempt: int, rollout_id: str, key: str) -> Ended:
+        """Run the attempt bound as ``rollout_id`` (its policy key: ``key``): how it ended."""
+
+    def _record(
         self,
         row: DatasetRow,
         attempt: int,
         rollout_id: str,
         ended: Ended,
-        started: float,
-        trajectory: Path | None,
-        *,
-        diagnostics: str | None,
-        phase: str | None = None,
-        notes: RolloutNotes | None = None,
+        log: RolloutCallLog,
+        duration: float,
     ) -> AttemptRecord:
-        log = self.policy_server.release(rollout_id)
-        duration = time.perf_counter() - started
         status, reward, error_type = classify(
             ended.status, ended.reward, ended.remove_sample, ended.err_category, ended.err_message
         )
+        failed = status == "failed"
         err_message = ended.err_message
         told = ended.notes or {}
-        phase = phase or told.get("phase")
-        where, traceback = told.get("where"), told.get("traceback")
-        miss = _policy_error(log)
-        if status == "failed" and miss is not None:
+        phase, where, traceback = told.get("phase"), told.get("where"), told.get("traceback")
+        call = next((c for c in reversed(log.calls) if c.error), None)
+        if failed and call is not None:
             # The model call failed in the policy (a replay miss, a provider error): that is
             # the cause worth showing, not the framework's wrapper exception.
-            error_type, err_message = miss.error_type, miss.message
-            where, traceback = miss.where, miss.traceback
-            phase = "policy"
-        failed = status == "failed"
+            err_message = str(call.error)
+            miss = err_message.startswith("CassetteMissError")
+            error_type = "cassette_miss" if miss else "policy_error"
+            where, traceback, phase = call.where, call.traceback, "policy"
         cost = log.cost(self.prices)
+        reason, metrics = told.get("grader_reason"), ended.metrics
+        grader = None
+        if reason or metrics:
+            grader = GraderSaid(
+                reason=reason or None, metrics=metrics if isinstance(metrics, dict) else {}
+            )
+        prompt = _read_sample(sample_text.first_user_text, row.initial_messages) if failed else None
         return AttemptRecord(
             row_key=row.key,
             row_index=row.index,
@@ -223,108 +229,40 @@ class _AttemptBuilder:
             reward=reward,
             error_type=error_type,
             err_message=_clip(err_message, MAX_ERROR_CHARS),
-            tokens=getattr(log, "total_tokens", None),
-            tokens_estimated=bool(getattr(log, "tokens_estimated", False)),
+            tokens=log.total_tokens,
+            tokens_estimated=log.tokens_estimated,
             cost_usd=None if cost is None else cost.usd,
             cost_estimated=cost is not None and cost.estimated,
             duration_ms=round(duration * 1000.0, 3),
             started_at=round(time.time() - duration, 6),
-            trajectory_filename=str(trajectory) if trajectory else None,
-            diagnostics_path=diagnostics,
-            last_assistant=_clip(last_assistant_text(ended.messages), MAX_ANSWER_CHARS),
-            tool_calls=tool_call_lines(ended.messages),
-            policy_calls=len(getattr(log, "calls", []) or []),
+            trajectory_filename=str(ended.trajectory) if ended.trajectory else None,
+            diagnostics_path=ended.diagnostics,
+            last_assistant=_clip(
+                _read_sample(sample_text.last_assistant_text, ended.messages), MAX_ANSWER_CHARS
+            ),
+            tool_calls=_tool_call_lines(ended.messages),
+            policy_calls=len(log.calls),
             error_phase=phase if failed else None,
             error_where=where if failed else None,
             error_traceback=_clip(traceback, MAX_ERROR_CHARS) if failed else None,
-            grader=_grader_said(notes, ended.metrics, told.get("grader_reason")),
+            grader=grader,
             # Kept until the verdict: a row that passes lets it go (decide_row).
-            workflow_log=(notes.workflow_log() or None) if notes else None,
-            prompt=_clip(_prompt_text(row), MAX_ANSWER_CHARS) if status == "failed" else None,
+            workflow_log=ended.workflow_log,
+            prompt=_clip(prompt, MAX_ANSWER_CHARS),
+            printed=ended.printed,
+            ungraded=ended.ungraded if status == "success" and reward is None else None,
         )
 
 
-def _grader_said(
-    notes: RolloutNotes | None, metrics: Any, served_reason: str | None = None
-) -> GraderSaid | None:
-    """The attempt's ``grader`` entry: the grader's reason (from this process's ``notes``,
-    else as a rollout server sent it) and the sample's metrics, if any."""
-    reason = notes.grader_reason() if notes is not None else (served_reason or "")
-    if not reason and not metrics:
-        return None
-    return GraderSaid(reason=reason or None, metrics=metrics if isinstance(metrics, dict) else {})
-
-
-def _why_ungraded(backend: ExecutionBackend, row: DatasetRow) -> str:
-    """Why an in-process rollout that ran has no reward (see ``AttemptRecord.ungraded``)."""
-    if getattr(backend, "grader_cls", "unknown") is None:
-        return "no_grader"
-    if row.label is None and row.metadata is None:
-        return "no_label"
-    return "not_graded"
-
-
-def _prompt_text(row: DatasetRow) -> str | None:
-    """The row's first user message's text, or None."""
-    try:
-        return sample_text.first_user_text(row.initial_messages) or None
-    except Exception:
-        return None
-
-
-def _existing(path: Path) -> str | None:
-    return str(path) if path.is_file() else None
-
-
-@dataclass(frozen=True)
-class PolicyFailure:
-    """The last failed model call of a rollout."""
-
-    error_type: str
-    """``cassette_miss`` or ``policy_error``."""
-    message: str
-    where: str | None
-    traceback: str | None
-
-
-def _policy_error(log: Any) -> PolicyFailure | None:
-    """The last failed model call of a rollout, or None."""
-    for call in reversed(getattr(log, "calls", []) or []):
-        error = getattr(call, "error", None)
-        if error:
-            kind = "cassette_miss" if str(error).startswith("CassetteMissError") else "policy_error"
-            return PolicyFailure(
-                kind, str(error), getattr(call, "where", None), getattr(call, "traceback", None)
-            )
-    return None
-
-
-class InProcessRunner(_AttemptBuilder):
+@dataclass(kw_only=True)
+class InProcessRunner(AttemptRunner):
     """Runs the workflow through an :class:`ExecutionBackend` on the scheduler's loop."""
 
-    def __init__(
-        self,
-        backend: ExecutionBackend,
-        policy_server: PolicyServer,
-        paths: RunPaths,
-        *,
-        agent_timeout: float | None,
-        grader_timeout: float | None,
-        on_write_failure: WriteFailureCallback | None = None,
-    ) -> None:
-        super().__init__(policy_server, paths)
-        self.backend = backend
-        self.on_write_failure = on_write_failure
-        """Told of a trajectory file that could not be written (the run stops on it)."""
-        self._trajectory_root = paths.rollouts  # a Path built once, not per row
-        self.agent_timeout = agent_timeout
-        self.grader_timeout = grader_timeout
+    backend: ExecutionBackend
+    on_write_failure: WriteFailureCallback | None = None
+    """Told of a trajectory file that could not be written (the run stops on it)."""
 
-    async def run_attempt(
-        self, row: DatasetRow, attempt: int, *, cassette_key: str
-    ) -> AttemptRecord:
-        rollout_id, key = self.begin(row, attempt, cassette_key)
-        started = time.perf_counter()
+    async def _run(self, row: DatasetRow, attempt: int, rollout_id: str, key: str) -> Ended:
         request = ExecutionRequest(
             id=rollout_id,
             prompt=copy.deepcopy(row.initial_messages),
@@ -347,90 +285,54 @@ class InProcessRunner(_AttemptBuilder):
                 self.backend,
                 request,
                 context,
-                trajectory_root=self._trajectory_root,
+                trajectory_root=self.paths.rollouts,
                 on_write_failure=self.on_write_failure,
             )
-        result = self.finish(
-            row,
-            attempt,
-            rollout_id,
-            Ended.of_executed(executed),
-            started,
-            executed.trajectory,
-            diagnostics=str(executed.diagnostics) if executed.diagnostics else None,
-            phase=executed.phase,
-            notes=executed.notes,
-        )
-        if result.status == "success" and result.reward is None:
-            result.ungraded = _why_ungraded(self.backend, row)
-        result.printed = printed.text() or None
-        return result
+        # Why a rollout that ran has no reward (see ``AttemptRecord.ungraded``).
+        if getattr(self.backend, "grader_cls", "unknown") is None:
+            ungraded = "no_grader"
+        elif row.label is None and row.metadata is None:
+            ungraded = "no_label"
+        else:
+            ungraded = "not_graded"
+        return Ended.of_executed(executed, printed=printed.text() or None, ungraded=ungraded)
 
 
-class ServerRunner(_AttemptBuilder):
+@dataclass(kw_only=True)
+class ServerRunner(AttemptRunner):
     """Plays the controller: admits each attempt to a rollout server and long-polls its result.
 
-    Several servers spread attempts round-robin. Trajectories are the server's business
-    (it writes them under its own artifact root); the report points at them when the
-    server shares this machine's filesystem and wrote one. An attempt on the server that
-    ``--osmosis-serve`` started (``served``) fails at once, with its cause, when that
-    server's process is gone.
+    Several servers spread attempts round-robin. Trajectories are the server's business; the
+    report points at those of the server ``--osmosis-serve`` started (``served``, which writes
+    them under the run's output). An attempt on ``served`` fails at once, with its cause,
+    when that server's process is gone.
     """
 
-    def __init__(
-        self,
-        clients: list[RolloutClient],
-        policy_server: PolicyServer,
-        paths: RunPaths,
-        *,
-        agent_timeout: float | None,
-        grader_timeout: float | None,
-        server_artifact_root: Path | None = None,
-        served: ServedServer | None = None,
-    ) -> None:
-        super().__init__(policy_server, paths)
-        self.served = served
-        self.clients = clients
-        self._next = itertools.cycle(range(len(clients)))
-        self.agent_timeout = agent_timeout
-        self.grader_timeout = grader_timeout
-        self.server_artifact_root = server_artifact_root
+    clients: list[RolloutClient]
+    served: ServedServer | None = None
 
-    async def run_attempt(
-        self, row: DatasetRow, attempt: int, *, cassette_key: str
-    ) -> AttemptRecord:
-        rollout_id, key = self.begin(row, attempt, cassette_key)
-        started = time.perf_counter()
-        client = self.clients[next(self._next)]
-        served = self.served if self.served is not None and client.url == self.served.url else None
-        if served is None:
-            wire = await self._admit_and_poll(client, row, attempt, rollout_id, key)
+    def __post_init__(self) -> None:
+        self._turns = itertools.cycle(self.clients)
+
+    async def _run(self, row: DatasetRow, attempt: int, rollout_id: str, key: str) -> Ended:
+        client = next(self._turns)
+        admitted = self._admit_and_poll(client, row, attempt, rollout_id, key)
+        if self.served is not None and client.url == self.served.url:
+            ended = await _unless_it_died(self.served, admitted)
         else:
-            wire = await _unless_it_died(
-                served, rollout_id, self._admit_and_poll(client, row, attempt, rollout_id, key)
-            )
-        trajectory = None
-        if self.server_artifact_root is not None:
-            candidate = self.server_artifact_root / rollout_id / "trajectory.json"
-            trajectory = candidate if candidate.exists() else None
-        diagnostics = _existing(self.paths.rollouts / rollout_id / "diagnostics.json")
-        result = self.finish(
-            row,
-            attempt,
-            rollout_id,
-            Ended.of_wire(wire),
-            started,
-            trajectory,
-            diagnostics=diagnostics,
+            ended = await admitted
+        trajectory = self.paths.rollouts / rollout_id / "trajectory.json"
+        diagnostics = trajectory.with_name("diagnostics.json")
+        return dataclasses.replace(
+            ended,
+            trajectory=trajectory if self.served is not None and trajectory.exists() else None,
+            diagnostics=str(diagnostics) if diagnostics.is_file() else None,
         )
-        if result.status == "success" and result.reward is None:
-            result.ungraded = "not_graded"  # the server's grader is not ours to see
-        return result
 
     async def _admit_and_poll(
         self, client: RolloutClient, row: DatasetRow, attempt: int, rollout_id: str, key: str
-    ) -> dict[str, Any]:
-        """Admit the attempt, long-poll its result; the wire result (failed on any error)."""
+    ) -> Ended:
+        """Admit the attempt, long-poll its result; how it ended (failed on any error)."""
         from osmosis_rollout.errors import RolloutProtocolError
 
         try:
@@ -447,22 +349,19 @@ class ServerRunner(_AttemptBuilder):
                 extra_fields={"row_index": row.index, "run_index": attempt},
             )
             response = await handle
-            wire: dict[str, Any] = response.model_dump(mode="json")
+            return Ended.of_wire(response.model_dump(mode="json"))
         except RolloutProtocolError as exc:
-            wire = _failed_wire(rollout_id, "rollout_protocol_error", str(exc))
+            return Ended("failure", err_category="rollout_protocol_error", err_message=str(exc))
         except Exception as exc:
             message = str(exc) or type(exc).__name__
             if client.url not in message:
                 # httpx's "All connection attempts failed" says nothing of which server.
                 message += f" (rollout server {client.url})"
-            wire = _failed_wire(rollout_id, type(exc).__name__, message)
-        return wire
+            return Ended("failure", err_category=type(exc).__name__, err_message=message)
 
 
-async def _unless_it_died(
-    served: ServedServer, rollout_id: str, attempt: Coroutine[Any, Any, dict[str, Any]]
-) -> dict[str, Any]:
-    """``attempt``'s wire result, or a failure naming the cause once ``served`` has died."""
+async def _unless_it_died(served: ServedServer, attempt: Coroutine[Any, Any, Ended]) -> Ended:
+    """How ``attempt`` ended, or a failure naming the cause once ``served`` has died."""
     if served.exit_cause() is None:
         work = asyncio.ensure_future(attempt)
         death = asyncio.ensure_future(served.exited())
@@ -474,21 +373,11 @@ async def _unless_it_died(
                 work.cancel()
                 await asyncio.gather(work, return_exceptions=True)
         if not work.cancelled():
-            wire = work.result()
+            ended = work.result()
             # A failure while the server died (a refused poll) is the death's, not the row's.
-            if wire.get("status") == "success" or served.exit_cause() is None:
-                return wire
+            if ended.status == "success" or served.exit_cause() is None:
+                return ended
     else:
         attempt.close()  # never started: nothing was admitted to a dead server
     cause = served.exit_cause() or "the --osmosis-serve rollout server exited"
-    return _failed_wire(rollout_id, "server_exited", cause)
-
-
-def _failed_wire(rollout_id: str, category: str, message: str) -> dict[str, Any]:
-    return {
-        "rollout_id": rollout_id,
-        "status": "failure",
-        "sample": None,
-        "err_category": category,
-        "err_message": message,
-    }
+    return Ended("failure", err_category="server_exited", err_message=cause)

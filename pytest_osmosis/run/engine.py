@@ -1,17 +1,14 @@
-"""The rollout engine: what runs a session's rows, and how it starts and stops.
-
-:func:`start_engine` loads the rollout (in-process: the entrypoint's backend; server mode:
-the given or started rollout servers), starts the policy endpoint and the scheduler, and
-returns an :class:`Engine` that knows how to stop all of it.
+"""The rollout engine: what runs a session's rows (:func:`start_engine` loads the rollout, or
+starts or checks the rollout servers, and starts the policy endpoint and the scheduler), and
+how it stops (:meth:`Engine.stop`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,40 +43,63 @@ class Engine:
     runner: AttemptRunner
     entrypoint: str | None
     """The rollout entrypoint in use (discovered when none was configured)."""
-    closers: list[Callable[[], None]] = field(default_factory=list)
-    """Run after the scheduler stopped, in order."""
-    loop_closers: list[Callable[[], None]] = field(default_factory=list)
-    """Run while the scheduler's loop still runs (e.g. closing HTTP clients made on it)."""
-    log: RolloutsLogHandler | None = None
+    log: RolloutsLogHandler
     """The handler writing ``rollouts.log`` (its :attr:`~RolloutsLogHandler.failure` says
     why the log stopped, if it did)."""
+    closers: contextlib.ExitStack
+    """What stops it, the last started first: the HTTP clients made on the loop (while it
+    still runs), the scheduler, the servers, then the rollouts' logs and notes."""
 
     def stop(self) -> None:
         """Cancel what still runs, then stop every server and thread (best effort, bounded)."""
         self.scheduler.cancel_pending()
-        for closer in [*self.loop_closers, self.scheduler.close, *self.closers]:
-            try:
-                closer()
-            except Exception:
-                pass
+        with contextlib.suppress(Exception):  # every closer runs, whichever fails
+            self.closers.close()
 
 
-def load_backend(config: pytest.Config, entrypoint: str | None) -> tuple[ExecutionBackend, str]:
-    """The entrypoint's backend (module-level, from its app, or built from its classes).
+def load_backend(
+    config: pytest.Config,
+    settings: OsmosisSettings,
+    entrypoint: str | None,
+    paths: RunPaths,
+    started: contextlib.ExitStack,
+) -> tuple[ExecutionBackend, str]:
+    """The entrypoint's backend and the entrypoint (the workspace's rollout when none was
+    configured: marker-driven rows): module-level, from its app, or built from its classes.
 
-    Without an ``entrypoint`` (marker-driven rows, no ``--osmosis-dataset``) the workspace's
-    rollout is found now. Returns the backend and the entrypoint used.
+    With ``--osmosis-ray``, a pool of Ray actors (stopped with ``started``) runs it, writing
+    artifacts under the run's output; each actor may take the run's whole concurrency, as
+    the scheduler bounds the total.
     """
-    from osmosis_rollout.errors import EntrypointError
+    from osmosis_rollout.errors import EntrypointError, UsageError
     from osmosis_rollout.workspace.entrypoint import load_entrypoint
 
+    base_dir = Path(config.invocation_params.dir)
     if entrypoint is None:
         from pytest_osmosis.run.workspace import discover_entrypoint, find_workspace
 
-        workspace = find_workspace([Path(config.invocation_params.dir), Path(config.rootpath)])
-        entrypoint = discover_entrypoint(workspace)
+        entrypoint = discover_entrypoint(find_workspace([base_dir, Path(config.rootpath)]))
+    if settings.ray:
+        from osmosis_rollout.backend.ray import RayBackend
+
+        try:
+            ray = RayBackend(
+                entrypoint,
+                address=None if settings.ray == "local" else settings.ray,
+                max_concurrent=settings.concurrency or DEFAULT_CONCURRENCY,
+                artifact_root=paths.rollouts,
+                base_dir=base_dir,
+                log_to_driver=False,
+            )
+            ray.start()
+        except UsageError as exc:
+            raise pytest.UsageError(
+                f"pytest-osmosis: --osmosis-ray {settings.ray}: {exc}"
+            ) from None
+        started.callback(ray.close)
+        return ray, entrypoint
     try:
-        loaded = load_entrypoint(entrypoint, base_dir=Path(config.invocation_params.dir))
+        loaded = load_entrypoint(entrypoint, base_dir=base_dir)
     except EntrypointError as exc:
         raise pytest.UsageError(f"pytest-osmosis: {exc}") from exc
     if loaded.backend is None:
@@ -88,97 +108,54 @@ def load_backend(config: pytest.Config, entrypoint: str | None) -> tuple[Executi
     return backend, entrypoint
 
 
-def ray_backend(
-    config: pytest.Config,
-    settings: OsmosisSettings,
-    entrypoint: str | None,
-    paths: RunPaths,
-    closers: list[Callable[[], None]],
-) -> tuple[ExecutionBackend, str]:
-    """``--osmosis-ray``: the entrypoint on a pool of Ray actors, started and registered to close.
-
-    Each actor may take the run's whole concurrency: the scheduler bounds the total and the
-    pool spreads it over the actors. Actors write artifacts under the run's output.
-    """
-    from osmosis_rollout.backend.ray import RayBackend
-    from osmosis_rollout.errors import UsageError
-
-    if entrypoint is None:
-        from pytest_osmosis.run.workspace import discover_entrypoint, find_workspace
-
-        workspace = find_workspace([Path(config.invocation_params.dir), Path(config.rootpath)])
-        entrypoint = discover_entrypoint(workspace)
-    try:
-        backend = RayBackend(
-            entrypoint,
-            address=None if settings.ray == "local" else settings.ray,
-            max_concurrent=settings.concurrency or DEFAULT_CONCURRENCY,
-            artifact_root=paths.rollouts,
-            base_dir=Path(config.invocation_params.dir),
-            log_to_driver=False,
-        )
-        backend.start()
-    except UsageError as exc:
-        raise pytest.UsageError(f"pytest-osmosis: --osmosis-ray {settings.ray}: {exc}") from None
-    closers.append(backend.close)
-    return backend, entrypoint
-
-
-def _concurrency(settings: OsmosisSettings, backend: ExecutionBackend | None) -> int:
+def _concurrency(settings: OsmosisSettings, backend: ExecutionBackend, paths: RunPaths) -> int:
+    """The run's concurrency: the flag, else the workflow's configured one, else the default.
+    A LocalBackend writes under the run's output."""
     from osmosis_rollout._internal.limiter import ConcurrencyLimiter
     from osmosis_rollout.backend.local import LocalBackend
 
-    if settings.concurrency is not None:
-        if isinstance(backend, LocalBackend):
-            # The flag bounds the run, so the backend's own limiter must not bound it lower.
-            backend.limiter = ConcurrencyLimiter(max_concurrent=settings.concurrency)
-        return settings.concurrency
-    if isinstance(backend, LocalBackend) and backend.workflow_config is not None:
+    if not isinstance(backend, LocalBackend):
+        return settings.concurrency or DEFAULT_CONCURRENCY
+    backend.artifact_root = paths.rollouts
+    if settings.concurrency is None and backend.workflow_config is not None:
         configured = backend.workflow_config.concurrency.max_concurrent
         if configured is not None:
             return configured
-    if isinstance(backend, LocalBackend):
-        backend.limiter = ConcurrencyLimiter(max_concurrent=None)
-    return DEFAULT_CONCURRENCY
+    # The scheduler bounds the run, so the backend's own limiter must not bound it lower.
+    backend.limiter = ConcurrencyLimiter(max_concurrent=settings.concurrency)
+    return settings.concurrency or DEFAULT_CONCURRENCY
 
 
-def _route_rollout_logs(
-    path: Path, redactor: Redactor
-) -> tuple[Callable[[], None], RolloutsLogHandler]:
-    """Send osmosis_rollout's logs to ``<output>/rollouts.log`` while rows run, redacted.
+@contextlib.contextmanager
+def _rollout_logs(path: Path, redactor: Redactor) -> Iterator[RolloutsLogHandler]:
+    """Send osmosis_rollout's logs to ``<output>/rollouts.log`` within this block, redacted.
 
     Rollouts run concurrently on another thread, so their log records would otherwise land in
-    whichever item pytest is reporting at that moment. Returns the function that undoes it,
-    and the handler (which says whether the log could be written).
+    whichever item pytest is reporting at that moment. Yields the handler (which says whether
+    the log could be written).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = RolloutsLogHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     redact_handler(handler, redactor)
     logger = logging.getLogger("osmosis_rollout")
-    previous = (logger.propagate, logger.level)
+    propagate, level = logger.propagate, logger.level
     logger.addHandler(handler)
     logger.propagate = False
     if logger.level == logging.NOTSET or logger.level > logging.INFO:
         logger.setLevel(logging.INFO)
-
-    def restore() -> None:
+    try:
+        yield handler
+    finally:
         logger.removeHandler(handler)
         handler.close()
-        logger.propagate, level = previous
+        logger.propagate = propagate
         logger.setLevel(level)
-
-    return restore, handler
 
 
 def _before_the_clock(paths: RunPaths, *, in_process: bool) -> None:
-    """Do once, before the first rollout starts, what the first rollouts would each wait on.
-
-    Without this the first rows' times include once-per-run work on the rollouts' loop: the
-    CA bundle and httpx's lazily imported transport, the trajectory writer's modules
-    (pydantic models, imported on the first save), and the run's artifacts root (made by
-    the first rollout's ``mkdir -p``). Nothing a row does is skipped or changed.
-    """
+    """Do once, before the first rollout starts, what the first rollouts would each wait on
+    (so the first rows' times do not include it); nothing a row does is skipped or changed."""
     from osmosis_rollout._internal.gc_freeze import freeze_startup_heap
     from osmosis_rollout.chat_client import warm_up
 
@@ -186,7 +163,7 @@ def _before_the_clock(paths: RunPaths, *, in_process: bool) -> None:
     if in_process:
         import osmosis_rollout.trajectory  # noqa: F401 - imported by the first row's save
 
-        paths.rollouts.mkdir(parents=True, exist_ok=True)
+        paths.rollouts.mkdir(parents=True, exist_ok=True)  # else the first rollout's mkdir -p
     freeze_startup_heap()  # user code and frameworks are imported: keep them out of GC
 
 
@@ -213,22 +190,23 @@ def start_engine(
 ) -> Engine:
     """Import, start and wire everything the rows need; what was started is stopped on error.
 
-    Nothing is written under ``output`` before the rollout and the policy loaded: a usage
-    error (a bad policy path, a syntax error in the entrypoint) leaves no run directory.
-    The policy endpoint's key joins ``redactor``'s secrets. A cassette or trajectory that
-    cannot be written goes to ``on_write_failure``.
+    Nothing is written under ``output`` before the rollout and the policy loaded (a usage
+    error leaves no run directory). The policy endpoint's key joins ``redactor``'s secrets; a
+    cassette or trajectory that cannot be written goes to ``on_write_failure``.
     """
     from osmosis_rollout.controller import PolicyServer
 
     s = settings
     redactor = redactor if redactor is not None else Redactor.from_environment()
-    closers: list[Callable[[], None]] = []
-    loop_closers: list[Callable[[], None]] = []
-    scheduler: RolloutScheduler | None = None
+    started = contextlib.ExitStack()
     paths = RunPaths(output)
     runner: AttemptRunner
+    prices = None
+    if s.price_in is not None and s.price_out is not None:
+        from osmosis_rollout.policy import TokenPrices
+
+        prices = TokenPrices(s.price_in, s.price_out)
     try:
-        in_process = not (s.servers or s.serve or s.ray)
         show_startup_step(config, "starting the policy endpoint…")
         # Each rollout gets its own key, which opens only its own URL (the policy endpoint
         # may be reachable beyond this process: --osmosis-policy-host).
@@ -238,20 +216,16 @@ def start_engine(
             scoped_keys=True,
         )
         policy_server.start()
-        closers.append(policy_server.stop)
+        started.callback(policy_server.stop)
         redactor.add_family("POLICY_API_KEY", policy_server.api_key)
         if s.servers or s.serve:
             urls = list(s.servers)
             if urls:
                 show_startup_step(config, "checking the rollout servers…")
             check_servers(urls)
-            artifact_root: Path | None = None
             served: ServedServer | None = None
             if s.serve:
-                assert entrypoint is not None, (
-                    "startup discovers the entrypoint for --osmosis-serve"
-                )
-                artifact_root = paths.rollouts
+                assert entrypoint is not None  # startup discovers it for --osmosis-serve
                 show_startup_step(
                     config, f"starting a rollout server for {_shown(config, entrypoint)}…"
                 )
@@ -259,71 +233,51 @@ def start_engine(
                     entrypoint,
                     cwd=Path(config.invocation_params.dir),
                     output=output,
-                    artifact_root=artifact_root,
+                    artifact_root=paths.rollouts,
                 )
-                closers.append(served.stop)
+                started.callback(served.stop)
                 urls.append(served.url)
             scheduler = RolloutScheduler(s.concurrency or DEFAULT_CONCURRENCY)
+            started.callback(scheduler.close)
             clients = make_clients(scheduler, urls)
-            loop_closers.append(functools.partial(close_clients, scheduler, clients))
+            started.callback(close_clients, scheduler, clients)
             runner = ServerRunner(
-                clients,
-                policy_server,
-                paths,
+                clients=clients,
+                served=served,
+                policy_server=policy_server,
+                paths=paths,
                 agent_timeout=s.agent_timeout,
                 grader_timeout=s.grader_timeout,
-                server_artifact_root=artifact_root,
-                served=served,
+                prices=prices,
             )
         else:
             show_startup_step(config, f"importing {_shown(config, entrypoint)}…")
-            if s.ray:
-                backend, entrypoint = ray_backend(config, s, entrypoint, paths, closers)
-            else:
-                backend, entrypoint = load_backend(config, entrypoint)
-            from osmosis_rollout.backend.local import LocalBackend
-
-            if isinstance(backend, LocalBackend):
-                backend.artifact_root = paths.rollouts
-            scheduler = RolloutScheduler(_concurrency(settings, backend))
+            backend, entrypoint = load_backend(config, s, entrypoint, paths, started)
+            scheduler = RolloutScheduler(_concurrency(settings, backend, paths))
+            started.callback(scheduler.close)
             runner = InProcessRunner(
-                backend,
-                policy_server,
-                paths,
+                backend=backend,
+                on_write_failure=on_write_failure,
+                policy_server=policy_server,
+                paths=paths,
                 agent_timeout=s.agent_timeout,
                 grader_timeout=s.grader_timeout,
-                on_write_failure=on_write_failure,
+                prices=prices,
             )
-        _before_the_clock(paths, in_process=in_process)
+        _before_the_clock(paths, in_process=not (s.servers or s.serve or s.ray))
     except BaseException:
-        stops = [*loop_closers, *([scheduler.close] if scheduler else []), *reversed(closers)]
-        for closer in stops:
-            try:
-                closer()
-            except Exception:
-                pass
+        with contextlib.suppress(Exception):
+            started.close()
         raise
-    if s.price_in is not None and s.price_out is not None:
-        from osmosis_rollout.policy import TokenPrices
-
-        runner.prices = TokenPrices(s.price_in, s.price_out)
-    # First in, so it is undone last, after the scheduler and the servers stopped.
-    restore, log = _route_rollout_logs(output / "rollouts.log", redactor)
-    closers.insert(0, restore)
+    # Undone last, in this order, after the scheduler and the servers stopped.
+    closers = contextlib.ExitStack()
+    # What each rollout logs is kept on its own row too (the grader's reason).
+    closers.enter_context(taking_notes())
     if config.getoption("capture", None) == "no":
         # -s: the user asked to see what runs print; rollouts' prints join the terminal.
         from pytest_osmosis.run.rollout_log import echo_to_terminal
 
-        closers.insert(0, echo_to_terminal(redactor))
-    # What each rollout logs is kept on its own row too (the grader's reason).
-    notes = contextlib.ExitStack()
-    notes.enter_context(taking_notes())
-    closers.insert(0, notes.close)
-    return Engine(
-        scheduler=scheduler,
-        runner=runner,
-        entrypoint=entrypoint,
-        closers=list(reversed(closers)),
-        loop_closers=loop_closers,
-        log=log,
-    )
+        closers.callback(echo_to_terminal(redactor))
+    log = closers.enter_context(_rollout_logs(output / "rollouts.log", redactor))
+    closers.push(started)
+    return Engine(scheduler, runner, entrypoint, log, closers)

@@ -1,15 +1,11 @@
 """Stop starting rows once the infrastructure is plainly down.
 
-A model server that refuses connections, or a rollout server that is gone, fails every row the
-same way; running the other 500 rows only repeats the first failure 500 times (each after its
-retries). :class:`InfraBreaker` watches the attempts as they finish: after
-:data:`TRIP_AFTER` consecutive attempts that failed with the same infrastructure error and no
-success in between, it trips. From then the row runner starts no new rollout and pytest stops
-after the item it is on: the rows not started are "not run" and the run is incomplete, with
-the reason in its summary.
-
-Only failures of what the rows run *on* count (a connection refused or reset, a server that
-exited): a workflow or grader that raises is the rollout's own failure, reported row by row.
+A model server that refuses connections, or a rollout server that is gone, fails every row
+the same way: running 500 more rows only repeats the first failure 500 times. Once
+:data:`TRIP_AFTER` consecutive attempts failed with the same infrastructure error (a
+connection refused or reset, a server that exited; not a workflow's or grader's own
+exception), the row runner starts no new rollout and pytest stops after the item it is on:
+the rows not started are "not run", and the summary says why.
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ _UNREACHABLE = re.compile(
     r"Connection error|RemoteProtocolError|ServerDisconnected|Name or service not known|"
     r"nodename nor servname"
 )
-_INFRA_TYPES = frozenset({"server_exited"})
 
 
 class NotStarted(Exception):
@@ -42,7 +37,7 @@ def infrastructure_cause(attempt: AttemptRecord) -> str | None:
     if attempt.status != STATUS_FAILED:
         return None
     message = attempt.err_message or ""
-    if attempt.error_type in _INFRA_TYPES:
+    if attempt.error_type == "server_exited":
         return message or str(attempt.error_type)
     # The model (a policy call) or the rollout server (admission, polling) was unreachable.
     if attempt.error_phase in ("workflow", "grader"):
@@ -53,10 +48,8 @@ def infrastructure_cause(attempt: AttemptRecord) -> str | None:
 
 
 class InfraBreaker:
-    """Counts consecutive identical infrastructure failures; trips at :data:`TRIP_AFTER`.
-
-    Attempts finish on the rollouts' thread while items read :attr:`tripped` on pytest's.
-    """
+    """Counts consecutive identical infrastructure failures; trips at :data:`TRIP_AFTER`
+    (attempts finish on the rollouts' thread, items read :attr:`tripped` on pytest's)."""
 
     def __init__(self, trip_after: int = TRIP_AFTER) -> None:
         self.trip_after = trip_after
@@ -72,12 +65,9 @@ class InfraBreaker:
         with self._lock:
             if self.tripped is not None:
                 return
-            if cause is None or cause != self._cause:
-                self._cause, self._count = cause, 0
-            if cause is None:
-                return
-            self._count += 1
-            if self._count >= self.trip_after:
+            self._count = self._count + 1 if cause == self._cause else 1
+            self._cause = cause
+            if cause is not None and self._count >= self.trip_after:
                 first_line = cause.strip().splitlines()[0] if cause.strip() else cause
                 self.tripped = (
                     f"{self._count} rollouts in a row failing on the same unreachable "

@@ -1,14 +1,11 @@
 """Where a row's rollouts run, and where its verdict is decided: once, on the rollouts' loop.
 
-:class:`RowRunner` is a plugin object of its own (registered as ``osmosis-rows``). It keeps
-a window of rows submitted ahead of the item pytest is running (:meth:`RowRunner.run_ahead`).
-As a row's last attempt ends, the loop's thread decides its verdict (a
-``pytest_osmosis_row_verdict`` hook included), journals the record and tells the live
-progress. The item that waits for the row (:meth:`RowRunner.wait_for_row`) only takes the
-record; when it gives up waiting (its deadline), it hands the loop the rest to settle, so
-the loop's thread still decides. Only when the loop is gone (given up as blocked, or dead)
-does another thread decide, and :meth:`~pytest_osmosis.results.rows.Row.claim` lets exactly one.
-Each row's state and record live on its :class:`~pytest_osmosis.results.rows.Row`.
+:class:`RowRunner` (the ``osmosis-rows`` plugin object) keeps a window of rows submitted
+ahead of the item pytest is running. As a row's last attempt ends, the loop's thread decides
+its verdict, journals it and tells the live progress; the item that waits for the row only
+takes the record, and when it gives up waiting (its deadline) it hands the loop the row to
+settle with what it has. Only when the loop is gone does another thread decide, and
+:meth:`~pytest_osmosis.results.rows.Row.claim` lets exactly one (see docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import concurrent.futures
 import copy
 import functools
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
@@ -33,53 +30,37 @@ from pytest_osmosis.run.scheduler import RolloutLoopStopped, RolloutScheduler
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
+    from pytest_osmosis.display.live import LiveProgress
     from pytest_osmosis.options import OsmosisSettings
     from pytest_osmosis.results.run_folder import RunFolder
     from pytest_osmosis.run.engine import Engine
 
-__all__ = ["ROWS_PLUGIN", "RowRunner", "RowWatcher", "RunHost"]
+__all__ = ["ROWS_PLUGIN", "RowRunner", "RunHost"]
 
 ROWS_PLUGIN = "osmosis-rows"
 ITEM_GRACE_SEC = 60.0
 """How long an item that gave up waiting lets the loop settle its row."""
-WAIT_TICK_SEC = 0.1
-"""How often a waiting item lets the live progress redraw."""
 
 Missing = tuple[str, str]
 """What became of the attempts with no result: ``(error_type, message)``."""
 
 
-class RowWatcher(Protocol):
-    """What the rows tell the live progress display (:mod:`pytest_osmosis.display.live`)."""
-
-    def row_done(self, key: str, verdict: RowRecord) -> None:
-        """A row's verdict was decided (called on the rollouts' thread)."""
-
-    def waiting(self) -> None:
-        """The main thread is waiting for a row: a moment to redraw."""
-
-    def done_waiting(self) -> None:
-        """The wait is over: pytest may write again."""
-
-
 class RunHost(Protocol):
-    """What the rows need from the session (:class:`~pytest_osmosis.run.session.OsmosisSession`)."""
+    """What the rows need from the session: its engine (started on first use), a row's
+    fingerprint and number of attempts, the item deadline. The session
+    (:class:`~pytest_osmosis.run.session.OsmosisSession`) imports this module."""
 
     config: pytest.Config
     settings: OsmosisSettings
     folder: RunFolder
 
-    def ensure_engine(self) -> Engine:
-        """The started engine (started on first use)."""
+    def ensure_engine(self) -> Engine: ...
 
-    def fingerprint(self, row: DatasetRow) -> dict[str, Any]:
-        """What ``row``'s result depends on."""
+    def fingerprint(self, row: DatasetRow) -> dict[str, Any]: ...
 
-    def item_deadline(self) -> float:
-        """How long an item waits for one attempt."""
+    def item_deadline(self) -> float: ...
 
-    def row_attempts(self, key: str) -> int:
-        """How many attempts the row under ``key`` gets (``--osmosis-n``, or auto's)."""
+    def row_attempts(self, key: str) -> int: ...
 
 
 class RowRunner:
@@ -88,11 +69,11 @@ class RowRunner:
     def __init__(self, session: RunHost, book: RowBook) -> None:
         self.session = session
         self.book = book
-        self.watcher: RowWatcher | None = None
-        """Told when a row's verdict is decided and while an item waits (the live progress)."""
-        self._ahead: collections.deque[Callable[[], None]] = collections.deque()
+        self.watcher: LiveProgress | None = None
+        """Told when a row's verdict is decided and while an item waits."""
         self.breaker = InfraBreaker()
         """Trips when the model or rollout server is plainly down: no new rollout starts."""
+        self._ahead: collections.deque[Callable[[], None]] = collections.deque()
 
     @property
     def scheduler(self) -> RolloutScheduler:
@@ -104,18 +85,13 @@ class RowRunner:
 
         The window (four times the concurrency, at least 64 rows) keeps every slot busy while
         pytest reports in order, without holding thousands of pending rollouts in memory;
-        each finished row tops it up.
+        each reported row tops it up, once a quarter of it is free (not one row at a time).
+        No new row starts once a run file could not be written, or the breaker tripped.
         """
         self._ahead.extend(submits)
         self._top_up()
 
     def _top_up(self) -> None:
-        """Submit queued rows once a quarter of the window is free, not one per finished row.
-
-        Three quarters of the window (at least three times the concurrency) are still
-        submitted meanwhile, so every slot stays busy. No new row starts once a run file
-        could not be written.
-        """
         if self.session.folder.write_failure is not None or self.breaker.tripped is not None:
             self._ahead.clear()
         if not self._ahead:
@@ -144,44 +120,32 @@ class RowRunner:
         cassette_key: str | None = None,
         dataset: str | None = None,
     ) -> None:
-        """Start every attempt of ``row`` under ``key`` (once: never again once submitted).
-
-        With ``dataset``, the row is journaled the moment its verdict is decided.
-        """
-        scheduler = self.scheduler
+        """Start every attempt of ``row`` under ``key``, once; with ``dataset``, the row is
+        journaled the moment its verdict is decided."""
+        engine = self.session.ensure_engine()
         if self.book.get(key) is not None:
             return
         fingerprint = self.session.fingerprint(row) if dataset is not None else None
+        attempts = self.session.row_attempts(key)
         state = self.book.add(
-            Row(
-                key,
-                row.key,
-                dataset,
-                self.session.row_attempts(key),
-                row.index,
-                row.source_index,
-                fingerprint,
-            )
+            Row(key, row.key, dataset, attempts, row.index, row.source_index, fingerprint)
         )
         state.watched = self.watcher is not None
-        runner = self.session.ensure_engine().runner
-        cassette = cassette_key or row.key
 
-        breaker = self.breaker
+        async def start(attempt: int) -> AttemptRecord:
+            if self.breaker.tripped is not None:
+                # Its row is not journaled (a resume runs it); its item, if pytest reaches
+                # it before stopping, fails saying why.
+                raise NotStarted(f"not started: {self.breaker.tripped}")
+            state.started()
+            return await engine.runner.run_attempt(
+                row, attempt, cassette_key=cassette_key or row.key
+            )
 
-        def attempt_factory(attempt: int) -> Callable[[], Awaitable[AttemptRecord]]:
-            def start() -> Awaitable[AttemptRecord]:
-                if breaker.tripped is not None:
-                    return _not_started(breaker.tripped)
-                state.started()
-                return runner.run_attempt(row, attempt, cassette_key=cassette)
-
-            return start
-
-        for attempt in range(state.attempts):
-            future = scheduler.submit(f"{key}#{attempt}", attempt_factory(attempt))
+        for attempt in range(attempts):
+            future = engine.scheduler.submit(f"{key}#{attempt}", functools.partial(start, attempt))
             future.add_done_callback(
-                functools.partial(self._attempt_ended, scheduler, state, attempt)
+                functools.partial(self._attempt_ended, engine.scheduler, state, attempt)
             )
 
     def _attempt_ended(
@@ -191,18 +155,18 @@ class RowRunner:
         attempt: int,
         future: concurrent.futures.Future[AttemptRecord],
     ) -> None:
-        """Keep an attempt's result (on the thread that ended it: the loop's, unless the loop
-        is gone); the last one to end has the row decided. A cancelled attempt decides
-        nothing."""
+        """Keep an attempt's result (on the loop's thread, unless the loop is gone); the last
+        one to end has the row decided."""
         if future.cancelled():
             # The run is stopping (a row it never reported is a row not run, not a failure),
             # or the row was decided without this attempt.
             return
-        if (exc := future.exception()) is not None:
-            kind = "rollout_loop_stopped" if isinstance(exc, RolloutLoopStopped) else "plugin_error"
-            kind = "not_started" if isinstance(exc, NotStarted) else kind
-            text = str(exc) if kind != "plugin_error" else f"{type(exc).__name__}: {exc}"
-            result = self._failed(row, attempt, (kind, text))
+        if isinstance(exc := future.exception(), NotStarted):
+            result = _failed(row, attempt, ("not_started", str(exc)))
+        elif isinstance(exc, RolloutLoopStopped):
+            result = _failed(row, attempt, ("rollout_loop_stopped", str(exc)))
+        elif exc is not None:
+            result = _failed(row, attempt, ("plugin_error", f"{type(exc).__name__}: {exc}"))
         else:
             result = future.result()
             self.breaker.record(result)
@@ -213,35 +177,41 @@ class RowRunner:
     def _settle_on_loop(
         self, scheduler: RolloutScheduler, row: Row, missing: Missing | None
     ) -> None:
-        """Have the loop's thread decide ``row`` (here, when this is that thread or the loop
-        is gone)."""
-        if scheduler.stopped is not None or scheduler.on_loop():
-            self._settle(scheduler, row, missing)
-            return
-        try:
-            scheduler.loop.call_soon_threadsafe(self._settle, scheduler, row, missing)
-        except RuntimeError:  # the loop is closed
-            self._settle(scheduler, row, missing)
+        """Have the loop's thread decide ``row`` (this one, if it is that or the loop is gone)."""
+        if scheduler.stopped is None and not scheduler.on_loop():
+            try:
+                scheduler.loop.call_soon_threadsafe(self._settle, scheduler, row, missing)
+                return
+            except RuntimeError:  # the loop is closed
+                pass
+        self._settle(scheduler, row, missing)
 
     def _settle(self, scheduler: RolloutScheduler, row: Row, missing: Missing | None) -> None:
-        """Decide the row's verdict once: its attempts (``missing`` stands for those with no
-        result), the row rule, a verdict hook; journal it (a dataset row), tell the watcher,
-        then hand the record to the item that waits for it."""
+        """Decide the row's verdict once (``missing`` stands for attempts with no result),
+        journal it, tell the watcher, then hand the record to the item that waits for it."""
         if not row.claim():
             return
         settled = row.settled
         assert settled is not None  # claimed: not released
+        settings = self.session.settings
         try:
+            missing = missing or ("cancelled", "no result")
             attempts: list[AttemptRecord] = []
             for index, result in enumerate(row.results):
                 if result is None:
                     future = scheduler.future(f"{row.key}#{index}")
                     if future is not None:
                         future.cancel()  # the item gave up on it
-                    result = self._failed(row, index, missing or ("cancelled", "no result"))
+                    result = _failed(row, index, missing)
                 attempts.append(result)
             _name_blocked_loop(scheduler, row.key, attempts)
-            record = self.decide(row, attempts)
+            record = decide_row(
+                (row.key, row.dataset, row.row_key),
+                attempts,
+                settings.pass_threshold,
+                settings.row_pass,
+                ungraded_passes=not settings.pass_threshold_set,
+            )
             # A row the breaker kept from starting has no result: not journaled, a resume runs it.
             if row.dataset is not None and not any(a.error_type == "not_started" for a in attempts):
                 self._ask_hook(row, record)
@@ -254,48 +224,20 @@ class RowRunner:
             return
         settled.set_result(record)
 
-    def decide(self, row: Row, attempts: list[AttemptRecord]) -> RowRecord:
-        """The row's record over ``attempts`` under the run's threshold and row rule."""
-        settings = self.session.settings
-        return decide_row(
-            (row.key, row.dataset, row.row_key),
-            attempts,
-            settings.pass_threshold,
-            settings.row_pass,
-            ungraded_passes=not settings.pass_threshold_set,
-        )
-
     def _ask_hook(self, row: Row, record: RowRecord) -> None:
         """A ``pytest_osmosis_row_verdict`` hook's verdict replaces the threshold's."""
         hook = self.session.config.hook.pytest_osmosis_row_verdict
         if not hook.get_hookimpls():
             return
+        value = _as_primitives(record)
         decided = hook(
-            row={"nodeid": record.nodeid, "dataset": record.dataset, "row_key": record.row_key},
+            row={name: value[name] for name in ("nodeid", "dataset", "row_key")},
             # Copies: what a hook does with them must not reach the record.
-            result={
-                "verdict": record.verdict,
-                "attempts": record.report_rows(),
-                "stats": copy.deepcopy(record.stats),
-            },
+            result={name: copy.deepcopy(value[name]) for name in ("verdict", "attempts", "stats")},
         )
         outcome = None if decided is None else hook_outcome(decided)
         if outcome is not None and outcome != record.verdict:
             row.builtin, record.verdict = record.verdict, outcome
-
-    @staticmethod
-    def _failed(row: Row, attempt: int, why: Missing) -> AttemptRecord:
-        """An attempt that gave no result: failed with ``why``."""
-        error_type, message = why
-        return AttemptRecord(
-            row_key=row.row_key,
-            row_index=row.index,
-            source_row_index=row.source_index,
-            run_index=attempt,
-            status="failed",
-            error_type=error_type,
-            err_message=message,
-        )
 
     def wait_for_row(
         self,
@@ -307,10 +249,9 @@ class RowRunner:
     ) -> RowRecord:
         """The record of the row submitted under ``key`` (submitting it if needed), as the
         loop decided it; at the item's deadline, the loop settles it with what it has."""
-        state = self.book.get(key)
-        if state is None:  # not submitted ahead
+        if self.book.get(key) is None:  # not submitted ahead
             self.submit_row(key, row, cassette_key=cassette_key, dataset=dataset)
-            state = self.book.get(key)
+        state = self.book.get(key)
         assert state is not None
         settled = state.settled
         if settled is None:
@@ -318,63 +259,37 @@ class RowRunner:
         scheduler = self.scheduler
         deadline = self.session.item_deadline()
         # Counted from submission, so rows that hang together expire together.
-        submitted = scheduler.submitted_at(f"{key}#0")
+        left = scheduler.submitted_at(f"{key}#0") + deadline - time.monotonic()
+        watcher = self.watcher
         try:
-            self._wait(scheduler, settled, max(0.0, submitted + deadline - time.monotonic()))
+            scheduler.wait(settled, max(0.0, left), idle=watcher.waiting if watcher else None)
         except concurrent.futures.TimeoutError:
             why = ("item_timeout", f"no result within the item deadline ({deadline:g}s)")
-            self._give_up(scheduler, state, settled, why)
+            self._give_up(scheduler, state, why)
+        except Exception:
+            pass  # decided, and failed: the item reports it
         finally:
+            if watcher is not None:
+                watcher.done_waiting()
             for attempt in range(state.attempts):
                 scheduler.forget(f"{key}#{attempt}")
         state.state = RowState.REPORTED
         self._top_up()
         return settled.result(timeout=0)
 
-    def _give_up(
-        self,
-        scheduler: RolloutScheduler,
-        row: Row,
-        settled: concurrent.futures.Future[RowRecord],
-        why: Missing,
-    ) -> None:
+    def _give_up(self, scheduler: RolloutScheduler, row: Row, why: Missing) -> None:
         """Hand the loop the row to settle with what it has; decide it here only when the
         loop does not answer within :data:`ITEM_GRACE_SEC` (it is blocked or gone)."""
+        settled = row.settled
+        assert settled is not None  # not reported yet
         self._settle_on_loop(scheduler, row, why)
         try:
             scheduler.wait(settled, ITEM_GRACE_SEC)
         except concurrent.futures.TimeoutError:
             self._settle(scheduler, row, why)
+            concurrent.futures.wait([settled], ITEM_GRACE_SEC)  # the loop may be deciding it
         except Exception:
             pass  # the loop decided, and failed: the item reports that
-        if not settled.done():  # the loop claimed it and is still deciding
-            concurrent.futures.wait([settled], ITEM_GRACE_SEC)
-
-    def _wait(
-        self,
-        scheduler: RolloutScheduler,
-        settled: concurrent.futures.Future[RowRecord],
-        timeout: float,
-    ) -> None:
-        """Wait for the row's record, letting the watcher draw while it waits."""
-        watcher = self.watcher
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                try:
-                    scheduler.wait(settled, max(0.0, min(left, WAIT_TICK_SEC)))
-                    return
-                except concurrent.futures.TimeoutError:
-                    if left <= WAIT_TICK_SEC:
-                        raise
-                    if watcher is not None:
-                        watcher.waiting()
-                except Exception:
-                    return  # decided, and failed: the item reports it
-        finally:
-            if watcher is not None:
-                watcher.done_waiting()
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -385,18 +300,16 @@ class RowRunner:
             return
         queued: list[int] = []
         for plugin in item.config.pluginmanager.get_plugins():
-            if type(plugin).__name__ == "WorkerInteractor":
-                torun = getattr(plugin, "torun", None)
-                if torun is not None:
-                    with torun.lock() as pending:
-                        queued = [i for i in pending if isinstance(i, int)]
+            torun = getattr(plugin, "torun", None)
+            if type(plugin).__name__ == "WorkerInteractor" and torun is not None:
+                with torun.lock() as pending:
+                    queued = [i for i in pending if isinstance(i, int)]
         items = item.session.items
         # xdist has already taken ``nextitem`` off the queue: without it, that row would start
         # only when its own item runs, behind every row still queued.
         following = [nextitem] if nextitem is not None else []
-        candidates = [item, *following, *(items[i] for i in queued if i < len(items))]
         try:
-            for candidate in candidates:
+            for candidate in [item, *following, *(items[i] for i in queued if i < len(items))]:
                 self.submit_item(candidate)
         except Exception:
             return
@@ -409,24 +322,17 @@ class RowRunner:
         the row errored there), as JSON primitives, which pytest-xdist ships to the
         controller, with what ``-v`` shows beside the outcome."""
         report = yield
-        # The row's outcome report: its call, or its setup when the row errored there.
-        outcome = report.when == "call" or (report.when == "setup" and report.failed)
-        if outcome and self.breaker.tripped is not None and not item.session.shouldstop:
+        if not (report.when == "call" or (report.when == "setup" and report.failed)):
+            return report
+        if self.breaker.tripped is not None and not item.session.shouldstop:
             # The model or rollout server is down: stop after this item (see infra_breaker).
             item.session.shouldstop = self.breaker.tripped
-        row = self.book.get(item.nodeid) if outcome else None
+        row = self.book.get(item.nodeid)
         record = row.record if row is not None and row.dataset is not None else None
         if row is not None:
             row.release()
         if record is not None:
-            value = {
-                "nodeid": record.nodeid,
-                "dataset": record.dataset,
-                "row_key": record.row_key,
-                "verdict": record.verdict,
-                "attempts": record.report_rows(),
-                "stats": record.stats,
-            }
+            value = _as_primitives(record)
             setattr(report, REPORT_ATTR, value)
             setattr(report, WORD_ATTR, reward_word(value, self.session.settings.pass_threshold))
             # The row took its rollouts' time, not the moment its item waited for a result
@@ -434,6 +340,32 @@ class RowRunner:
             rollouts_sec = sum(a.duration_ms for a in record.attempts) / 1000.0
             report.duration = max(report.duration, rollouts_sec)
         return report
+
+
+def _as_primitives(record: RowRecord) -> dict[str, Any]:
+    """A row's record as its test report carries it (and a verdict hook reads it)."""
+    return {
+        "nodeid": record.nodeid,
+        "dataset": record.dataset,
+        "row_key": record.row_key,
+        "verdict": record.verdict,
+        "attempts": record.report_rows(),
+        "stats": record.stats,
+    }
+
+
+def _failed(row: Row, attempt: int, why: Missing) -> AttemptRecord:
+    """An attempt that gave no result: failed with ``why``."""
+    error_type, message = why
+    return AttemptRecord(
+        row_key=row.row_key,
+        row_index=row.index,
+        source_row_index=row.source_index,
+        run_index=attempt,
+        status="failed",
+        error_type=error_type,
+        err_message=message,
+    )
 
 
 def _name_blocked_loop(
@@ -447,9 +379,3 @@ def _name_blocked_loop(
         blocks = scheduler.blocks_between(scheduler.submitted_at(f"{key}#{index}"), now)
         if blocks:
             attempt.blocked_loop = max(blocks, key=lambda b: b.seconds).describe()
-
-
-async def _not_started(why: str) -> AttemptRecord:
-    """An attempt the breaker kept from starting: its row is not journaled (a resume runs
-    it); its item, if pytest reaches it before stopping, fails saying why."""
-    raise NotStarted(f"not started: {why}")

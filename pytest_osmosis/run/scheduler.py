@@ -1,17 +1,15 @@
 """Run many rollouts concurrently on one event loop while pytest reports items in order.
 
 One daemon thread, ``osmosis-rollouts``, runs the scheduler's private event loop from its
-start to :meth:`RolloutScheduler.close`, and no other thread ever runs it. pytest's thread
-hands it work (:meth:`~RolloutScheduler.submit`, :meth:`~RolloutScheduler.run`) through
-``run_coroutine_threadsafe`` and waits on the concurrent futures, in short slices. A FIFO semaphore
-bounds how many rollouts run at once, so they start in item order and the row pytest waits on
-is among the first to finish. Signals stop pytest's thread, never the loop's
-(:mod:`pytest_osmosis.signals`); :meth:`~RolloutScheduler.close` then cancels what is left.
+start to :meth:`RolloutScheduler.close`; no other thread ever runs it. pytest's thread hands
+it work through ``run_coroutine_threadsafe`` and waits on the futures in short slices, so a
+signal stops pytest's thread, never the loop's (:mod:`pytest_osmosis.signals`). A FIFO
+semaphore bounds how many rollouts run at once, so they start in item order.
 
-A :class:`~pytest_osmosis.run.watchdog.LoopWatchdog` names sync code that blocks the loop. A loop
-blocked past :attr:`RolloutScheduler.block_limit` (the item deadline) is given up: every
-rollout pending or submitted later fails with :class:`RolloutLoopBlocked`, naming the line, and
-the blocked (daemon) thread is left to the process's exit.
+A loop blocked past :attr:`RolloutScheduler.block_limit` (the item deadline; the
+:class:`~pytest_osmosis.run.watchdog.LoopWatchdog` names the line) is given up: every rollout
+pending or submitted later fails with :class:`RolloutLoopBlocked`, and the blocked (daemon)
+thread is left to the process's exit.
 """
 
 from __future__ import annotations
@@ -74,36 +72,27 @@ class RolloutScheduler:
         """How many rollouts hold a slot right now (changed only on the loop's thread)."""
         self.block_limit: float | None = None
         """A loop blocked longer than this (seconds) is given up; None: never."""
-        self._loop = asyncio.new_event_loop()
+        self.stopped: RolloutLoopStopped | None = None
+        """Why the loop was given up or died, if it was (nothing runs on it then)."""
+        self.loop = asyncio.new_event_loop()
         self._semaphore = asyncio.BoundedSemaphore(concurrency)  # FIFO: rows start in order
         self._futures: dict[str, concurrent.futures.Future[Any]] = {}
         self._runs: set[concurrent.futures.Future[Any]] = set()
         self._submitted: dict[str, float] = {}
         self._lock = threading.Lock()
-        self._stopped: RolloutLoopStopped | None = None
         self._thread = threading.Thread(target=self._run_loop, name="osmosis-rollouts", daemon=True)
         self._thread.start()
-        self._watchdog = LoopWatchdog(self._loop, self._thread, on_block=self._on_block)
+        self._watchdog = LoopWatchdog(self.loop, self._thread, on_block=self._on_block)
         self._watchdog.start()
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """The scheduler's event loop (runs on its own thread)."""
-        return self._loop
-
-    @property
-    def stopped(self) -> RolloutLoopStopped | None:
-        """Why the loop was given up or died, if it was (nothing runs on it then)."""
-        return self._stopped
 
     def on_loop(self) -> bool:
         """True on the loop's own thread."""
         return threading.get_ident() == self._thread.ident
 
     def _run_loop(self) -> None:
-        asyncio.set_event_loop(self._loop)
+        asyncio.set_event_loop(self.loop)
         try:
-            self._loop.run_forever()
+            self.loop.run_forever()
         except BaseException as exc:
             # A SystemExit/KeyboardInterrupt raised outside any rollout's task (which
             # execute_in_process would have caught) ends the loop: fail what waits on it now.
@@ -112,20 +101,18 @@ class RolloutScheduler:
     def _on_block(self, block: LoopBlock) -> None:
         """From the watchdog, while the loop is blocked: past ``block_limit``, give it up."""
         limit = self.block_limit
-        if limit is not None and block.seconds >= limit and self._stopped is None:
+        if limit is not None and block.seconds >= limit and self.stopped is None:
             self._fail_pending(RolloutLoopBlocked(block, limit))
 
     def _fail_pending(self, error: RolloutLoopStopped) -> None:
         with self._lock:
-            self._stopped = error
+            self.stopped = error
             pending = [f for f in [*self._futures.values(), *self._runs] if not f.done()]
         for future in pending:
             with contextlib.suppress(concurrent.futures.InvalidStateError):
                 future.set_exception(error)
 
-    def submit(
-        self, key: str, factory: Callable[[], Awaitable[T]], *, bounded: bool = True
-    ) -> concurrent.futures.Future[T]:
+    def submit(self, key: str, factory: Callable[[], Awaitable[T]]) -> concurrent.futures.Future[T]:
         """Start ``factory()`` under the concurrency bound, once per ``key``; return its future.
 
         Cancelling the future cancels the rollout (before it starts, it never starts).
@@ -134,36 +121,33 @@ class RolloutScheduler:
             existing = self._futures.get(key)
             if existing is not None:
                 return existing
-            if self._stopped is not None:
-                future: concurrent.futures.Future[T] = concurrent.futures.Future()
-                future.set_exception(self._stopped)
-            else:
-                future = self._hand_over(key, factory, bounded)
+            future = self._hand_over(key, factory)
             self._futures[key] = future
             self._submitted[key] = time.monotonic()
         return future
 
     def _hand_over(
-        self, key: str | None, factory: Callable[[], Awaitable[T]], bounded: bool
+        self, key: str | None, factory: Callable[[], Awaitable[T]]
     ) -> concurrent.futures.Future[T]:
-        try:
-            return asyncio.run_coroutine_threadsafe(
-                self._guarded(key, factory, bounded), self._loop
-            )
-        except RuntimeError as exc:
-            # The loop was closed: nothing will run this; its item says so.
-            future: concurrent.futures.Future[T] = concurrent.futures.Future()
-            future.set_exception(exc)
-            return future
+        """The future of ``factory()`` on the loop; failed at once when the loop is gone
+        (given up, dead or closed: nothing will run it, its item says so)."""
+        error: BaseException | None = self.stopped
+        if error is None:
+            try:
+                return asyncio.run_coroutine_threadsafe(self._guarded(key, factory), self.loop)
+            except RuntimeError as exc:
+                error = exc
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        future.set_exception(error)
+        return future
 
-    async def _guarded(
-        self, key: str | None, factory: Callable[[], Awaitable[T]], bounded: bool
-    ) -> T:
-        task = asyncio.current_task()
-        if key is not None and task is not None:
-            task.set_name(key)  # the watchdog names a blocked loop's running task: the row
-        if not bounded:
+    async def _guarded(self, key: str | None, factory: Callable[[], Awaitable[T]]) -> T:
+        """``factory()``; a keyed rollout under the bound, a :meth:`run` (no key) without."""
+        if key is None:
             return await factory()
+        task = asyncio.current_task()
+        if task is not None:
+            task.set_name(key)  # the watchdog names a blocked loop's running task: the row
         async with self._semaphore:
             self.running += 1
             try:
@@ -171,10 +155,17 @@ class RolloutScheduler:
             finally:
                 self.running -= 1
 
-    def wait(self, future: concurrent.futures.Future[T], timeout: float | None) -> T:
+    def wait(
+        self,
+        future: concurrent.futures.Future[T],
+        timeout: float | None,
+        *,
+        idle: Callable[[], None] | None = None,
+    ) -> T:
         """``future.result(timeout)``, slept in slices of :data:`WAIT_SLICE_SEC` (so a
-        signal's handler runs on the waiting main thread within one, at the latest)."""
-        if threading.get_ident() == self._thread.ident:
+        signal's handler runs on the waiting main thread within one, at the latest), with
+        ``idle()`` called between them."""
+        if self.on_loop():
             raise RuntimeError("a rollout cannot wait for another on the loop's own thread")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -184,13 +175,13 @@ class RolloutScheduler:
             except concurrent.futures.TimeoutError:
                 if left <= WAIT_SLICE_SEC and deadline is not None:
                     raise
+                if idle is not None:
+                    idle()
 
     def run(self, factory: Callable[[], Awaitable[T]], timeout: float | None = None) -> T:
         """Run one coroutine on the loop, unbounded, and wait for it (for fixtures)."""
         with self._lock:
-            if self._stopped is not None:
-                raise self._stopped
-            future = self._hand_over(None, factory, bounded=False)
+            future = self._hand_over(None, factory)
             self._runs.add(future)
         try:
             return self.wait(future, timeout)
@@ -233,20 +224,20 @@ class RolloutScheduler:
 
     def close(self) -> None:
         """Cancel what is left, stop the loop and join its thread (bounded; not a blocked loop)."""
-        if self._loop.is_closed():
+        if self.loop.is_closed():
             return
         blocked = self._watchdog.ongoing() is not None
-        given_up = blocked or isinstance(self._stopped, RolloutLoopBlocked)
+        given_up = blocked or isinstance(self.stopped, RolloutLoopBlocked)
         self._watchdog.stop()
         self.cancel_pending()
-        if self._stopped is None and not given_up:
+        if self.stopped is None and not given_up:
             with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
                 self.run(self._drain, timeout=STOP_TIMEOUT_SEC)  # RolloutLoopStopped too
         with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._loop.stop)
+            self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(0 if given_up else STOP_TIMEOUT_SEC)
         if not self._thread.is_alive():
-            self._loop.close()
+            self.loop.close()
 
     async def _drain(self) -> None:
         tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -254,4 +245,4 @@ class RolloutScheduler:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=STOP_TIMEOUT_SEC / 2)
-        await self._loop.shutdown_asyncgens()
+        await self.loop.shutdown_asyncgens()

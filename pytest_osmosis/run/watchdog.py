@@ -1,40 +1,28 @@
 """Notice when synchronous code blocks the rollout loop, and say which rollout and which line.
 
-Every rollout of a run shares one event loop. An ``async def run`` that calls a blocking
-function (``time.sleep``, a synchronous HTTP client) stops all of them, and each then
-fails as a timeout that blames nobody. :class:`LoopWatchdog` pings the loop from its own
-thread; when the loop has not answered for :data:`BLOCKED_AFTER_SEC`, it samples the stack of
-the thread running the loop once, keeps the task that was running (named after its row) and the line
-it was on, and records a :class:`LoopBlock` when the loop answers again (or is stopped).
+Every rollout of a run shares one event loop: an ``async def run`` that calls a blocking
+function (``time.sleep``, a synchronous HTTP client) stops all of them, and each would fail
+as a timeout that blames nobody. :class:`LoopWatchdog` pings the loop from its own thread;
+when it has not answered for :data:`BLOCKED_AFTER_SEC`, it reads the loop thread's stack once
+and records the running task (named after its row) and the line as a :class:`LoopBlock`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-import sysconfig
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-import osmosis_rollout
+from osmosis_rollout._internal.user_frames import is_user_file
 
 BLOCKED_AFTER_SEC = 1.0
 """How long the loop may not answer before it counts as blocked."""
 
 _PING_SEC = 0.25
-_NOT_USER_CODE = tuple(
-    {
-        *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")),
-        str(Path(osmosis_rollout.__file__).parent),
-        str(Path(__file__).parent),
-    }
-)
-"""The innermost frame outside these (the standard library, installed packages, ours) is the
-user's line; when there is none, the innermost frame is named."""
 
 
 @dataclass(frozen=True)
@@ -60,15 +48,13 @@ class LoopBlock:
         return f"the rollout event loop was blocked for {self.seconds:.1f}s{who} at {self.where}"
 
 
-def _innermost_user_line(thread_id: int) -> str:
-    frame = sys._current_frames().get(thread_id)
+def _innermost_user_line(thread: threading.Thread) -> str:
+    """The innermost line of user code on ``thread``'s stack (else its innermost line)."""
+    frame = sys._current_frames().get(thread.ident or 0)
     if frame is None:
         return "an unknown line (the loop thread had no frame)"
     stack = traceback.extract_stack(frame)
-    chosen = next(
-        (f for f in reversed(stack) if not f.filename.startswith(_NOT_USER_CODE)),
-        stack[-1],
-    )
+    chosen = next((f for f in reversed(stack) if is_user_file(f.filename)), stack[-1])
     code = f": {chosen.line}" if chosen.line else ""
     return f"{chosen.filename}:{chosen.lineno} in {chosen.name}{code}"
 
@@ -110,10 +96,8 @@ class LoopWatchdog:
 
     def ongoing(self) -> LoopBlock | None:
         """The block in progress, if the loop is blocked right now (``ended``: now)."""
-        with self._lock:
-            if self._ongoing is None:
-                return None
-            return replace(self._ongoing, ended=time.monotonic())
+        block = self._ongoing
+        return None if block is None else replace(block, ended=time.monotonic())
 
     def blocks_between(self, start: float, end: float) -> list[LoopBlock]:
         """The blocks that overlap ``[start, end]`` (``time.monotonic()`` values)."""
@@ -123,19 +107,14 @@ class LoopWatchdog:
                 blocks.append(replace(self._ongoing, ended=time.monotonic()))
         return [b for b in blocks if b.started <= end and b.ended >= start]
 
-    def _ping(self) -> bool:
-        self._answered.clear()
-        try:
-            self._loop.call_soon_threadsafe(self._answered.set)
-        except RuntimeError:
-            return False  # the loop is closed
-        return True
-
     def _watch(self) -> None:
         while not self._stop.is_set():
             sent = time.monotonic()
-            if not self._ping():
-                return
+            self._answered.clear()
+            try:
+                self._loop.call_soon_threadsafe(self._answered.set)
+            except RuntimeError:
+                return  # the loop is closed
             if self._answered.wait(self._blocked_after) or not self._loop.is_running():
                 # Answered, or the loop is not running (not yet, or no more): no block.
                 self._stop.wait(_PING_SEC)
@@ -144,17 +123,15 @@ class LoopWatchdog:
                 return
             task = asyncio.current_task(self._loop)
             name = task.get_name() if task is not None else None
-            with self._lock:
-                # Seen at once; the line is filled in once the stack has been read.
-                self._ongoing = LoopBlock(name, "a line not read yet", sent, time.monotonic())
-            where = _innermost_user_line(self._loop_thread.ident or 0)
-            with self._lock:
-                self._ongoing = LoopBlock(name, where, sent, time.monotonic())
+            # Seen at once (``ended`` is read as now); the line once the stack has been read.
+            self._ongoing = LoopBlock(name, "a line not read yet", sent, sent)
+            block = LoopBlock(name, _innermost_user_line(self._loop_thread), sent, sent)
+            self._ongoing = block
             while not self._answered.wait(_PING_SEC):
                 if self._stop.is_set() or not self._loop_thread.is_alive():
                     break
                 if self._on_block is not None:
-                    self._on_block(LoopBlock(name, where, sent, time.monotonic()))
+                    self._on_block(replace(block, ended=time.monotonic()))
             with self._lock:
                 self._ongoing = None
-                self._blocks.append(LoopBlock(name, where, sent, time.monotonic()))
+                self._blocks.append(replace(block, ended=time.monotonic()))
