@@ -1,17 +1,11 @@
 """The run's report and its terminal summary, built from the run's journal.
 
-Each row is journaled once, where its verdict is decided (:mod:`osmosis_rollout.runs.journal`):
-one :class:`~osmosis_rollout.runs.report_model.RowRecord` line in ``rows.jsonl``. Its record
-also travels on its call report as an ``osmosis`` attribute of JSON primitives, for the
-``pytest_osmosis_row_finished`` hook and pytest-xdist's controller; flat
-``user_properties`` carry only the headline numbers, for JUnit XML.
-
+Each row is journaled once, where its verdict is decided (:mod:`osmosis_rollout.runs.journal`).
 At the end the controller reads the journal once, into memory (a 10,000-row run of clipped
 answers is tens of megabytes: ``bench/RESULTS.md``), and builds the report document from
 those records once, as :func:`osmosis_rollout.runs.report.build_report` builds it for
 ``osmosis-rollout report rebuild`` on a run that died: the gates, the baseline comparison,
-``report.json``, the HTML and the markdown all read that document, and the terminal's
-summary its summary and the same records.
+``report.json``, the HTML and the markdown all read that document.
 """
 
 from __future__ import annotations

@@ -218,11 +218,9 @@ class RunSummary:
         self.failure_groups = FailureGroups(lambda text: self.session.report.redactor.redact(text))
         """The failed rows by what failed: a repeated failure is printed in full once."""
         self.decided: Decided | None = None
-        """The run's end, once decided."""
         self.verdict: RunVerdict | None = None
         """The run's verdict as the exit status holds it, once its files are written."""
         self.paths: list[str] = []
-        """The report files written."""
         self.write_failures: list[str] = []
         self.started_at = _utc_now()
         self.row_misses: list[RowMiss] = []
@@ -419,16 +417,15 @@ class RunSummary:
             )
         for line in self.write_failures:
             tr.write_line(line, red=True)
-        tolerated = [m for m in self.row_misses if m.tolerated]
+        tolerated = [miss.reason for miss in self.row_misses if miss.tolerated]
         if tolerated:
+            rows = f"{len(tolerated)} row" + ("s" if len(tolerated) != 1 else "")
             tr.write_line(
-                f"below the threshold, counted by the gate: {len(tolerated)} row"
-                + ("s" if len(tolerated) != 1 else "")
-                + " (xfailed; -rx lists them too)",
+                f"below the threshold, counted by the gate: {rows} (xfailed; -rx lists them too)",
                 yellow=True,
             )
-            for miss in tolerated[:SHOWN_ROWS]:
-                tr.write_line(f"  {miss.reason}")
+            for reason in tolerated[:SHOWN_ROWS]:
+                tr.write_line(f"  {reason}")
             if len(tolerated) > SHOWN_ROWS:
                 tr.write_line(f"  ... and {len(tolerated) - SHOWN_ROWS} more")
         # The gates come last: the line a reader looks for, just before pytest's own.
