@@ -424,8 +424,8 @@ class RunSummary:
                 f"below the threshold, counted by the gate: {rows} (xfailed; -rx lists them too)",
                 yellow=True,
             )
-            for reason in tolerated[:SHOWN_ROWS]:
-                tr.write_line(f"  {reason}")
+            for why in tolerated[:SHOWN_ROWS]:
+                tr.write_line(f"  {why}")
             if len(tolerated) > SHOWN_ROWS:
                 tr.write_line(f"  ... and {len(tolerated) - SHOWN_ROWS} more")
         # The gates come last: the line a reader looks for, just before pytest's own.
