@@ -244,16 +244,9 @@ def summary_segments(
     segments: list[list[Segment]] = [[("rows: ", {}), *_counts(rows), (threshold, {})]]
     if summary["total_samples"] != rows["total"]:
         total, passed, skipped = summary["total_samples"], summary["passed"], summary["skipped"]
-        attempts = {
-            "total": total,
-            "passed": passed,
-            "failed": total - passed - skipped,
-            # The official "failed" counts attempts that errored; below-threshold ones are the rest.
-            "errored": summary["failed"],
-            "skipped": skipped,
-            "pass_rate": float(summary["pass_rate"]),
-            "pass_rate_interval": summary.get("pass_rate_interval"),
-        }
+        # The official "failed" counts attempts that errored; below-threshold ones are the rest.
+        failed, errored = total - passed - skipped, summary["failed"]
+        attempts = {**summary, "total": total, "failed": failed, "errored": errored}
         segments.append([("attempts: ", {}), *_counts(attempts)])
     ungraded = ungraded_line(summary, entrypoint)
     if ungraded:
