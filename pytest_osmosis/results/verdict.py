@@ -237,10 +237,8 @@ def _traceback_lines(attempt: AttemptRecord, log_path: str | None) -> list[str]:
     if "\n" in text:  # more than the exception line, which the failure's first line says
         body = text.splitlines()
         if len(body) > TRACEBACK_LINES:
-            body = [
-                *body[: TRACEBACK_LINES - 1],
-                f"... {len(body) - TRACEBACK_LINES + 1} more lines",
-            ]
+            more = len(body) - TRACEBACK_LINES + 1
+            body = [*body[: TRACEBACK_LINES - 1], f"... {more} more lines"]
         lines.append(f"  {phase} traceback, your code:")
         lines.extend(f"    {line}" for line in body)
     if full:
