@@ -23,19 +23,7 @@ import pytest
 from osmosis_rollout.runs.report_model import RunVerdict
 from pytest_osmosis.options import OsmosisSettings
 
-__all__ = [
-    "GATE_PREFIX",
-    "KEPT_PREFIX",
-    "GateCase",
-    "GateFailed",
-    "planned_gates",
-    "run_gate_cases",
-]
-
-GATE_PREFIX = "osmosis-gate"
-"""The first part of a gate case's node id (its "file" in pytest's progress lines)."""
-KEPT_PREFIX = "osmosis-run"
-"""The first part of the case for the failed rows a resume kept."""
+__all__ = ["GateCase", "GateFailed", "planned_gates", "run_gate_cases"]
 
 
 class GateFailed(Exception):
@@ -88,7 +76,7 @@ def run_gate_cases(session: pytest.Session, verdict: RunVerdict, *, kept_failed:
     pytest's counts and JUnit too.
     """
     cases = [
-        (f"{GATE_PREFIX}::{reason.name}", reason.name, reason.line, reason.outcome == "passed")
+        (f"osmosis-gate::{reason.name}", reason.name, reason.line, reason.outcome == "passed")
         for reason in sorted(verdict.reasons, key=lambda r: r.name)
         if reason.kind == "gate"
     ]
@@ -97,10 +85,8 @@ def run_gate_cases(session: pytest.Session, verdict: RunVerdict, *, kept_failed:
             f"rows kept by --osmosis-resume: {kept_failed} failed (not run again; the report "
             "has them)"
         )
-        cases.append((f"{KEPT_PREFIX}::kept-rows", "kept-rows", line, False))
-    failed = 0
+        cases.append(("osmosis-run::kept-rows", "kept-rows", line, False))
     for nodeid, name, line, passed in cases:
         case = GateCase.from_parent(session, name=name, nodeid=nodeid, line=line, passed=passed)
         session.config.hook.pytest_runtest_protocol(item=case, nextitem=None)
-        failed += not passed
-    return failed
+    return sum(not passed for *_, passed in cases)

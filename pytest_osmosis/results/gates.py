@@ -1,4 +1,5 @@
-"""Suite gates: the minimum pass rate and the comparison with a baseline report.
+"""Suite gates: the minimum pass rate, the comparison with a baseline report and
+``--osmosis-require-grader``, each read from the run's report document.
 
 Without ``--osmosis-min-pass-rate`` any failed row fails the run, as pytest always does.
 With it, the run passes when the row pass rate is at or above the gate even though some
@@ -22,7 +23,6 @@ import pytest
 
 from osmosis_rollout.runs.gating import (
     GateDecision,
-    RegressionTest,
     RowCounts,
     attempts_gate,
     regression_test,
@@ -31,7 +31,7 @@ from osmosis_rollout.runs.gating import (
 )
 from osmosis_rollout.runs.report_model import ReportFileError, read_report
 from pytest_osmosis.options import OsmosisSettings
-from pytest_osmosis.results.report import RunReport
+from pytest_osmosis.results.report import ungraded_line
 
 
 def _row_rewards(attempts: list[dict[str, Any]]) -> dict[str, float]:
@@ -99,23 +99,17 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
         for k in sorted(after)
         if k in rewards_after and k in rewards_before and rewards_after[k] != rewards_before[k]
     }
-    return {
-        "regressed": regressed,
-        "improved": improved,
-        "new": new,
-        "gone": gone,
-        "reward_deltas": deltas,
-    }
+    return dict(regressed=regressed, improved=improved, new=new, gone=gone, reward_deltas=deltas)
 
 
 @dataclass
 class GateResult:
-    """What the gates decided: report extras, summary lines, verdicts and the exit status to force."""
+    """What the gates decided: the report's extras, the summary's lines and each gate's verdict."""
 
     extra: dict[str, Any] = field(default_factory=dict)
+    """``gate``, ``baseline`` and ``auto``, at the top level of ``report.json``."""
     lines: list[str] = field(default_factory=list)
     """The baseline comparison, printed with the summary."""
-    exit_override: int | None = None
     verdicts: list[tuple[str, bool]] = field(default_factory=list)
     """``(line, passed)`` per gate, printed last, just before pytest's own summary."""
 
@@ -141,255 +135,155 @@ def confidence_gate(
     - repeats with a row rule given (``--osmosis-row-pass``): the rate that rule defines,
       Wilson over the rows' verdicts.
     """
-    assert settings.min_pass_rate is not None
-    confidence = settings.gate_confidence or settings.confidence
-    repeated = settings.n_auto or any(scored > 1 for _, scored in counts)
+    need, confidence = settings.min_pass_rate, settings.gate_confidence or settings.confidence
+    assert need is not None
+    passed, scored = rows["passed"], rows["passed"] + rows["failed"]
+    repeated = settings.n_auto or any(n > 1 for _, n in counts)
     if repeated and settings.row_pass_set:
-        return rule_gate(
-            rows["passed"],
-            rows["passed"] + rows["failed"],
-            settings.min_pass_rate,
-            confidence,
-            settings.row_pass.describe(),
-            settings.n,
-        )
+        rule = settings.row_pass.describe()
+        return rule_gate(passed, scored, need, confidence, rule, settings.n)
     if repeated:
-        return attempts_gate(
-            counts,
-            settings.min_pass_rate,
-            confidence,
-            anytime=settings.n_auto and settings.gate_confidence is not None,
-        )
-    return rows_gate(
-        rows["passed"], rows["passed"] + rows["failed"], settings.min_pass_rate, confidence
-    )
-
-
-def _all_errored(rows: dict[str, Any]) -> bool:
-    """Every row the run scored errored: nothing was measured, so no gate can pass."""
-    return bool(rows["total"]) and rows["passed"] == 0 and rows.get("errored", 0) >= rows["failed"]
+        anytime = settings.n_auto and settings.gate_confidence is not None
+        return attempts_gate(counts, need, confidence, anytime=anytime)
+    return rows_gate(passed, scored, need, confidence)
 
 
 def apply_gates(
-    settings: OsmosisSettings,
-    report: RunReport,
-    *,
-    baseline: Path | None,
-    testsfailed: int,
-    exitstatus: int,
+    settings: OsmosisSettings, document: dict[str, Any], *, baseline: Path | None
 ) -> GateResult:
-    """Evaluate the pass-rate gate and the baseline comparison for a finished run.
-
-    ``testsfailed`` is pytest's count of failed items (row misses and anything else);
-    ``baseline`` the resolved ``--osmosis-baseline`` path, if given.
-    """
-    summary = report.summary()
-    rows = summary["rows"]
-    extra: dict[str, Any] = {}
-    lines: list[str] = []
-    verdicts: list[tuple[str, bool]] = []
-    override: int | None = None
-    failed_rows = rows["failed"]
-    incomplete = summary.get("complete") is False
-    needs_rows = baseline is not None or settings.min_pass_rate is not None
-    current = _current_rows(report) if needs_rows else []
-    counts = [row.counts for row in current]
-    if settings.min_pass_rate is not None and incomplete:
-        # The rows not run could all have failed: an incomplete run never passes the gate.
-        not_run = rows.get("not_run", 0)
-        extra["gate"] = {
-            "min_pass_rate": settings.min_pass_rate,
-            "pass_rate": rows["pass_rate"],
-            "passed": False,
-            "reason": "incomplete run",
-        }
-        verdicts.append(
-            (
-                f"gate: incomplete run, {not_run} of {rows['total'] + not_run} rows not run"
-                + (f" (stopped by {summary['stopped_by']})" if summary.get("stopped_by") else "")
-                + ": failed (the pass-rate gate needs every row)",
-                False,
-            )
-        )
-        if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-            override = pytest.ExitCode.TESTS_FAILED
-    elif settings.min_pass_rate is not None and _all_errored(rows):
-        extra["gate"] = {
-            "min_pass_rate": settings.min_pass_rate,
-            "pass_rate": 0.0,
-            "passed": False,
-            "reason": "every row errored",
-        }
-        verdicts.append(
-            (
-                f"gate: every row errored ({rows['failed']} of {rows['total']}): failed "
-                "(a gate needs rows that ran to their grade)",
-                False,
-            )
-        )
-        override = pytest.ExitCode.TESTS_FAILED
-    elif settings.min_pass_rate is not None:
-        decision = confidence_gate(settings, rows, counts)
-        lines.append(f"gate judges {decision.estimand}")
-        if settings.gate_confidence is not None:
-            ok = decision.outcome == "passed" or (
-                decision.outcome == "undecided" and settings.gate_undecided == "pass"
-            )
-            line = decision.describe()
-            forgiven = decision.outcome == "undecided" and ok
-            if forgiven:
-                line += " (passed: --osmosis-gate-undecided pass)"
-        else:
-            forgiven = False
-            # The point gate: the same rate, read without its interval.
-            rate, need = decision.estimate, settings.min_pass_rate
-            ok = decision.rows > 0 and rate >= need
-            relation = ">=" if ok else "<"
-            line = f"gate: {decision.measure} {rate:.1%} {relation} {need:.1%}: " + (
-                "passed" if ok else "failed"
-            )
-        if ok and failed_rows and not forgiven:
-            line += f" ({failed_rows} row(s) missed, see above)"
-        extra["gate"] = {
-            "min_pass_rate": settings.min_pass_rate,
-            # The rate the gate judged: the same number as its estimate.
-            "pass_rate": decision.estimate,
-            "passed": ok,
-            **(
-                {"confidence": settings.gate_confidence, **decision.as_dict()}
-                if settings.gate_confidence is not None
-                else {"measure": decision.measure, "estimand": decision.estimand}
-            ),
-        }
-        verdicts.append((line, ok))
-        override = _gate_exit(ok, testsfailed - failed_rows, exitstatus)
+    """Apply the gates to ``document``, the run's report (its summary and its rows);
+    ``baseline`` is the resolved ``--osmosis-baseline`` path, if given."""
+    summary, result = document["summary"], GateResult()
+    counts = [row_counts(entry, entry["verdict"]) for entry in document["row_verdicts"]]
+    if settings.min_pass_rate is not None:
+        _pass_rate_gate(settings, summary, counts, result)
     if baseline is not None:
         before = load_baseline(baseline, allow_partial=settings.allow_partial_baseline)
-        diff = compare(before, _as_document(current))
-        test = _regression(
-            before,
-            current,
-            settings.gate_confidence or settings.confidence,
-            settings.regression_margin,
-        )
-        extra["baseline"] = {
-            "path": settings.baseline,
-            **diff,
-            "regressed_answers": _answers(before, diff["regressed"]),
-            "test": test.as_dict(),
-        }
-        partial = before.get("summary", {}).get("complete") is False
-        lines.append(
-            f"baseline: {len(diff['regressed'])} regressed, {len(diff['improved'])} improved, "
-            f"{len(diff['new'])} new, {len(diff['gone'])} gone"
-            + (
-                f" (the baseline run was incomplete: {_incompleteness(before['summary'])})"
-                if partial
-                else ""
-            )
-        )
-        for key in diff["regressed"]:
-            lines.append(
-                f"  REGRESSED {key}  passed -> failed"
-                + (
-                    f", reward change {diff['reward_deltas'][key]:+g}"
-                    if key in diff["reward_deltas"]
-                    else ""
-                )
-            )
-        for key in diff["improved"]:
-            lines.append(f"  improved  {key}")
-        lines.append(test.describe())
-        if settings.fail_on_regression and settings.gate_confidence is not None:
-            verdicts.append(
-                (
-                    f"baseline gate: {test.describe()}: "
-                    + ("failed (--osmosis-fail-on-regression)" if test.regressed else "passed"),
-                    not test.regressed,
-                )
-            )
-            if test.regressed:
-                override = pytest.ExitCode.TESTS_FAILED
-        elif settings.fail_on_regression:
-            regressed = len(diff["regressed"])
-            # Without a confidence, any regressed row fails: say so, since the paired test
-            # printed above may call the change not significant.
-            verdicts.append(
-                (
-                    f"baseline gate: {regressed} row{'' if regressed == 1 else 's'} regressed: "
-                    + (
-                        "failed (--osmosis-fail-on-regression fails on any regressed row; with "
-                        "--osmosis-gate-confidence only a significant regression fails)"
-                        if regressed
-                        else "passed"
-                    ),
-                    not regressed,
-                )
-            )
-            if regressed:
-                override = pytest.ExitCode.TESTS_FAILED
+        _baseline_gate(settings, before, document, counts, result)
     if settings.n_auto:
-        attempts, row_total = summary["total_samples"], rows["total"]
-        extra["auto"] = {
+        attempts, rows, max_n = summary["total_samples"], summary["rows"]["total"], settings.max_n
+        result.extra["auto"] = {
             "attempts": attempts,
-            "rows": row_total,
-            "max_n": settings.max_n,
-            "fixed_n_attempts": settings.max_n * row_total,
+            "rows": rows,
+            "max_n": max_n,
+            "fixed_n_attempts": max_n * rows,
         }
-        lines.append(
-            f"attempts: auto spent {attempts} attempts over {row_total} rows "
-            f"(a fixed --osmosis-n {settings.max_n} would spend {settings.max_n * row_total})"
+        result.lines.append(
+            f"attempts: auto spent {attempts} attempts over {rows} rows "
+            f"(a fixed --osmosis-n {max_n} would spend {max_n * rows})"
         )
-    return GateResult(extra, lines, override, verdicts)
-
-
-def _gate_exit(ok: bool, other_failures: int, exitstatus: int) -> int | None:
-    """The exit status a gate forces: OK when it passed and only row misses failed the run
-    (any other failure keeps it red), failed when it did not pass."""
-    if not ok:
-        return pytest.ExitCode.TESTS_FAILED
-    if exitstatus == pytest.ExitCode.TESTS_FAILED and other_failures <= 0:
-        return pytest.ExitCode.OK
-    return None
-
-
-@dataclass(frozen=True)
-class _CurrentRow:
-    """A row of this run as the gates read it."""
-
-    nodeid: str
-    verdict: str
-    counts: RowCounts
-    rewards: list[Any]
-
-
-def _current_rows(report: RunReport) -> list[_CurrentRow]:
-    return [
-        _CurrentRow(
-            row.nodeid,
-            row.verdict,
-            row_counts(row.stats, row.verdict),
-            [a.reward for a in row.attempts],
+    if settings.require_grader:
+        # Rows that ran ungraded fail the run.
+        line = ungraded_line(summary, (document.get("config") or {}).get("entrypoint"))
+        result.verdicts.append(
+            ("require-grader: every row that ran was graded: passed", True)
+            if line is None
+            else (f"require-grader: {line.removeprefix('ungraded: ')}: failed", False)
         )
-        for row in report.iter_rows()
-    ]
+    return result
 
 
-def _as_document(current: list[_CurrentRow]) -> dict[str, Any]:
-    """This run's rows in the report's shape, for :func:`compare`."""
-    return {
-        "row_verdicts": [{"nodeid": row.nodeid, "verdict": row.verdict} for row in current],
-        "rows": [{"nodeid": row.nodeid, "reward": r} for row in current for r in row.rewards],
-    }
+def _pass_rate_gate(
+    settings: OsmosisSettings, summary: dict[str, Any], counts: list[RowCounts], result: GateResult
+) -> None:
+    """``--osmosis-min-pass-rate``: its verdict, its ``gate`` extra and what it judges."""
+    need = settings.min_pass_rate
+    assert need is not None
+    rows, ok, forgiven = summary["rows"], False, False
+    how: dict[str, Any]
+    if summary.get("complete") is False:
+        # The rows not run could all have failed: an incomplete run never passes the gate.
+        not_run = rows.get("not_run", 0)
+        stopped = f" (stopped by {summary['stopped_by']})" if summary.get("stopped_by") else ""
+        line = (
+            f"gate: incomplete run, {not_run} of {rows['total'] + not_run} rows not run"
+            f"{stopped}: failed (the pass-rate gate needs every row)"
+        )
+        rate, how = rows["pass_rate"], {"reason": "incomplete run"}
+    elif rows["total"] and rows["passed"] == 0 and rows.get("errored", 0) >= rows["failed"]:
+        # Every row the run scored errored: nothing was measured, so no gate can pass.
+        line = (
+            f"gate: every row errored ({rows['failed']} of {rows['total']}): failed "
+            "(a gate needs rows that ran to their grade)"
+        )
+        rate, how = 0.0, {"reason": "every row errored"}
+    else:
+        decision = confidence_gate(settings, rows, counts)
+        result.lines.append(f"gate judges {decision.estimand}")
+        # The rate the gate judged: the same number as its estimate.
+        rate = decision.estimate
+        if settings.gate_confidence is not None:
+            forgiven = decision.outcome == "undecided" and settings.gate_undecided == "pass"
+            ok = decision.outcome == "passed" or forgiven
+            line = decision.describe()
+            line += " (passed: --osmosis-gate-undecided pass)" if forgiven else ""
+            how = {"confidence": settings.gate_confidence, **decision.as_dict()}
+        else:
+            # The point gate: the same rate, read without its interval.
+            ok = decision.rows > 0 and rate >= need
+            line = f"gate: {decision.measure} {rate:.1%} {'>=' if ok else '<'} {need:.1%}: "
+            line += "passed" if ok else "failed"
+            how = {"measure": decision.measure, "estimand": decision.estimand}
+        if ok and rows["failed"] and not forgiven:
+            line += f" ({rows['failed']} row(s) missed, see above)"
+    result.extra["gate"] = {"min_pass_rate": need, "pass_rate": rate, "passed": ok, **how}
+    result.verdicts.append((line, ok))
 
 
-def _regression(
-    before: dict[str, Any], current: list[_CurrentRow], confidence: float, margin: float
-) -> RegressionTest:
-    """The paired test over the rows both runs have."""
+def _baseline_gate(
+    settings: OsmosisSettings,
+    before: dict[str, Any],
+    document: dict[str, Any],
+    counts: list[RowCounts],
+    result: GateResult,
+) -> None:
+    """The comparison with the baseline report ``before``, the paired test over the rows both
+    runs have, and with ``--osmosis-fail-on-regression`` its verdict."""
+    diff = compare(before, document)
     earlier = {
         entry["nodeid"]: row_counts(entry, entry.get("verdict", ""))
         for entry in before.get("row_verdicts", [])
     }
-    pairs = [(earlier[row.nodeid], row.counts) for row in current if row.nodeid in earlier]
-    return regression_test(pairs, confidence, margin=margin)
+    pairs = [
+        (earlier[entry["nodeid"]], now)
+        for entry, now in zip(document["row_verdicts"], counts, strict=True)
+        if entry["nodeid"] in earlier
+    ]
+    confidence = settings.gate_confidence or settings.confidence
+    test = regression_test(pairs, confidence, margin=settings.regression_margin)
+    result.extra["baseline"] = {
+        "path": settings.baseline,
+        **diff,
+        "regressed_answers": _answers(before, diff["regressed"]),
+        "test": test.as_dict(),
+    }
+    changes = ("regressed", "improved", "new", "gone")
+    line = "baseline: " + ", ".join(f"{len(diff[change])} {change}" for change in changes)
+    if before.get("summary", {}).get("complete") is False:
+        line += f" (the baseline run was incomplete: {_incompleteness(before['summary'])})"
+    result.lines.append(line)
+    deltas = diff["reward_deltas"]
+    for key in diff["regressed"]:
+        change = f", reward change {deltas[key]:+g}" if key in deltas else ""
+        result.lines.append(f"  REGRESSED {key}  passed -> failed{change}")
+    result.lines.extend(f"  improved  {key}" for key in diff["improved"])
+    result.lines.append(test.describe())
+    if not settings.fail_on_regression:
+        return
+    if settings.gate_confidence is not None:
+        passed = not test.regressed
+        why = "failed (--osmosis-fail-on-regression)"
+        line = f"baseline gate: {test.describe()}: " + ("passed" if passed else why)
+    else:
+        # Without a confidence, any regressed row fails: say so, since the paired test
+        # printed above may call the change not significant.
+        regressed = len(diff["regressed"])
+        passed = not regressed
+        why = (
+            "failed (--osmosis-fail-on-regression fails on any regressed row; with "
+            "--osmosis-gate-confidence only a significant regression fails)"
+        )
+        line = f"baseline gate: {regressed} row{'' if regressed == 1 else 's'} regressed: " + (
+            "passed" if passed else why
+        )
+    result.verdicts.append((line, passed))

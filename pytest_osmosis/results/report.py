@@ -1,25 +1,17 @@
 """The run's report and its terminal summary, built from the run's journal.
 
-Each row is journaled once, where its verdict is decided (:mod:`osmosis_rollout.runs.journal`):
-one :class:`~osmosis_rollout.runs.report_model.RowRecord` line in ``rows.jsonl``. Its record
-also travels on its call report as an ``osmosis`` attribute of JSON primitives, for the
-``pytest_osmosis_row_finished`` hook and pytest-xdist's controller; flat
-``user_properties`` carry only the headline numbers, for JUnit XML.
-
+Each row is journaled once, where its verdict is decided (:mod:`osmosis_rollout.runs.journal`).
 At the end the controller reads the journal once, into memory (a 10,000-row run of clipped
-answers is tens of megabytes: ``bench/RESULTS.md``), and the summary, the gates, the baseline,
-``report.json``, the HTML and the terminal's timings all read those records. The document is
-built as :func:`osmosis_rollout.runs.report.build_report` builds it, the function
-``osmosis-rollout report rebuild`` uses on a run that died.
+answers is tens of megabytes: ``bench/RESULTS.md``), and builds the report document from
+those records once, as :func:`osmosis_rollout.runs.report.build_report` builds it for
+``osmosis-rollout report rebuild`` on a run that died: the gates, the baseline comparison,
+``report.json``, the HTML and the markdown all read that document.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import statistics
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +20,10 @@ from osmosis_rollout.redaction import Redactor
 from osmosis_rollout.runs.gating import percent
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME, RowJournal, read_journal
 from osmosis_rollout.runs.report import in_report_order, report_document, summarize
-from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
+from osmosis_rollout.runs.report_model import RowRecord
 from osmosis_rollout.runs.run_verdict import failed_parts
 
-__all__ = [
-    "RunReport",
-    "Timings",
-    "format_cost",
-    "reward_word",
-]
-
-FINISHED_NORMALLY: dict[str, Any] = {"stopped_by": None, "interrupted": False}
+__all__ = ["RunReport", "format_cost", "reward_word"]
 
 
 class RunReport:
@@ -74,8 +59,7 @@ class RunReport:
         self.not_run: list[str] = []
         """After :meth:`finish`: the selected rows with no record."""
         self.preflight: list[dict[str, Any]] = []
-        self.finished: dict[str, Any] = dict(FINISHED_NORMALLY)
-        self._summary: dict[str, Any] | None = None
+        self.finished: dict[str, Any] = {"stopped_by": None, "interrupted": False}
         self._document: dict[str, Any] | None = None
         self._written: Path | None = None
 
@@ -100,30 +84,20 @@ class RunReport:
         done = {row.nodeid for row in rows}
         self.not_run = [nodeid for nodeid in selected if nodeid not in done]
         self.finished = dict(finished)
-        self._summary = None
 
-    def iter_rows(self) -> Iterator[RowRecord]:
-        """Every row, in report order (after :meth:`finish`)."""
-        return iter(self.rows)
-
-    def summary(self) -> dict[str, Any]:
-        """The official ``metrics.json`` summary keys, plus row-level counts and completeness."""
-        if self._summary is None:
-            self._summary = summarize(
-                self.rows, self.pass_threshold, not_run=self.not_run, finished=self.finished
-            )
-        return copy.deepcopy(self._summary)
-
-    def document(self, extra: dict[str, Any]) -> dict[str, Any]:
-        """The JSON report, redacted, with ``extra`` (gates, baseline, resume) at the top
-        level; :meth:`write_json` writes it."""
+    def document(self) -> dict[str, Any]:
+        """The JSON report of the rows :meth:`finish` read, redacted. :meth:`write_json`
+        writes this very dict, with what the run's end adds to its top level (the gates,
+        the verdict)."""
+        summary = summarize(
+            self.rows, self.pass_threshold, not_run=self.not_run, finished=self.finished
+        )
         document = report_document(
             self.rows,
-            self.summary(),
+            summary,
             not_run=self.not_run,
             config=self.settings,
             preflight=self.preflight,
-            extra=extra,
         )
         # The rows were redacted as they were read (finish); the rest is redacted here.
         for key, value in document.items():
@@ -142,38 +116,6 @@ class RunReport:
             return
         write_json_atomic(path, self._document)
         self._written = path
-
-    def timings(self, slowest: int) -> Timings:
-        """The rollouts' durations, the ``slowest`` longest and the flaky rows, for the
-        terminal summary."""
-        attempts = [a for row in self.rows for a in row.attempts]
-        durations = [a.duration_ms for a in attempts]
-        # Of equal durations the earlier ranks higher (sorted is stable).
-        longest = sorted(attempts, key=lambda a: -a.duration_ms)[:slowest]
-        return Timings(
-            count=len(durations),
-            total_ms=sum(durations),
-            median_ms=statistics.median(durations) if durations else None,
-            slowest=[(a.duration_ms, _attempt_label(a)) for a in longest],
-            flaky=[
-                f"{row.row_key} {row.stats['passed_attempts']}/{row.stats['attempts']}"
-                for row in self.rows
-                if row.stats.get("flaky")
-            ],
-        )
-
-
-@dataclass(frozen=True)
-class Timings:
-    """The rollouts' durations (ms) as the terminal summary shows them."""
-
-    count: int
-    total_ms: float
-    median_ms: float | None
-    slowest: list[tuple[float, str]]
-    """The longest (duration, label), longest first, equal ones in row order."""
-    flaky: list[str]
-    """``row_key passed/attempts`` of each row with mixed results."""
 
 
 def format_cost(cost: float) -> str:
@@ -231,36 +173,25 @@ def _why(attempt: dict[str, Any]) -> str:
     return f" ({first})"
 
 
-def _attempt_label(attempt: AttemptRecord) -> str:
-    run = attempt.run_index
-    return f"{attempt.row_key}#{run}" if run else attempt.row_key
-
-
 Segment = tuple[str, dict[str, bool]]
 """A piece of a summary line and its pytest markup (``{"red": True}``, ...)."""
 
 
-def _counts(
-    total: int,
-    passed: int,
-    failed: int,
-    errored: int,
-    skipped: int,
-    rate: float,
-    interval: Any = None,
-) -> list[Segment]:
+def _counts(counts: dict[str, Any]) -> list[Segment]:
     """``N  passed: P  failed: F (E errored, B below threshold)  skipped: S  pass rate: R
-    [L, H] (C)``, coloured as pytest does (the interval when the summary has one)."""
+    [L, H] (C)`` for a summary's counts, coloured as pytest does."""
+    passed, failed, skipped = counts["passed"], counts["failed"], counts["skipped"]
     segments: list[Segment] = [
-        (f"{total}  ", {}),
+        (f"{counts['total']}  ", {}),
         (f"passed: {passed}", {"green": True} if passed else {}),
         ("  ", {}),
         (f"failed: {failed}", {"red": True} if failed else {}),
     ]
     if failed:
-        segments.append((f" ({failed_parts(failed, errored)})", {"red": True}))
+        segments.append((f" ({failed_parts(failed, counts.get('errored', 0))})", {"red": True}))
     segments.append((f"  skipped: {skipped}", {"yellow": True} if skipped else {}))
-    segments.append((f"  pass rate: {rate:.1%}{interval_text(interval)}", {}))
+    rate = f"{counts['pass_rate']:.1%}{interval_text(counts.get('pass_rate_interval'))}"
+    segments.append((f"  pass rate: {rate}", {}))
     return segments
 
 
@@ -309,39 +240,14 @@ def summary_segments(
     the words the HTML cards and ``report.json``'s schema use.
     """
     rows = summary["rows"]
-    segments: list[list[Segment]] = [
-        [
-            ("rows: ", {}),
-            *_counts(
-                rows["total"],
-                rows["passed"],
-                rows["failed"],
-                rows.get("errored", 0),
-                rows["skipped"],
-                rows["pass_rate"],
-                rows.get("pass_rate_interval"),
-            ),
-            (f"  (threshold: reward >= {_fmt(report.pass_threshold)})", {}),
-        ]
-    ]
+    threshold = f"  (threshold: reward >= {_fmt(report.pass_threshold)})"
+    segments: list[list[Segment]] = [[("rows: ", {}), *_counts(rows), (threshold, {})]]
     if summary["total_samples"] != rows["total"]:
-        total, skipped = summary["total_samples"], summary["skipped"]
+        total, passed, skipped = summary["total_samples"], summary["passed"], summary["skipped"]
         # The official "failed" counts attempts that errored; below-threshold ones are the rest.
-        errored, passed = summary["failed"], summary["passed"]
-        segments.append(
-            [
-                ("attempts: ", {}),
-                *_counts(
-                    total,
-                    passed,
-                    total - passed - skipped,
-                    errored,
-                    skipped,
-                    float(summary["pass_rate"]),
-                    summary.get("pass_rate_interval"),
-                ),
-            ]
-        )
+        failed, errored = total - passed - skipped, summary["failed"]
+        attempts = {**summary, "total": total, "failed": failed, "errored": errored}
+        segments.append([("attempts: ", {}), *_counts(attempts)])
     ungraded = ungraded_line(summary, entrypoint)
     if ungraded:
         segments.append([(ungraded, {"yellow": True})])
@@ -352,26 +258,15 @@ def summary_segments(
     return segments
 
 
-def summary_lines(report: RunReport, summary: dict[str, Any], *, slowest: int = 5) -> list[str]:
-    """The human summary printed at the end of the session, as plain text."""
-    return [
-        "".join(text for text, _ in line)
-        for line in summary_segments(report, summary, slowest=slowest)
-    ]
-
-
 def _detail_lines(report: RunReport, summary: dict[str, Any], slowest: int) -> list[str]:
     lines: list[str] = []
     stats = summary.get("reward_stats")
     if stats:
+        left = stats.get("errored_left_out")
         lines.append(
             "reward: mean {mean}{interval}  median {median}  std {std}  min {min}  max {max}".format(
                 interval=interval_text(stats.get("mean_interval"), "{:.3g}")
-                + (
-                    f" ({left} errored attempts left out)"
-                    if (left := stats.get("errored_left_out"))
-                    else ""
-                ),
+                + (f" ({left} errored attempts left out)" if left else ""),
                 **{k: _fmt(stats.get(k)) for k in ("mean", "median", "std", "min", "max")},
             )
         )
@@ -383,34 +278,41 @@ def _detail_lines(report: RunReport, summary: dict[str, Any], slowest: int) -> l
         lines.append(
             "errors: " + ", ".join(f"{k} x{v}" for k, v in summary["errors_by_type"].items())
         )
-    tokens = summary.get("tokens_used")
-    if tokens:
-        lines.append(
-            f"tokens: {tokens}" + (" (estimated)" if summary.get("tokens_estimated") else "")
-        )
+    if tokens := summary.get("tokens_used"):
+        estimated = " (estimated)" if summary.get("tokens_estimated") else ""
+        lines.append(f"tokens: {tokens}{estimated}")
     cost = summary.get("cost_usd")
     if cost is not None:
         rows_total, attempts_total = summary["rows"]["total"], summary["total_samples"]
         per = f"  per row {format_cost(cost / rows_total)}" if rows_total else ""
         if attempts_total != rows_total and attempts_total:
             per += f"  per attempt {format_cost(cost / attempts_total)}"
-        lines.append(
-            f"cost: {format_cost(cost)}{per}"
-            + (" (estimated)" if summary.get("cost_estimated") else "")
-        )
-    timings = report.timings(slowest)
-    if timings.count:
+        estimated = " (estimated)" if summary.get("cost_estimated") else ""
+        lines.append(f"cost: {format_cost(cost)}{per}{estimated}")
+    attempts = [a for row in report.rows for a in row.attempts]
+    if attempts:
+        durations = [a.duration_ms for a in attempts]
         wall = summary.get("rollouts_wall_s")
-        median = timings.median_ms or 0.0
         lines.append(
-            f"rollout time: sum {timings.total_ms / 1000:.2f}s  median {median / 1000:.3f}s"
+            f"rollout time: sum {sum(durations) / 1000:.2f}s  "
+            f"median {statistics.median(durations) / 1000:.3f}s"
             + (f"  wall {wall:.2f}s" if wall is not None else "")
         )
-        if timings.count > 1:
-            lines.append(
-                "slowest: "
-                + ", ".join(f"{label} {ms / 1000:.2f}s" for ms, label in timings.slowest)
+    if len(attempts) > 1:
+        # The longest first; of equal durations the earlier ranks higher (sorted is stable).
+        longest = sorted(attempts, key=lambda a: -a.duration_ms)[:slowest]
+        lines.append(
+            "slowest: "
+            + ", ".join(
+                f"{a.row_key}{f'#{a.run_index}' if a.run_index else ''} {a.duration_ms / 1000:.2f}s"
+                for a in longest
             )
-    if timings.flaky:
-        lines.append("flaky rows (mixed results): " + ", ".join(timings.flaky))
+        )
+    flaky = [
+        f"{row.row_key} {row.stats['passed_attempts']}/{row.stats['attempts']}"
+        for row in report.rows
+        if row.stats.get("flaky")
+    ]
+    if flaky:
+        lines.append("flaky rows (mixed results): " + ", ".join(flaky))
     return lines

@@ -6,9 +6,10 @@ there), and at the end reads the rows back from the journal, once: every figure,
 exit status included, covers the rows pytest reported and the rows a resume kept; a row that
 finished ahead of pytest when ``-x`` or ``--maxfail`` stopped it counts nowhere (pytest does
 not count it either) and is a row not run, while after a signal every journaled row counts.
-Then it applies the gates, decides the run's verdict (:mod:`~osmosis_rollout.runs.run_verdict`),
-runs each gate as a test case, writes ``run.json``, ``report.json`` and the other report
-files with that verdict, makes it the exit status and prints the ``osmosis summary`` section.
+:func:`decide_run` builds the report document from those rows once, applies the gates to it
+and decides the run's verdict (:mod:`~osmosis_rollout.runs.run_verdict`); each gate runs as
+a test case, :func:`write_report_files` writes ``run.json`` and every report file from that
+one document, the verdict becomes the exit status, and the ``osmosis summary`` section says it.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from osmosis_rollout._internal.atomic import write_text_atomic
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME
 from osmosis_rollout.runs.report import tool_version
 from osmosis_rollout.runs.report_model import RunVerdict
@@ -30,14 +32,20 @@ from osmosis_rollout.runs.run_verdict import decide
 from pytest_osmosis.keys import REPORT_ATTR, WORD_ATTR
 from pytest_osmosis.options import resolve_path
 from pytest_osmosis.results.failure_groups import FailureGroups
-from pytest_osmosis.results.markdown import RowMiss
+from pytest_osmosis.results.gate_cases import planned_gates, run_gate_cases
+from pytest_osmosis.results.gates import GateResult, apply_gates
+from pytest_osmosis.results.markdown import (
+    STEP_SUMMARY_ENV,
+    RowMiss,
+    append_markdown,
+    render_markdown,
+)
 from pytest_osmosis.results.output_paths import OutputWrite, write_outputs
-from pytest_osmosis.results.report import summary_segments, ungraded_line
+from pytest_osmosis.results.report import summary_segments
 from pytest_osmosis.results.stopped import how_it_ended, incomplete_lines
 
 if TYPE_CHECKING:
     from pytest_osmosis.options import OsmosisSettings
-    from pytest_osmosis.results.gates import GateResult
     from pytest_osmosis.results.report import RunReport
     from pytest_osmosis.results.resume import Resume
     from pytest_osmosis.results.run_folder import RunFolder
@@ -47,14 +55,12 @@ __all__ = ["SUMMARY_PLUGIN", "RunSummary", "SummaryHost"]
 
 SUMMARY_PLUGIN = "osmosis-summary"
 
-_VERDICT_STATUSES = frozenset(
-    {
-        pytest.ExitCode.OK,
-        pytest.ExitCode.TESTS_FAILED,
-        pytest.ExitCode.INTERRUPTED,
-        pytest.ExitCode.NO_TESTS_COLLECTED,
-    }
-)
+_VERDICT_STATUSES = {
+    pytest.ExitCode.OK,
+    pytest.ExitCode.TESTS_FAILED,
+    pytest.ExitCode.INTERRUPTED,
+    pytest.ExitCode.NO_TESTS_COLLECTED,
+}
 """pytest's statuses the verdict replaces (an internal or usage error stays pytest's)."""
 
 SHOWN_ROWS = 10
@@ -63,33 +69,6 @@ SHOWN_ROWS = 10
 
 def _utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True)
-class Decided:
-    """The run's end as decided once: how it ended, the gates, the verdict."""
-
-    finished: dict[str, Any]
-    gates: GateResult
-    verdict: RunVerdict
-    signal: str | None
-    """The signal received when it was decided (a later one decides again)."""
-    at: str
-    """When (UTC, ISO 8601)."""
-    summary: dict[str, Any]
-    gate_lines: list[tuple[str, bool]]
-    other_failures: int
-
-    def with_disk(self, lines: list[str], *, gated: bool) -> RunVerdict:
-        """The verdict once ``lines`` (files that could not be written) are known."""
-        disk = [r.line for r in self.verdict.reasons if r.kind == "disk"]
-        return decide(
-            self.summary,
-            gates=self.gate_lines,
-            gated=gated,
-            other_failures=self.other_failures,
-            disk=[*disk, *lines],
-        )
 
 
 class SummaryHost(Protocol):
@@ -111,25 +90,144 @@ class SummaryHost(Protocol):
         """Write ``run.json``."""
 
 
+@dataclass(frozen=True)
+class Decided:
+    """The run's end as decided once: how it ended, its report, its gates, what failed."""
+
+    finished: dict[str, Any]
+    document: dict[str, Any]
+    """``report.json``'s content, the verdict included: every report file is written from it."""
+    gates: GateResult
+    gated: bool
+    """A pass-rate gate judges the rows."""
+    other_failures: int
+    """pytest's failed items that are neither rows nor gates."""
+    stopped: str | None
+    """A run file that could not be written stopped the run: why."""
+    signal: str | None
+    """The signal received when it was decided (a later one decides again)."""
+
+    def verdict(self, unwritten: Sequence[str] = ()) -> RunVerdict:
+        """The run's verdict, ``unwritten`` being one line per file that could not be written."""
+        stopped = [f"osmosis: stopped: {self.stopped}"] if self.stopped is not None else []
+        return decide(
+            self.document["summary"],
+            gates=self.gates.verdicts,
+            gated=self.gated,
+            other_failures=self.other_failures,
+            disk=[*stopped, *unwritten],
+        )
+
+
+def decide_run(
+    osmosis: SummaryHost, session: pytest.Session, exitstatus: int, *, other: int, started: str
+) -> Decided:
+    """Finish the report over the rows this run counts, build its document, apply the gates
+    to it and decide the verdict; ``other`` failed items are neither rows nor gates."""
+    report, plan, stop = osmosis.report, osmosis.resume.plan, osmosis.folder.write_failure
+    received = osmosis.signals.received
+    if stop is not None:
+        finished = {"stopped_by": stop, "interrupted": False}
+    else:
+        finished = how_it_ended(session, exitstatus, received)
+    counted = None
+    if not finished["interrupted"]:
+        # -x, --maxfail or a write that failed: pytest stopped reporting, and a row that
+        # finished ahead of it counts nowhere (pytest does not count it). A signal's
+        # report counts every journaled row, as the journal holds them.
+        counted = report.reported | set(plan.kept if plan is not None else ())
+    report.finish(selected=osmosis.selected, finished=finished, counted=counted)
+    settings = osmosis.settings
+    document = report.document()
+    baseline = resolve_path(osmosis.config, settings.baseline) if settings.baseline else None
+    gates = apply_gates(settings, document, baseline=baseline)
+    gated = settings.min_pass_rate is not None
+    decided = Decided(finished, document, gates, gated, other, stop, received)
+    extra = dict(gates.extra)
+    if plan is not None:
+        extra["resume"] = plan.describe()
+    extra.update(
+        verdict=decided.verdict().model_dump(),
+        run_id=osmosis.run_name,
+        started_at=started,
+        finished_at=_utc_now(),
+        tool_version=tool_version(),
+    )
+    # Redacted as the rest of the document's head was.
+    document.update(report.redactor.redact_shared(extra))
+    return decided
+
+
+def write_report_files(
+    osmosis: SummaryHost, decided: Decided, misses: list[RowMiss]
+) -> tuple[list[str], list[str]]:
+    """Write ``run.json`` and every report file from ``decided``'s document: the paths
+    written (as shown) and one line per file that could not be written."""
+    config, settings, output = osmosis.config, osmosis.settings, osmosis.output
+    report, document = osmosis.report, decided.document
+    finished = {**decided.finished, "preflight": report.preflight}
+    writes = [
+        OutputWrite(
+            "run file",
+            str(output / "run.json"),
+            functools.partial(osmosis.write_run_file, finished),
+        ),
+        OutputWrite(
+            "JSON report",
+            str(output / "report.json"),
+            functools.partial(report.write_json, output / "report.json"),
+        ),
+    ]
+    if settings.report:
+        json_path = resolve_path(config, settings.report)
+        writes.append(
+            OutputWrite(
+                "JSON report", settings.report, functools.partial(report.write_json, json_path)
+            )
+        )
+    if settings.html:
+        from pytest_osmosis.results.html import write_html
+
+        html = functools.partial(write_html, resolve_path(config, settings.html), document)
+        writes.append(OutputWrite("HTML report", settings.html, html))
+    if settings.markdown:
+        text = render_markdown(document, misses)
+        markdown = functools.partial(
+            write_text_atomic, resolve_path(config, settings.markdown), text
+        )
+        writes.append(OutputWrite("markdown summary", settings.markdown, markdown))
+    return write_outputs(writes)
+
+
+def _append_step_summary(document: dict[str, Any], misses: list[RowMiss]) -> list[str]:
+    """Append the markdown summary to ``$GITHUB_STEP_SUMMARY`` when GitHub Actions set it
+    (once, with the final verdict); the line of a write that failed."""
+    target = os.environ.get(STEP_SUMMARY_ENV)
+    if not target:
+        return []
+    text = render_markdown(document, misses)
+    append = functools.partial(append_markdown, Path(target), text)
+    return write_outputs([OutputWrite("job summary", target, append)])[1]
+
+
 class RunSummary:
     """Collects the reported rows and, at the end, reports the whole run."""
 
     def __init__(self, session: SummaryHost) -> None:
         self.session = session
-        self.result: dict[str, Any] | None = None
-        """What ``pytest_sessionfinish`` computed for the terminal summary."""
-        self._pytest_session: pytest.Session | None = None
-        self._summary_started = False
         self.failure_groups = FailureGroups(lambda text: self.session.report.redactor.redact(text))
         """The failed rows by what failed: a repeated failure is printed in full once."""
         self.decided: Decided | None = None
-        """The run's end, once decided."""
         self.verdict: RunVerdict | None = None
-        """The run's verdict as the files and the exit status hold it."""
+        """The run's verdict as the exit status holds it, once its files are written."""
+        self.paths: list[str] = []
+        self.write_failures: list[str] = []
         self.started_at = _utc_now()
         self.row_misses: list[RowMiss] = []
         """Each reported row that failed, or that a pass-rate gate counted as an expected
         failure, in the order pytest reported them."""
+        self._pytest_session: pytest.Session | None = None
+        self._summary_started = False
         self._row_failures = 0
         """Row reports pytest counted as failed (the rest of ``testsfailed`` is other tests)."""
         self._gate_failures = 0
@@ -143,8 +241,6 @@ class RunSummary:
         """Count the gate cases in pytest's progress, once collection (xdist's too) is over."""
         session = self._pytest_session
         if self._planned is None and session is not None and not self.session.is_worker:
-            from pytest_osmosis.results.gate_cases import planned_gates
-
             self._planned = planned_gates(self.session.settings)
             session.testscollected += self._planned
 
@@ -208,15 +304,13 @@ class RunSummary:
         osmosis = self.session
         if osmosis.is_worker or osmosis.config.option.collectonly or not self._has_rows():
             return result
-        from pytest_osmosis.results.gate_cases import run_gate_cases
-
         exitstatus = pytest.ExitCode.TESTS_FAILED if session.testsfailed else pytest.ExitCode.OK
         decided = self._decide(session, exitstatus)
         kept_failed = 0
         if osmosis.settings.min_pass_rate is None:
             # Failed rows pytest did not count: those a resume kept from the journal.
-            kept_failed = int(decided.summary["rows"]["failed"]) - self._row_failures
-        self._gate_failures = run_gate_cases(session, decided.verdict, kept_failed=kept_failed)
+            kept_failed = int(decided.document["summary"]["rows"]["failed"]) - self._row_failures
+        self._gate_failures = run_gate_cases(session, decided.verdict(), kept_failed=kept_failed)
         return result
 
     @pytest.hookimpl(trylast=True)
@@ -250,46 +344,9 @@ class RunSummary:
         return bool(report.reported or self.session.selected)
 
     def _decide(self, session: pytest.Session, exitstatus: int) -> Decided:
-        """Finish the report over the rows this run counts, apply the gates and decide."""
-        from pytest_osmosis.results.gates import apply_gates
-
-        osmosis = self.session
-        report, plan, stop = osmosis.report, osmosis.resume.plan, osmosis.folder.write_failure
-        received = osmosis.signals.received
-        if stop is not None:
-            finished = {"stopped_by": stop, "interrupted": False}
-        else:
-            finished = how_it_ended(session, exitstatus, received)
-        counted = None
-        if not finished.get("interrupted"):
-            # -x, --maxfail or a write that failed: pytest stopped reporting, and a row that
-            # finished ahead of it counts nowhere (pytest does not count it). A signal's
-            # report counts every journaled row, as the journal holds them.
-            counted = report.reported | set(plan.kept if plan is not None else ())
-        if exitstatus == pytest.ExitCode.INTERRUPTED and not finished.get("interrupted"):
-            # pytest-xdist ends -x/--maxfail as an interrupt; without xdist it is a failure.
-            exitstatus = session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        report.finish(selected=osmosis.selected, finished=finished, counted=counted)
-        settings = osmosis.settings
-        gates = apply_gates(
-            settings,
-            report,
-            baseline=resolve_path(osmosis.config, settings.baseline) if settings.baseline else None,
-            testsfailed=session.testsfailed,
-            exitstatus=exitstatus,
-        )
-        head = report.document(dict(gates.extra))
-        gate_lines = [*gates.verdicts, *self._grader_required(head)]
         other = session.testsfailed - self._row_failures - self._gate_failures
-        verdict = decide(
-            head["summary"],
-            gates=gate_lines,
-            gated=settings.min_pass_rate is not None,
-            other_failures=other,
-            disk=[f"osmosis: stopped: {stop}"] if stop is not None else [],
-        )
-        self.decided = Decided(
-            finished, gates, verdict, received, _utc_now(), head["summary"], gate_lines, other
+        self.decided = decide_run(
+            self.session, session, exitstatus, other=other, started=self.started_at
         )
         return self.decided
 
@@ -298,199 +355,84 @@ class RunSummary:
         decided = self.decided
         if decided is None or decided.signal != osmosis.signals.received:
             decided = self._decide(session, exitstatus)
-        written, failures, head = self._write_files(decided)
-        # Read from the journal now: a run-finished hook may move the run directory.
-        segments = self._segments(head)
+        written, failures = write_report_files(osmosis, decided, self.row_misses)
         report_json = str(osmosis.output / "report.json")
         osmosis.config.hook.pytest_osmosis_run_finished(
-            summary=head["summary"], report_path=report_json if report_json in written else None
+            summary=decided.document["summary"],
+            report_path=report_json if report_json in written else None,
         )
-        if osmosis.signals.received != decided.signal and self._journal_still_there():
+        if (
+            osmosis.signals.received != decided.signal
+            and (osmosis.output / JOURNAL_FILENAME).exists()
+        ):
             # A signal while the files were written (or a run-finished hook ran): the run
-            # was interrupted, and its files must not say it was complete.
+            # was interrupted, and its files must not say it was complete (unless the hook
+            # moved the run folder away).
             decided = self._decide(session, exitstatus)
-            written, failures, head = self._write_files(decided)
-            segments = self._segments(head)
-        _, step_failures = self._append_step_summary(head)
-        failures = [*failures, *step_failures]
-        verdict = decided.verdict
-        if failures:
-            # The report files already written say what was decided before they failed; the
-            # exit status and the terminal say the outcome is not all on disk.
-            verdict = decided.with_disk(failures, gated=osmosis.settings.min_pass_rate is not None)
-        self.verdict = verdict
-        self.result = {
-            "summary": head["summary"],
-            "segments": segments,
-            "not_run": head["not_run"],
-            "gate_lines": decided.gates.lines,
-            "paths": [
-                str(resolve_path(osmosis.config, w)) for w in written if not w.endswith("run.json")
-            ],
-            "write_failures": failures,
-        }
+            written, failures = write_report_files(osmosis, decided, self.row_misses)
+        failures += _append_step_summary(decided.document, self.row_misses)
+        # The report files already written say what was decided before any failed; the
+        # exit status and the terminal say the outcome is not all on disk.
+        verdict = decided.verdict(failures)
+        self.verdict, self.write_failures = verdict, failures
+        self.paths = [
+            str(resolve_path(osmosis.config, w)) for w in written if not w.endswith("run.json")
+        ]
         if session.exitstatus in _VERDICT_STATUSES:
             session.exitstatus = verdict.exit_status
 
-    def _segments(self, head: dict[str, Any]) -> list[Any]:
-        entrypoint = (head.get("config") or {}).get("entrypoint")
-        return summary_segments(self.session.report, head["summary"], entrypoint=entrypoint)
-
-    def _journal_still_there(self) -> bool:
-        """The run folder was not moved away (by a run-finished hook): its files may be
-        written again."""
-        return (self.session.output / JOURNAL_FILENAME).exists()
-
-    def _grader_required(self, head: dict[str, Any]) -> list[tuple[str, bool]]:
-        """The ``--osmosis-require-grader`` verdict when rows ran ungraded (it fails the run)."""
-        if not self.session.settings.require_grader:
-            return []
-        line = ungraded_line(head["summary"], (head.get("config") or {}).get("entrypoint"))
-        if line is None:
-            return [("require-grader: every row that ran was graded: passed", True)]
-        return [(f"require-grader: {line.removeprefix('ungraded: ')}: failed", False)]
-
-    def _write_files(self, decided: Decided) -> tuple[list[str], list[str], dict[str, Any]]:
-        """Write run.json and the report files: the paths written, the failures, the head."""
-        osmosis = self.session
-        report, settings, output = osmosis.report, osmosis.settings, osmosis.output
-        finished = {**decided.finished, "preflight": report.preflight}
-        extra = dict(decided.gates.extra)
-        plan = osmosis.resume.plan
-        if plan is not None:
-            extra["resume"] = plan.describe()
-        extra.update(
-            verdict=decided.verdict.model_dump(),
-            run_id=osmosis.run_name,
-            started_at=self.started_at,
-            finished_at=decided.at,
-            tool_version=tool_version(),
-        )
-        head = report.document(extra)
-        writes = [
-            OutputWrite(
-                "run file",
-                str(output / "run.json"),
-                functools.partial(osmosis.write_run_file, finished),
-            ),
-            OutputWrite(
-                "JSON report",
-                str(output / "report.json"),
-                functools.partial(report.write_json, output / "report.json"),
-            ),
-        ]
-        if settings.report:
-            report_path = resolve_path(osmosis.config, settings.report)
-            writes.append(
-                OutputWrite(
-                    "JSON report",
-                    settings.report,
-                    functools.partial(report.write_json, report_path),
-                )
-            )
-        if settings.html:
-            from pytest_osmosis.results.html import write_html
-
-            html_path = resolve_path(osmosis.config, settings.html)
-
-            writes.append(
-                OutputWrite(
-                    "HTML report", settings.html, functools.partial(write_html, html_path, head)
-                )
-            )
-        if settings.markdown:
-            from osmosis_rollout._internal.atomic import write_text_atomic
-            from pytest_osmosis.results.markdown import render_markdown
-
-            markdown_path = resolve_path(osmosis.config, settings.markdown)
-            writes.append(
-                OutputWrite(
-                    "markdown summary",
-                    settings.markdown,
-                    lambda: write_text_atomic(
-                        markdown_path, render_markdown(head, self.row_misses)
-                    ),
-                )
-            )
-        written, failures = write_outputs(writes)
-        return written, failures, head
-
-    def _append_step_summary(self, head: dict[str, Any]) -> tuple[list[str], list[str]]:
-        """Append the markdown summary to ``$GITHUB_STEP_SUMMARY`` when GitHub Actions set it
-        (once, with the final verdict)."""
-        from pytest_osmosis.results.markdown import (
-            STEP_SUMMARY_ENV,
-            append_markdown,
-            render_markdown,
-        )
-
-        target = os.environ.get(STEP_SUMMARY_ENV)
-        if not target:
-            return [], []
-        text = render_markdown(head, self.row_misses)
-        return write_outputs(
-            [
-                OutputWrite(
-                    "job summary",
-                    target,
-                    functools.partial(append_markdown, Path(target), text),
-                )
-            ]
-        )
-
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         self._summary_started = True
-        result = self.result
-        if result is None:
+        decided, verdict, osmosis = self.decided, self.verdict, self.session
+        if decided is None or verdict is None:
             return
-        osmosis = self.session
-        terminalreporter.section("osmosis summary")
-        for segments in result["segments"]:
+        tr, summary = terminalreporter, decided.document["summary"]
+        tr.section("osmosis summary")
+        entrypoint = (decided.document.get("config") or {}).get("entrypoint")
+        for segments in summary_segments(osmosis.report, summary, entrypoint=entrypoint):
             for text, markup in segments:
-                terminalreporter.write(text, **markup)
-            terminalreporter.line("")
+                tr.write(text, **markup)
+            tr.line("")
         for line in self.failure_groups.lines():
-            terminalreporter.write_line(line, red=True)
-        for line in incomplete_lines(result["summary"], result["not_run"]):
-            terminalreporter.write_line(line, red=True, bold=True)
-        for line in result["gate_lines"]:
-            terminalreporter.write_line(line, red=line.lstrip().startswith("REGRESSED"))
+            tr.write_line(line, red=True)
+        for line in incomplete_lines(summary, decided.document["not_run"]):
+            tr.write_line(line, red=True, bold=True)
+        for line in decided.gates.lines:
+            tr.write_line(line, red=line.lstrip().startswith("REGRESSED"))
         if osmosis.folder.torn_bytes:
-            terminalreporter.write_line(
+            tr.write_line(
                 f"osmosis: {osmosis.output / JOURNAL_FILENAME}: cut a torn last line "
                 f"({osmosis.folder.torn_bytes} bytes) left by a run that stopped mid-write"
             )
         plan = osmosis.resume.plan
         for line in plan.lines() if plan is not None else ():
-            terminalreporter.write_line(line)
-        for path in result["paths"]:
-            terminalreporter.write_line(f"report: {path}")
+            tr.write_line(line)
+        for path in self.paths:
+            tr.write_line(f"report: {path}")
         if osmosis.log_failure:
-            terminalreporter.write_line(
+            tr.write_line(
                 f"osmosis: could not write {osmosis.output / 'rollouts.log'}: "
                 f"{osmosis.log_failure} (the log stopped there)",
                 red=True,
             )
-        for line in result["write_failures"]:
-            terminalreporter.write_line(line, red=True)
-        tolerated = [m for m in self.row_misses if m.tolerated]
+        for line in self.write_failures:
+            tr.write_line(line, red=True)
+        tolerated = [miss.reason for miss in self.row_misses if miss.tolerated]
         if tolerated:
-            terminalreporter.write_line(
-                f"below the threshold, counted by the gate: {len(tolerated)} row"
-                + ("s" if len(tolerated) != 1 else "")
-                + " (xfailed; -rx lists them too)",
+            rows = f"{len(tolerated)} row" + ("s" if len(tolerated) != 1 else "")
+            tr.write_line(
+                f"below the threshold, counted by the gate: {rows} (xfailed; -rx lists them too)",
                 yellow=True,
             )
-            for miss in tolerated[:SHOWN_ROWS]:
-                terminalreporter.write_line(f"  {miss.reason}")
+            for why in tolerated[:SHOWN_ROWS]:
+                tr.write_line(f"  {why}")
             if len(tolerated) > SHOWN_ROWS:
-                terminalreporter.write_line(f"  ... and {len(tolerated) - SHOWN_ROWS} more")
+                tr.write_line(f"  ... and {len(tolerated) - SHOWN_ROWS} more")
         # The gates come last: the line a reader looks for, just before pytest's own.
-        verdict = self.verdict
-        for reason in verdict.reasons if verdict is not None else ():
+        for reason in verdict.reasons:
             if reason.kind == "gate":
                 passed = reason.outcome == "passed"
-                terminalreporter.write_line(reason.line, green=passed, red=not passed, bold=True)
+                tr.write_line(reason.line, green=passed, red=not passed, bold=True)
 
 
 def _first_line(report: pytest.TestReport) -> str:

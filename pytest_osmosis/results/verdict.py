@@ -71,10 +71,9 @@ def decide_row(
             attempt.workflow_log = None  # nothing to explain; the record stays small
     scored = [a for a in attempts if a.status != STATUS_SKIPPED]
     passed = sum(1 for a in scored if a.passed)
-    if not scored:
-        outcome = "skipped"
-    else:
-        outcome = "passed" if rule.passes(passed, len(scored)) else "failed"
+    outcome = (
+        "skipped" if not scored else "passed" if rule.passes(passed, len(scored)) else "failed"
+    )
     stats = row_stats(
         [a.reward for a in attempts],
         [None if a.status == STATUS_SKIPPED else a.passed for a in attempts],
@@ -164,7 +163,7 @@ def failure_message(
     if rerun:
         lines.append(f"  rerun: {rerun}")
     if prompt and prompt.strip():
-        lines.extend(_indented("prompt", _first_lines(prompt)))
+        lines.extend(_prompt_lines(prompt))
     # Show the first attempt that missed (not merely the last one, which may have passed).
     shown = next((a for a in attempts if not a.passed), attempts[-1] if attempts else None)
     which = f" (attempt {shown.run_index})" if shown is not None and len(attempts) > 1 else ""
@@ -192,21 +191,14 @@ PROMPT_LINES = 5
 """Lines of the row's prompt a failure shows (each clipped); the dataset has all of it."""
 
 
-def _first_lines(text: str, limit: int = PROMPT_LINES) -> list[str]:
-    """The first ``limit`` non-blank lines of ``text``, each clipped, and how many were left."""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    shown = [_clip(line, 200) for line in lines[:limit]]
-    if len(lines) > limit:
-        shown.append(f"... ({len(lines) - limit} more lines)")
-    return shown
-
-
-def _indented(title: str, lines: list[str]) -> list[str]:
-    """``  title: first`` then the rest aligned under it."""
-    if not lines:
-        return []
-    pad = " " * (len(title) + 4)
-    return [f"  {title}: {lines[0]}", *(pad + line for line in lines[1:])]
+def _prompt_lines(prompt: str) -> list[str]:
+    """``  prompt: first line``, the next ones aligned under it (each clipped), and how many
+    were left."""
+    lines = [line for line in prompt.strip().splitlines() if line.strip()]
+    shown = [_clip(line, 200) for line in lines[:PROMPT_LINES]]
+    if len(lines) > PROMPT_LINES:
+        shown.append(f"... ({len(lines) - PROMPT_LINES} more lines)")
+    return [f"  prompt: {shown[0]}", *(" " * 10 + line for line in shown[1:])]
 
 
 SAID_LIMIT = 2048
@@ -245,10 +237,8 @@ def _traceback_lines(attempt: AttemptRecord, log_path: str | None) -> list[str]:
     if "\n" in text:  # more than the exception line, which the failure's first line says
         body = text.splitlines()
         if len(body) > TRACEBACK_LINES:
-            body = [
-                *body[: TRACEBACK_LINES - 1],
-                f"... {len(body) - TRACEBACK_LINES + 1} more lines",
-            ]
+            more = len(body) - TRACEBACK_LINES + 1
+            body = [*body[: TRACEBACK_LINES - 1], f"... {more} more lines"]
         lines.append(f"  {phase} traceback, your code:")
         lines.extend(f"    {line}" for line in body)
     if full:

@@ -318,7 +318,7 @@ def test_the_report_redacts_journal_lines_written_before_their_secret_was_known(
     )
     selected = [f"data/test.jsonl::row-{i}" for i in range(len(texts))]
     report.finish(selected=selected, finished={"stopped_by": None, "interrupted": False})
-    document = report.document({})
+    document = report.document()
     report.write_json(tmp_path / "report.json")
     written = (tmp_path / "report.json").read_text()
     assert secret not in written

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
+from osmosis_rollout.runs.run_verdict import decide
 from pytest_osmosis.options import OsmosisSettings, RowPassRule, parse_row_pass
 from pytest_osmosis.results.gates import apply_gates, compare, load_baseline
 from pytest_osmosis.results.report import RunReport
@@ -293,16 +294,19 @@ def _report(tmp_path: Path, verdicts: list[str]) -> RunReport:
     return report
 
 
+def _exit_status(
+    document: dict[str, Any], gates: list[tuple[str, bool]], other_failures: int = 0
+) -> int:
+    """The exit status of a gated run whose gates decided ``gates`` (as the run's end decides it)."""
+    summary = document["summary"]
+    return decide(summary, gates=gates, gated=True, other_failures=other_failures).exit_status
+
+
 def test_the_pass_rate_gate_forgives_row_misses_above_it(tmp_path: Path) -> None:
     report = _report(tmp_path, ["passed", "passed", "passed", "failed"])
-    gates = apply_gates(
-        OsmosisSettings(min_pass_rate=0.75),
-        report,
-        baseline=None,
-        testsfailed=1,
-        exitstatus=pytest.ExitCode.TESTS_FAILED,
-    )
-    assert gates.exit_override == pytest.ExitCode.OK
+    document = report.document()
+    gates = apply_gates(OsmosisSettings(min_pass_rate=0.75), document, baseline=None)
+    assert _exit_status(document, gates.verdicts) == pytest.ExitCode.OK
     assert gates.extra["gate"] == {
         "min_pass_rate": 0.75,
         "pass_rate": 0.75,
@@ -317,26 +321,17 @@ def test_the_pass_rate_gate_forgives_row_misses_above_it(tmp_path: Path) -> None
 
 def test_the_gate_never_forgives_a_failure_that_is_not_a_row(tmp_path: Path) -> None:
     report = _report(tmp_path, ["passed", "passed", "passed", "failed"])
-    gates = apply_gates(
-        OsmosisSettings(min_pass_rate=0.5),
-        report,
-        baseline=None,
-        testsfailed=2,
-        exitstatus=pytest.ExitCode.TESTS_FAILED,
-    )
-    assert gates.exit_override is None
+    document = report.document()
+    gates = apply_gates(OsmosisSettings(min_pass_rate=0.5), document, baseline=None)
+    assert _exit_status(document, gates.verdicts) == pytest.ExitCode.OK
+    assert _exit_status(document, gates.verdicts, other_failures=1) == pytest.ExitCode.TESTS_FAILED
 
 
 def test_below_the_gate_the_run_fails(tmp_path: Path) -> None:
     report = _report(tmp_path, ["passed", "failed"])
-    gates = apply_gates(
-        OsmosisSettings(min_pass_rate=0.9),
-        report,
-        baseline=None,
-        testsfailed=1,
-        exitstatus=pytest.ExitCode.TESTS_FAILED,
-    )
-    assert gates.exit_override == pytest.ExitCode.TESTS_FAILED
+    document = report.document()
+    gates = apply_gates(OsmosisSettings(min_pass_rate=0.9), document, baseline=None)
+    assert _exit_status(document, gates.verdicts) == pytest.ExitCode.TESTS_FAILED
     assert gates.verdicts == [("gate: pass rate 50.0% < 90.0%: failed", False)]
 
 
@@ -351,15 +346,9 @@ def test_a_regression_fails_the_run_only_with_fail_on_regression(tmp_path: Path)
         )
     )
     report = _report(tmp_path, ["passed", "failed"])
-    for strict, override in ((False, None), (True, pytest.ExitCode.TESTS_FAILED)):
-        gates = apply_gates(
-            OsmosisSettings(baseline=str(baseline), fail_on_regression=strict),
-            report,
-            baseline=baseline,
-            testsfailed=1,
-            exitstatus=pytest.ExitCode.TESTS_FAILED,
-        )
-        assert gates.exit_override == override
+    for strict in (False, True):
+        settings = OsmosisSettings(baseline=str(baseline), fail_on_regression=strict)
+        gates = apply_gates(settings, report.document(), baseline=baseline)
         assert gates.verdicts == (
             [
                 (
@@ -426,14 +415,14 @@ def test_every_report_file_and_the_terminal_summary_come_from_one_reading_of_the
     tmp_path: Path,
 ) -> None:
     from osmosis_rollout.runs.report import build_report
-    from pytest_osmosis.results.report import summary_lines
+    from pytest_osmosis.results.report import summary_segments
 
     report = _journaled_report(tmp_path, [5000.0, 9000.0, 5000.0, 9000.0, 1000.0, 9000.0])
     selected = [f"data.jsonl::row-{i}" for i in range(7)]  # row-6 never ran
     finished = {"stopped_by": None, "interrupted": False}
     report.finish(selected=selected, finished=finished)
     (tmp_path / "out" / "rows.jsonl").unlink()  # read once: nothing reads it again
-    document = report.document({})
+    document = report.document()
     report.write_json(tmp_path / "report.json")
     report.write_json(tmp_path / "again.json")
     text = (tmp_path / "report.json").read_text()
@@ -454,7 +443,8 @@ def test_every_report_file_and_the_terminal_summary_come_from_one_reading_of_the
         (2, "row-1 9.00s, row-3 9.00s"),
         (7, "row-1 9.00s, row-3 9.00s, row-5 9.00s, row-0 5.00s, row-2 5.00s, row-4 1.00s"),
     ]:
-        lines = summary_lines(report, report.summary(), slowest=asked)
+        segments = summary_segments(report, document["summary"], slowest=asked)
+        lines = ["".join(text for text, _ in line) for line in segments]
         assert f"slowest: {named}" in lines
         assert "rollout time: sum 38.00s  median 7.000s  wall 14.00s" in lines
 
