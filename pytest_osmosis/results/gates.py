@@ -257,8 +257,7 @@ def _baseline_gate(
         "regressed_answers": _answers(before, diff["regressed"]),
         "test": test.as_dict(),
     }
-    changes = ("regressed", "improved", "new", "gone")
-    line = "baseline: " + ", ".join(f"{len(diff[change])} {change}" for change in changes)
+    line = "baseline: " + baseline_counts(diff)
     if before.get("summary", {}).get("complete") is False:
         line += f" (the baseline run was incomplete: {_incompleteness(before['summary'])})"
     result.lines.append(line)
@@ -287,3 +286,9 @@ def _baseline_gate(
             "passed" if passed else why
         )
     result.verdicts.append((line, passed))
+
+
+def baseline_counts(baseline: dict[str, Any]) -> str:
+    """``1 regressed, 2 improved, 0 new, 0 gone``: the rows that changed against a baseline."""
+    changes = ("regressed", "improved", "new", "gone")
+    return ", ".join(f"{len(baseline.get(key) or [])} {key}" for key in changes)

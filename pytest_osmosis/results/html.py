@@ -24,7 +24,7 @@ from typing import Any
 
 from osmosis_rollout.runs.gating import RegressionTest, percent
 from osmosis_rollout.runs.run_verdict import failed_parts
-from pytest_osmosis.results.markdown import baseline_counts
+from pytest_osmosis.results.gates import baseline_counts
 from pytest_osmosis.results.report import format_cost, interval_text, ungraded_line
 
 MAX_MESSAGE_CHARS = 4000

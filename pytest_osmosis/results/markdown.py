@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_osmosis.results.gates import baseline_counts
 from pytest_osmosis.results.report import interval_text
 
 __all__ = ["SHOWN_ROWS", "STEP_SUMMARY_ENV", "RowMiss", "append_markdown", "render_markdown"]
@@ -42,12 +43,6 @@ class RowMiss:
 def _cell(text: Any) -> str:
     """``text`` safe in a table cell: one line, pipes escaped."""
     return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def baseline_counts(baseline: dict[str, Any]) -> str:
-    """``1 regressed, 2 improved, 0 new, 0 gone``: the rows that changed against a baseline."""
-    changes = ("regressed", "improved", "new", "gone")
-    return ", ".join(f"{len(baseline.get(key) or [])} {key}" for key in changes)
 
 
 def render_markdown(head: dict[str, Any], misses: Sequence[RowMiss]) -> str:
