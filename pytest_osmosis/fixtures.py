@@ -7,6 +7,8 @@
 - ``@pytest.mark.osmosis_dataset(path, rows=None)`` parametrizes a test by dataset rows; the
   test receives ``osmosis_row`` and ``osmosis_result`` (the row's finished rollout, run by the
   plugin's scheduler ahead of time, like ``--osmosis-dataset`` rows).
+
+The plugin module registers these fixtures by importing them.
 """
 
 from __future__ import annotations
@@ -35,16 +37,14 @@ class DatasetMarker:
 
     @classmethod
     def from_mark(cls, mark: pytest.Mark, where: str) -> DatasetMarker:
+        """Parse ``mark``; ``where`` (the test's node id) starts every error."""
         args, kwargs = list(mark.args), dict(mark.kwargs)
-        if args:
-            if "path" in kwargs:
-                raise pytest.UsageError(f"{where}: osmosis_dataset got path twice")
-            kwargs["path"] = args.pop(0)
-        if args:
-            kwargs["rows"] = args.pop(0)
-        if args:
+        if args and "path" in kwargs:
+            raise pytest.UsageError(f"{where}: osmosis_dataset got path twice")
+        kwargs.update(zip(("path", "rows"), args, strict=False))
+        if len(args) > 2:
             raise pytest.UsageError(
-                f"{where}: osmosis_dataset takes (path, rows=None), got extra {args!r}"
+                f"{where}: osmosis_dataset takes (path, rows=None), got extra {args[2:]!r}"
             )
         unknown = set(kwargs) - {"path", "rows"}
         if unknown:
@@ -81,12 +81,9 @@ def parametrize_by_marker(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("osmosis_row", rows, ids=[row.key for row in rows])
 
 
-def has_marker_rows(session: pytest.Session) -> bool:
-    """True when a collected test is parametrized by ``@pytest.mark.osmosis_dataset``."""
-    return any(item.get_closest_marker("osmosis_dataset") is not None for item in session.items)
-
-
-def osmosis_row_fixture(request: pytest.FixtureRequest) -> Any:
+@pytest.fixture
+def osmosis_row(request: pytest.FixtureRequest) -> Any:
+    """osmosis_row: the dataset row of a test parametrized by @pytest.mark.osmosis_dataset."""
     param = getattr(request, "param", None)
     if param is None:
         raise pytest.UsageError(
@@ -96,16 +93,22 @@ def osmosis_row_fixture(request: pytest.FixtureRequest) -> Any:
     return param
 
 
-def osmosis_result_fixture(request: pytest.FixtureRequest) -> Any:
+@pytest.fixture
+def osmosis_result(request: pytest.FixtureRequest) -> Any:
+    """osmosis_result: the finished rollout of osmosis_row, run by the plugin's scheduler."""
     from pytest_osmosis.run.session import ensure_session
 
     row = request.getfixturevalue("osmosis_row")
-    session = ensure_session(request.config)
-    record = session.rows.wait_for_row(request.node.nodeid, row)
+    record = ensure_session(request.config).rows.wait_for_row(request.node.nodeid, row)
     return record.attempts[0] if len(record.attempts) == 1 else record
 
 
-def osmosis_policy_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
+@pytest.fixture
+def osmosis_policy() -> Iterator[Any]:
+    """osmosis_policy: a scripted policy served on loopback for this test.
+
+    Call it with a callable or a list of replies; it returns a started PolicyServer.
+    """
     from osmosis_rollout.controller import PolicyServer
 
     servers: list[Any] = []
@@ -165,11 +168,12 @@ def _prompt_messages(
     )
 
 
-def osmosis_run_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
+@pytest.fixture
+def osmosis_run() -> Iterator[Any]:
+    """osmosis_run(workflow, grader=None, *, prompt|row, policy, label, ...) -> RunResult: one rollout."""
     from osmosis_rollout import ExecutionRequest, LocalBackend, RolloutContext, RolloutStatus
     from osmosis_rollout.controller import PolicyServer
     from osmosis_rollout.execution import execute_in_process
-    from osmosis_rollout.transport.wire import to_wire_result
     from pytest_osmosis.run.scheduler import RolloutScheduler
 
     # A private loop on its own thread, so the fixture works from sync and async tests.
@@ -219,22 +223,20 @@ def osmosis_run_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
             api_key=key,
             rollout_id=rollout_id,
         )
-        executed = loop.run(
+        result = loop.run(
             lambda: execute_in_process(backend, execution_request, context), RUN_TIMEOUT_SEC
-        )
-        result = executed.result
-        wire = to_wire_result(rollout_id, result)
-        calls = list(server.release(rollout_id).calls)
+        ).result
+        sample = result.sample
+        # As on the wire: a reward only of a successful rollout whose sample is kept.
+        kept = result.status is RolloutStatus.SUCCESS and not (sample and sample.remove_sample)
         return RunResult(
             rollout_id=rollout_id,
             status=str(result.status),
-            sample=result.sample,
-            reward=(wire.get("sample") or {}).get("reward")
-            if result.status is RolloutStatus.SUCCESS
-            else None,
+            sample=sample,
+            reward=sample.reward if sample is not None and kept else None,
             err_message=result.err_message,
             err_category=str(result.err_category) if result.err_category else None,
-            calls=calls,
+            calls=list(server.release(rollout_id).calls),
             result=result,
         )
 
