@@ -7,8 +7,6 @@
 - ``@pytest.mark.osmosis_dataset(path, rows=None)`` parametrizes a test by dataset rows; the
   test receives ``osmosis_row`` and ``osmosis_result`` (the row's finished rollout, run by the
   plugin's scheduler ahead of time, like ``--osmosis-dataset`` rows).
-
-The plugin module registers these fixtures by importing them.
 """
 
 from __future__ import annotations
@@ -81,9 +79,7 @@ def parametrize_by_marker(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("osmosis_row", rows, ids=[row.key for row in rows])
 
 
-@pytest.fixture
-def osmosis_row(request: pytest.FixtureRequest) -> Any:
-    """osmosis_row: the dataset row of a test parametrized by @pytest.mark.osmosis_dataset."""
+def osmosis_row_fixture(request: pytest.FixtureRequest) -> Any:
     param = getattr(request, "param", None)
     if param is None:
         raise pytest.UsageError(
@@ -93,9 +89,7 @@ def osmosis_row(request: pytest.FixtureRequest) -> Any:
     return param
 
 
-@pytest.fixture
-def osmosis_result(request: pytest.FixtureRequest) -> Any:
-    """osmosis_result: the finished rollout of osmosis_row, run by the plugin's scheduler."""
+def osmosis_result_fixture(request: pytest.FixtureRequest) -> Any:
     from pytest_osmosis.run.session import ensure_session
 
     row = request.getfixturevalue("osmosis_row")
@@ -103,12 +97,7 @@ def osmosis_result(request: pytest.FixtureRequest) -> Any:
     return record.attempts[0] if len(record.attempts) == 1 else record
 
 
-@pytest.fixture
-def osmosis_policy() -> Iterator[Any]:
-    """osmosis_policy: a scripted policy served on loopback for this test.
-
-    Call it with a callable or a list of replies; it returns a started PolicyServer.
-    """
+def osmosis_policy_fixture() -> Iterator[Any]:
     from osmosis_rollout.controller import PolicyServer
 
     servers: list[Any] = []
@@ -168,9 +157,7 @@ def _prompt_messages(
     )
 
 
-@pytest.fixture
-def osmosis_run() -> Iterator[Any]:
-    """osmosis_run(workflow, grader=None, *, prompt|row, policy, label, ...) -> RunResult: one rollout."""
+def osmosis_run_fixture() -> Iterator[Any]:
     from osmosis_rollout import ExecutionRequest, LocalBackend, RolloutContext, RolloutStatus
     from osmosis_rollout.controller import PolicyServer
     from osmosis_rollout.execution import execute_in_process

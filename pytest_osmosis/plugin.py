@@ -18,18 +18,9 @@ from typing import Any
 
 import pytest
 
-from pytest_osmosis.fixtures import (
-    osmosis_policy,
-    osmosis_result,
-    osmosis_row,
-    osmosis_run,
-    parametrize_by_marker,
-)
+from pytest_osmosis import fixtures as _fixtures
 from pytest_osmosis.keys import DATASETS_KEY, SESSION_PLUGIN
 from pytest_osmosis.options import add_options, check_ini_keys, raw_value
-
-__all__ = ["osmosis_policy", "osmosis_result", "osmosis_row", "osmosis_run"]
-"""The fixtures, registered by being found on this module."""
 
 MARKER = (
     "osmosis_dataset(path, rows=None): parametrize this test by the rows of a dataset file; the test "
@@ -90,7 +81,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    parametrize_by_marker(metafunc)
+    _fixtures.parametrize_by_marker(metafunc)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -126,3 +117,30 @@ def pytest_configure_node(node: Any) -> None:
     from pytest_osmosis.collect.xdist_groups import share_run_name
 
     share_run_name(node)
+
+
+@pytest.fixture
+def osmosis_policy() -> Iterator[Any]:
+    """osmosis_policy: a scripted policy served on loopback for this test.
+
+    Call it with a callable or a list of replies; it returns a started PolicyServer.
+    """
+    yield from _fixtures.osmosis_policy_fixture()
+
+
+@pytest.fixture
+def osmosis_run() -> Iterator[Any]:
+    """osmosis_run(workflow, grader=None, *, prompt|row, policy, label, ...) -> RunResult: one rollout."""
+    yield from _fixtures.osmosis_run_fixture()
+
+
+@pytest.fixture
+def osmosis_row(request: pytest.FixtureRequest) -> Any:
+    """osmosis_row: the dataset row of a test parametrized by @pytest.mark.osmosis_dataset."""
+    return _fixtures.osmosis_row_fixture(request)
+
+
+@pytest.fixture
+def osmosis_result(request: pytest.FixtureRequest) -> Any:
+    """osmosis_result: the finished rollout of osmosis_row, run by the plugin's scheduler."""
+    return _fixtures.osmosis_result_fixture(request)

@@ -20,13 +20,7 @@ from osmosis_rollout.workspace.entrypoint import check_entrypoint_syntax
 from osmosis_rollout.workspace.eval_config import load_eval_config
 from pytest_osmosis.collect.preflight import PreflightPlugin, preflight_anchor
 from pytest_osmosis.keys import DATASETS_KEY
-from pytest_osmosis.options import (
-    OPTIONS,
-    OsmosisSettings,
-    raw_value,
-    resolve_path,
-    resolve_settings,
-)
+from pytest_osmosis.options import OPTIONS, raw_value, resolve_path, resolve_settings
 from pytest_osmosis.results.gates import load_baseline
 from pytest_osmosis.results.output_paths import Input, check_output_paths, refuse_overwrites
 from pytest_osmosis.results.resume import declared_env, reference_file
@@ -157,8 +151,7 @@ def configure_session(config: pytest.Config) -> None:
     session = OsmosisSession(
         config, settings, workspace=workspace, entrypoint=entrypoint, eval_config=eval_config
     )
-    inputs = _inputs(config, settings, dataset_paths, entrypoint, eval_config)
-    _check_outputs(config, settings, session.output, inputs)
+    _check_outputs(session, dataset_paths, entrypoint, eval_config)
     session.register()
     config.stash[DATASETS_KEY] = {p.resolve() for p in dataset_paths}
     if settings.baseline:
@@ -182,36 +175,12 @@ def _dataset_not_found(path: Path, base: Path) -> str:
     return file_not_found("--osmosis-dataset", path, base, DATASET_SUFFIXES)
 
 
-def _inputs(
-    config: pytest.Config,
-    settings: OsmosisSettings,
-    datasets: list[Path],
-    entrypoint: str | None,
-    eval_config: Path | None,
-) -> list[Input]:
-    """The files and folders this run reads, which none of its outputs may overwrite."""
-    base = Path(config.invocation_params.dir)
-    inputs = [Input("the dataset", path) for path in datasets]
-    for what, reference in (
-        ("the rollout entrypoint", entrypoint),
-        ("the policy", settings.policy),
-    ):
-        path = reference_file(reference, base=base)[1] if reference else None
-        if path is not None:
-            inputs.append(Input(what, path))
-    if eval_config is not None:
-        inputs.append(Input("the eval config", eval_config))
-    if settings.baseline:
-        inputs.append(Input("the baseline", resolve_path(config, settings.baseline)))
-    inputs.append(Input("cassettes", cassette_dir(config, settings), folder=True))
-    return inputs
-
-
 def _check_outputs(
-    config: pytest.Config, settings: OsmosisSettings, output: Path, inputs: list[Input]
+    session: OsmosisSession, datasets: list[Path], entrypoint: str | None, eval_config: Path | None
 ) -> None:
     """Before any row runs: a resumable run to resume, and output paths that can be written
-    and overwrite none of the run's ``inputs``."""
+    and overwrite none of the files and folders the run reads."""
+    config, settings, output = session.config, session.settings, session.output
     if settings.resume:
         from osmosis_rollout.runs.journal import RunJournalError, read_run_file
 
@@ -232,6 +201,17 @@ def _check_outputs(
             )
     if is_worker(config):
         return
+    base = Path(config.invocation_params.dir)
+    inputs = [Input("the dataset", path) for path in datasets]
+    for what, ref in (("the rollout entrypoint", entrypoint), ("the policy", settings.policy)):
+        path = reference_file(ref, base=base)[1] if ref else None
+        if path is not None:
+            inputs.append(Input(what, path))
+    if eval_config is not None:
+        inputs.append(Input("the eval config", eval_config))
+    if settings.baseline:
+        inputs.append(Input("the baseline", resolve_path(config, settings.baseline)))
+    inputs.append(Input("cassettes", cassette_dir(config, settings), folder=True))
     report, html, markdown = (
         resolve_path(config, value) if value else None
         for value in (settings.report, settings.html, settings.markdown)
