@@ -154,7 +154,7 @@ def configure_session(config: pytest.Config) -> None:
     _check_outputs(session, dataset_paths, entrypoint, eval_config)
     session.register()
     config.stash[DATASETS_KEY] = {p.resolve() for p in dataset_paths}
-    if settings.baseline:
+    if settings.baseline:  # a bad baseline fails here, before any rollout, not after all
         baseline = resolve_path(config, settings.baseline)
         load_baseline(baseline, allow_partial=settings.allow_partial_baseline)
     _point_collection_at_datasets(config, dataset_paths)
