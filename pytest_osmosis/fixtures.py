@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ import pytest
 if TYPE_CHECKING:
     from osmosis_rollout import ExecutionResult, RolloutSample
     from osmosis_rollout.dataset import DatasetRow
+    from pytest_osmosis.run.scheduler import RolloutScheduler
 
 RUN_TIMEOUT_SEC = 600.0
 
@@ -35,16 +38,14 @@ class DatasetMarker:
 
     @classmethod
     def from_mark(cls, mark: pytest.Mark, where: str) -> DatasetMarker:
+        """Parse ``mark``; ``where`` (the test's node id) starts every error."""
         args, kwargs = list(mark.args), dict(mark.kwargs)
-        if args:
-            if "path" in kwargs:
-                raise pytest.UsageError(f"{where}: osmosis_dataset got path twice")
-            kwargs["path"] = args.pop(0)
-        if args:
-            kwargs["rows"] = args.pop(0)
-        if args:
+        if args and "path" in kwargs:
+            raise pytest.UsageError(f"{where}: osmosis_dataset got path twice")
+        kwargs.update(zip(("path", "rows"), args, strict=False))
+        if len(args) > 2:
             raise pytest.UsageError(
-                f"{where}: osmosis_dataset takes (path, rows=None), got extra {args!r}"
+                f"{where}: osmosis_dataset takes (path, rows=None), got extra {args[2:]!r}"
             )
         unknown = set(kwargs) - {"path", "rows"}
         if unknown:
@@ -81,11 +82,6 @@ def parametrize_by_marker(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("osmosis_row", rows, ids=[row.key for row in rows])
 
 
-def has_marker_rows(session: pytest.Session) -> bool:
-    """True when a collected test is parametrized by ``@pytest.mark.osmosis_dataset``."""
-    return any(item.get_closest_marker("osmosis_dataset") is not None for item in session.items)
-
-
 def osmosis_row_fixture(request: pytest.FixtureRequest) -> Any:
     param = getattr(request, "param", None)
     if param is None:
@@ -100,27 +96,33 @@ def osmosis_result_fixture(request: pytest.FixtureRequest) -> Any:
     from pytest_osmosis.run.session import ensure_session
 
     row = request.getfixturevalue("osmosis_row")
-    session = ensure_session(request.config)
-    record = session.rows.wait_for_row(request.node.nodeid, row)
+    record = ensure_session(request.config).rows.wait_for_row(request.node.nodeid, row)
     return record.attempts[0] if len(record.attempts) == 1 else record
 
 
-def osmosis_policy_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
+@contextmanager
+def _policy_servers() -> Iterator[Callable[..., Any]]:
+    """``start(policy, **options)`` serves ``policy`` on loopback; every server stops on exit."""
     from osmosis_rollout.controller import PolicyServer
 
     servers: list[Any] = []
 
-    def serve(policy: Any) -> Any:
-        server = PolicyServer(policy)
+    def start(policy: Any, **options: Any) -> Any:
+        server = PolicyServer(policy, **options)
         server.start()
         servers.append(server)
         return server
 
     try:
-        yield serve
+        yield start
     finally:
         for server in servers:
             server.stop()
+
+
+def osmosis_policy_fixture() -> Iterator[Any]:
+    with _policy_servers() as start:
+        yield start
 
 
 @dataclass
@@ -165,82 +167,76 @@ def _prompt_messages(
     )
 
 
-def osmosis_run_fixture(request: pytest.FixtureRequest) -> Iterator[Any]:
-    from osmosis_rollout import ExecutionRequest, LocalBackend, RolloutContext, RolloutStatus
-    from osmosis_rollout.controller import PolicyServer
-    from osmosis_rollout.execution import execute_in_process
-    from osmosis_rollout.transport.wire import to_wire_result
+def osmosis_run_fixture() -> Iterator[Any]:
     from pytest_osmosis.run.scheduler import RolloutScheduler
 
     # A private loop on its own thread, so the fixture works from sync and async tests.
     loop = RolloutScheduler(concurrency=1)
-    servers: list[Any] = []
-
-    def run(
-        workflow: Any,
-        grader: Any = None,
-        *,
-        prompt: Any = None,
-        row: Any = None,
-        label: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        policy: Any = None,
-        workflow_config: Any = None,
-        grader_config: Any = None,
-        agent_timeout: float | None = None,
-        grader_timeout: float | None = None,
-        grade: bool = True,
-    ) -> RunResult:
-        messages, row_label, row_metadata = _prompt_messages(prompt, row)
-        server = PolicyServer(
-            policy if policy is not None else (lambda request: ""), scoped_keys=True
-        )
-        server.start()
-        servers.append(server)
-        backend = LocalBackend(
-            workflow=workflow,
-            workflow_config=workflow_config,
-            grader=grader,
-            grader_config=grader_config,
-        )
-        rollout_id = f"osmosis-run-{uuid.uuid4().hex[:12]}"
-        key = server.bind(rollout_id, row=row if isinstance(row, dict) else None)
-        execution_request = ExecutionRequest(
-            id=rollout_id,
-            prompt=messages,
-            label=label if label is not None else row_label,
-            metadata=metadata if metadata is not None else row_metadata,
-            agent_timeout_sec=agent_timeout,
-            grader_timeout_sec=grader_timeout,
-            grade=grade,
-        )
-        context = RolloutContext(
-            chat_completions_url=server.rollout_url(rollout_id),
-            api_key=key,
-            rollout_id=rollout_id,
-        )
-        executed = loop.run(
-            lambda: execute_in_process(backend, execution_request, context), RUN_TIMEOUT_SEC
-        )
-        result = executed.result
-        wire = to_wire_result(rollout_id, result)
-        calls = list(server.release(rollout_id).calls)
-        return RunResult(
-            rollout_id=rollout_id,
-            status=str(result.status),
-            sample=result.sample,
-            reward=(wire.get("sample") or {}).get("reward")
-            if result.status is RolloutStatus.SUCCESS
-            else None,
-            err_message=result.err_message,
-            err_category=str(result.err_category) if result.err_category else None,
-            calls=calls,
-            result=result,
-        )
-
     try:
-        yield run
+        with _policy_servers() as start:
+            yield functools.partial(_run, loop, start)
     finally:
-        for server in servers:
-            server.stop()
         loop.close()
+
+
+def _run(
+    loop: RolloutScheduler,
+    start: Callable[..., Any],
+    workflow: Any,
+    grader: Any = None,
+    *,
+    prompt: Any = None,
+    row: Any = None,
+    label: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    policy: Any = None,
+    workflow_config: Any = None,
+    grader_config: Any = None,
+    agent_timeout: float | None = None,
+    grader_timeout: float | None = None,
+    grade: bool = True,
+) -> RunResult:
+    """One rollout in-process, as ``osmosis_run(...)`` runs it."""
+    from osmosis_rollout import ExecutionRequest, LocalBackend, RolloutContext, RolloutStatus
+    from osmosis_rollout.execution import execute_in_process
+
+    messages, row_label, row_metadata = _prompt_messages(prompt, row)
+    server = start(policy if policy is not None else (lambda request: ""), scoped_keys=True)
+    backend = LocalBackend(
+        workflow=workflow,
+        workflow_config=workflow_config,
+        grader=grader,
+        grader_config=grader_config,
+    )
+    rollout_id = f"osmosis-run-{uuid.uuid4().hex[:12]}"
+    key = server.bind(rollout_id, row=row if isinstance(row, dict) else None)
+    execution_request = ExecutionRequest(
+        id=rollout_id,
+        prompt=messages,
+        label=label if label is not None else row_label,
+        metadata=metadata if metadata is not None else row_metadata,
+        agent_timeout_sec=agent_timeout,
+        grader_timeout_sec=grader_timeout,
+        grade=grade,
+    )
+    context = RolloutContext(
+        chat_completions_url=server.rollout_url(rollout_id),
+        api_key=key,
+        rollout_id=rollout_id,
+    )
+    result = loop.run(
+        lambda: execute_in_process(backend, execution_request, context), RUN_TIMEOUT_SEC
+    ).result
+    sample = result.sample
+    # As on the wire: a reward only of a successful rollout whose sample is kept.
+    kept = result.status is RolloutStatus.SUCCESS and not (sample and sample.remove_sample)
+    return RunResult(
+        rollout_id=rollout_id,
+        status=str(result.status),
+        sample=sample,
+        reward=sample.reward if sample is not None and kept else None,
+        err_message=result.err_message,
+        err_category=str(result.err_category) if result.err_category else None,
+        calls=list(server.release(rollout_id).calls),
+        result=result,
+    )

@@ -43,19 +43,12 @@ WORD_ATTR = "osmosis_word"
 """The attribute carrying what ``-v`` shows beside a row's outcome (``reward=1.0``)."""
 
 
-def marker_row(item: pytest.Item) -> DatasetRow | None:
-    """The row of a test parametrized by ``@pytest.mark.osmosis_dataset`` that asks for its result."""
-    callspec = getattr(item, "callspec", None)
-    if callspec is None or "osmosis_result" not in getattr(item, "fixturenames", ()):
-        return None
-    row: DatasetRow | None = callspec.params.get("osmosis_row")
-    return row
-
-
 def row_ref(item: pytest.Item) -> RowRef | None:
-    """The row ``item`` runs (a dataset row item, or a marker-parametrized test), if any."""
+    """The row ``item`` runs: a dataset row item's, or that of a test parametrized by
+    ``@pytest.mark.osmosis_dataset`` that asks for its result; else ``None``."""
     ref = item.stash.get(ROW_KEY, None)
-    if ref is not None:
-        return ref
-    row = marker_row(item)
-    return RowRef(row) if row is not None else None
+    callspec = getattr(item, "callspec", None)
+    if ref is None and callspec and "osmosis_result" in getattr(item, "fixturenames", ()):
+        row: DatasetRow | None = callspec.params.get("osmosis_row")
+        return RowRef(row) if row is not None else None
+    return ref

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +19,8 @@ from typing import Any, Literal
 import pytest
 
 RECORD_MODES = ("none", "once", "new_episodes", "all")
+GATE_UNDECIDED = ("fail", "pass")
+PROGRESS_MODES = ("off", "auto", "line", "bar")
 DEFAULT_CONCURRENCY = 32
 """Rollouts in flight when neither the flag nor the workflow config says."""
 ROW_PASS_HELP = "all|any|majority|at_least:K|rate:R"
@@ -34,24 +37,35 @@ GROUPS = {
 """The help groups, in the order ``pytest --help`` lists them (``osmosis: <name>``)."""
 
 
+def _flag_of(stem: str) -> str:
+    return "--osmosis-" + stem.replace("_", "-")
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     """One option: ``--osmosis-<stem>`` on the command line, ``osmosis_<stem>`` in the ini.
 
-    ``alias`` is a clearer name the option is also known by (listed first in the help); the
-    stem's flag and its ini twin keep working.
+    Without a ``metavar`` it is an on/off flag; ``repeat`` options collect a list. ``alias``
+    is a clearer name the option is also known by (listed first in the help); the stem's
+    flag and its ini twin keep working.
     """
 
     stem: str
     help: str
     metavar: str | None = None
-    kind: Literal["str", "list", "flag"] = "str"
-    group: str = "running"
+    repeat: bool = False
     alias: str | None = None
+    group: str = ""
+
+    @property
+    def kind(self) -> Literal["str", "list", "flag"]:
+        if self.metavar is None:
+            return "flag"
+        return "list" if self.repeat else "str"
 
     @property
     def flag(self) -> str:
-        return "--osmosis-" + self.stem.replace("_", "-")
+        return _flag_of(self.stem)
 
     @property
     def dest(self) -> str:
@@ -63,278 +77,125 @@ class OptionSpec:
         return (self.alias, self.flag) if self.alias else (self.flag,)
 
 
-OPTIONS: tuple[OptionSpec, ...] = (
-    # selection
-    OptionSpec(
-        "dataset",
-        "dataset file (.jsonl, .csv, .parquet); repeatable (default: the eval config's "
-        "[experiment].dataset, else no rows)",
-        "PATH",
-        "list",
-        group="selection",
-    ),
-    OptionSpec(
-        "rows",
-        "only these dataset rows, e.g. 3,7,10-20 (default: every row)",
-        "SPEC",
-        group="selection",
-    ),
-    OptionSpec(
-        "limit", "only the first N rows, N >= 1 (default: every row)", "N", group="selection"
-    ),
-    OptionSpec(
-        "n",
-        "attempts per row, each an independent rollout (default 1); auto: one each, then more "
-        "to the least measured rows while the confidence gate is undecided",
-        "N|auto",
-        group="selection",
-    ),
-    OptionSpec(
-        "max_n",
-        "with --osmosis-n auto: at most K attempts per row (default 8)",
-        "K",
-        group="selection",
-    ),
-    OptionSpec(
-        "resume",
-        "continue the run in RUN_DIR: run the rows its rows.jsonl lacks, errored rows and rows "
-        "whose fingerprint (row, rollout file, policy, threshold, rule, attempts) changed "
-        "(default: a fresh run)",
-        "RUN_DIR",
-        group="selection",
-    ),
-    OptionSpec(
-        "resume_keep_errors",
-        "with --osmosis-resume: keep journaled rows whose rollouts errored instead of running "
-        "them again (default: off)",
-        kind="flag",
-        group="selection",
-    ),
-    OptionSpec(
-        "preflight_only",
-        "run only the preflight checks (dataset, entrypoint, eval config) (default: off)",
-        kind="flag",
-        group="selection",
-    ),
-    # running
-    OptionSpec(
-        "rollout",
-        "rollout entrypoint, FILE_OR_MODULE[:ATTR] (default: the eval config's, else the one "
-        "rollouts/*/main.py)",
-        "ENTRYPOINT",
-    ),
-    OptionSpec(
-        "config",
-        "eval TOML (configs/eval/NAME.toml); its values are defaults (default: "
-        "configs/eval/<rollout name>.toml when it exists)",
-        "PATH",
-    ),
-    OptionSpec(
-        "concurrency", "rollouts in flight at once (default: workflow config, else 32)", "N"
-    ),
-    OptionSpec(
-        "agent_timeout",
-        "agent deadline per rollout, seconds (default: the eval config's "
-        "agent_workflow_timeout_s, else none)",
-        "S",
-    ),
-    OptionSpec(
-        "grader_timeout",
-        "grader deadline per rollout, seconds (default: the eval config's grader_timeout_s, "
-        "else none)",
-        "S",
-    ),
-    OptionSpec(
-        "ray",
-        "run the rows on a Ray cluster: auto, local (start one), HOST:PORT or ray://HOST:PORT "
-        "(default: in this process)",
-        "ADDRESS",
-    ),
-    OptionSpec(
-        "progress",
-        "live progress while rows run: off|auto|line|bar (default auto: bar on a terminal, "
-        "else a plain line per interval)",
-        "MODE",
-    ),
-    OptionSpec("progress_interval", "seconds between plain progress lines (default 30)", "S"),
-    # policy
-    OptionSpec(
-        "policy",
-        "scripted policy MODULE_OR_FILE:CALLABLE serving the model calls (default: none; one "
-        "of --osmosis-policy, --osmosis-model, cassettes or the eval config's model is needed)",
-        "REF",
-        group="policy",
-    ),
-    OptionSpec(
-        "model",
-        "real model through LiteLLM, e.g. openai/gpt-5-mini (default: the eval config's "
-        "model_path, when no cassettes are recorded)",
-        "LITELLM_ID",
-        group="policy",
-    ),
-    OptionSpec(
-        "force_litellm",
-        "send every --osmosis-model call through LiteLLM, also to an OpenAI-compatible "
-        "server of your own (default: off, such a server is called through the openai SDK)",
-        kind="flag",
-        group="policy",
-    ),
-    OptionSpec(
-        "record_mode",
-        "record/replay model calls: none|once|new_episodes|all (default: replay cassettes "
-        "when recorded, else call the policy)",
-        "MODE",
-        group="policy",
-    ),
-    OptionSpec(
-        "cassette_dir",
-        "where cassettes live (default: cassettes/ beside the dataset)",
-        "DIR",
-        group="policy",
-    ),
-    OptionSpec(
-        "policy_host",
-        "address the policy endpoint binds and gives rollouts (default 127.0.0.1); with a "
-        "remote --osmosis-ray cluster, this machine's address as the cluster reaches it",
-        "HOST",
-        group="policy",
-    ),
-    OptionSpec(
-        "price_in",
-        "cost: US dollars per million prompt tokens (default: the eval config's, else no cost)",
-        "USD",
-        group="policy",
-    ),
-    OptionSpec(
-        "price_out",
-        "cost: US dollars per million completion tokens (default: the eval config's, else no cost)",
-        "USD",
-        group="policy",
-    ),
-    # gating
-    OptionSpec(
-        "pass_threshold",
-        "a row passes when reward >= X, X between 0 and 1 (default: the eval config's, else 1.0)",
-        "X",
-        group="gating",
-    ),
-    OptionSpec(
-        "row_pass",
-        f"a row's verdict over its attempts: {ROW_PASS_HELP} (default all)",
-        "RULE",
-        group="gating",
-    ),
-    OptionSpec(
-        "min_pass_rate",
-        "suite gate: pass when the row pass rate is >= R (default: no gate, every row must pass)",
-        "R",
-        group="gating",
-    ),
-    OptionSpec(
-        "confidence",
-        "confidence of the intervals shown beside rates (default 0.95)",
-        "C",
-        group="gating",
-    ),
-    OptionSpec(
-        "gate_confidence",
-        "decide the pass-rate gate and the regression test at confidence C: pass when the "
-        "interval clears --osmosis-min-pass-rate, fail when below it, else undecided "
-        "(default: off, the gate compares the observed rate)",
-        "C",
-        group="gating",
-    ),
-    OptionSpec(
-        "gate_undecided",
-        "what an undecided gate does to the run: fail (default) or pass",
-        "MODE",
-        group="gating",
-    ),
-    OptionSpec(
-        "baseline",
-        "compare with a previous JSON report, row by row (default: no comparison)",
-        "REPORT",
-        group="gating",
-    ),
-    OptionSpec(
-        "allow_partial_baseline",
-        "accept a baseline report of an incomplete run (interrupted, -x, --maxfail) (default: off)",
-        kind="flag",
-        group="gating",
-    ),
-    OptionSpec(
-        "fail_on_regression",
-        "fail the run when a row regressed against the baseline (default: off)",
-        kind="flag",
-        group="gating",
-    ),
-    OptionSpec(
-        "regression_margin",
-        "with --osmosis-gate-confidence: the regression test calls a drop significant only "
-        "when it is larger than M (a non-inferiority margin, e.g. 0.02; default 0)",
-        "M",
-        group="gating",
-    ),
-    OptionSpec(
-        "require_grader",
-        "fail the run when a row ran ungraded (no Grader, or no ground_truth/metadata) "
+OPTION_HELP: dict[str, dict[str, str]] = {
+    "selection": {
+        "dataset PATH": "dataset file (.jsonl, .csv, .parquet); repeatable (default: the eval "
+        "config's [experiment].dataset, else no rows)",
+        "rows SPEC": "only these dataset rows, e.g. 3,7,10-20 (default: every row)",
+        "limit N": "only the first N rows, N >= 1 (default: every row)",
+        "n N|auto": "attempts per row, each an independent rollout (default 1); auto: one each, "
+        "then more to the least measured rows while the confidence gate is undecided",
+        "max_n K": "with --osmosis-n auto: at most K attempts per row (default 8)",
+        "resume RUN_DIR": "continue the run in RUN_DIR: run the rows its rows.jsonl lacks, "
+        "errored rows and rows whose fingerprint (row, rollout file, policy, threshold, rule, "
+        "attempts) changed (default: a fresh run)",
+        "resume_keep_errors": "with --osmosis-resume: keep journaled rows whose rollouts errored "
+        "instead of running them again (default: off)",
+        "preflight_only": "run only the preflight checks (dataset, entrypoint, eval config) "
         "(default: off)",
-        kind="flag",
-        group="gating",
-    ),
-    # outputs
-    OptionSpec(
-        "output",
-        "where trajectories, artifacts and the report go (default .osmosis/runs/<run>)",
-        "DIR",
-        group="outputs",
-    ),
-    OptionSpec(
-        "report",
-        "also write the JSON report here (default: only <output>/report.json)",
-        "PATH",
-        group="outputs",
-        alias="--osmosis-json-report",
-    ),
-    OptionSpec(
-        "html",
-        "write a self-contained HTML report here (default: none)",
-        "PATH",
-        group="outputs",
-        alias="--osmosis-html-report",
-    ),
-    OptionSpec(
-        "markdown",
-        "also write the run's markdown summary here (verdict, gates, worst rows, baseline "
-        "changes; appended to $GITHUB_STEP_SUMMARY when that is set) (default: none)",
-        "PATH",
-        group="outputs",
-    ),
-    OptionSpec(
-        "overwrite",
-        "replace a report, HTML, markdown file or run folder an earlier run wrote (refused "
-        "otherwise, exit 4) (default: off)",
-        kind="flag",
-        group="outputs",
-    ),
-    # server
-    OptionSpec(
-        "server",
-        "drive this rollout server URL instead of running in-process; repeatable "
+    },
+    "running": {
+        "rollout ENTRYPOINT": "rollout entrypoint, FILE_OR_MODULE[:ATTR] (default: the eval "
+        "config's, else the one rollouts/*/main.py)",
+        "config PATH": "eval TOML (configs/eval/NAME.toml); its values are defaults (default: "
+        "configs/eval/<rollout name>.toml when it exists)",
+        "concurrency N": "rollouts in flight at once (default: workflow config, else 32)",
+        "agent_timeout S": "agent deadline per rollout, seconds (default: the eval config's "
+        "agent_workflow_timeout_s, else none)",
+        "grader_timeout S": "grader deadline per rollout, seconds (default: the eval config's "
+        "grader_timeout_s, else none)",
+        "ray ADDRESS": "run the rows on a Ray cluster: auto, local (start one), HOST:PORT or "
+        "ray://HOST:PORT (default: in this process)",
+        "progress MODE": "live progress while rows run: off|auto|line|bar (default auto: bar on "
+        "a terminal, else a plain line per interval)",
+        "progress_interval S": "seconds between plain progress lines (default 30)",
+    },
+    "policy": {
+        "policy REF": "scripted policy MODULE_OR_FILE:CALLABLE serving the model calls (default: "
+        "none; one of --osmosis-policy, --osmosis-model, cassettes or the eval config's model "
+        "is needed)",
+        "model LITELLM_ID": "real model through LiteLLM, e.g. openai/gpt-5-mini (default: the "
+        "eval config's model_path, when no cassettes are recorded)",
+        "force_litellm": "send every --osmosis-model call through LiteLLM, also to an "
+        "OpenAI-compatible server of your own (default: off, such a server is called through "
+        "the openai SDK)",
+        "record_mode MODE": "record/replay model calls: none|once|new_episodes|all (default: "
+        "replay cassettes when recorded, else call the policy)",
+        "cassette_dir DIR": "where cassettes live (default: cassettes/ beside the dataset)",
+        "policy_host HOST": "address the policy endpoint binds and gives rollouts (default "
+        "127.0.0.1); with a remote --osmosis-ray cluster, this machine's address as the "
+        "cluster reaches it",
+        "price_in USD": "cost: US dollars per million prompt tokens (default: the eval "
+        "config's, else no cost)",
+        "price_out USD": "cost: US dollars per million completion tokens (default: the eval "
+        "config's, else no cost)",
+    },
+    "gating": {
+        "pass_threshold X": "a row passes when reward >= X, X between 0 and 1 (default: the eval "
+        "config's, else 1.0)",
+        "row_pass RULE": f"a row's verdict over its attempts: {ROW_PASS_HELP} (default all)",
+        "min_pass_rate R": "suite gate: pass when the row pass rate is >= R (default: no gate, "
+        "every row must pass)",
+        "confidence C": "confidence of the intervals shown beside rates (default 0.95)",
+        "gate_confidence C": "decide the pass-rate gate and the regression test at confidence "
+        "C: pass when the interval clears --osmosis-min-pass-rate, fail when below it, else "
+        "undecided (default: off, the gate compares the observed rate)",
+        "gate_undecided MODE": "what an undecided gate does to the run: fail (default) or pass",
+        "baseline REPORT": "compare with a previous JSON report, row by row (default: no "
+        "comparison)",
+        "allow_partial_baseline": "accept a baseline report of an incomplete run (interrupted, "
+        "-x, --maxfail) (default: off)",
+        "fail_on_regression": "fail the run when a row regressed against the baseline (default: "
+        "off)",
+        "regression_margin M": "with --osmosis-gate-confidence: the regression test calls a "
+        "drop significant only when it is larger than M (a non-inferiority margin, e.g. 0.02; "
+        "default 0)",
+        "require_grader": "fail the run when a row ran ungraded (no Grader, or no "
+        "ground_truth/metadata) (default: off)",
+    },
+    "outputs": {
+        "output DIR": "where trajectories, artifacts and the report go (default "
+        ".osmosis/runs/<run>)",
+        "report PATH": "also write the JSON report here (default: only <output>/report.json)",
+        "html PATH": "write a self-contained HTML report here (default: none)",
+        "markdown PATH": "also write the run's markdown summary here (verdict, gates, worst "
+        "rows, baseline changes; appended to $GITHUB_STEP_SUMMARY when that is set) (default: "
+        "none)",
+        "overwrite": "replace a report, HTML, markdown file or run folder an earlier run wrote "
+        "(refused otherwise, exit 4) (default: off)",
+    },
+    "server": {
+        "server URL": "drive this rollout server URL instead of running in-process; repeatable "
         "(default: in-process)",
-        "URL",
-        "list",
-        group="server",
-        alias="--osmosis-server-url",
-    ),
-    OptionSpec(
-        "serve",
-        "start the workspace entrypoint's server as a subprocess and drive it (default: off)",
-        kind="flag",
-        group="server",
-        alias="--osmosis-start-server",
-    ),
+        "serve": "start the workspace entrypoint's server as a subprocess and drive it "
+        "(default: off)",
+    },
+}
+"""Each option's ``stem METAVAR`` (an on/off flag has no metavar) and help, by help group."""
+REPEATABLE = frozenset({"dataset", "server"})
+ALIASES = {
+    "report": "--osmosis-json-report",
+    "html": "--osmosis-html-report",
+    "server": "--osmosis-server-url",
+    "serve": "--osmosis-start-server",
+}
+"""Clearer names some options are also known by."""
+
+OPTIONS = tuple(
+    OptionSpec(stem, help, metavar or None, stem in REPEATABLE, ALIASES.get(stem), group)
+    for group, helps in OPTION_HELP.items()
+    for usage, help in helps.items()
+    for stem, _, metavar in [usage.partition(" ")]
 )
+"""Every option, in the order ``pytest --help`` lists them."""
+
+
+_KINDS: dict[str, tuple[str, Literal["string", "args", "bool"], Any]] = {
+    "str": ("store", "string", ""),
+    "list": ("append", "args", []),
+    "flag": ("store_true", "bool", None),
+}
+"""Per kind: the argparse action, and the ini twin's type and default."""
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -344,38 +205,14 @@ def add_options(parser: pytest.Parser) -> None:
         for name, about in GROUPS.items()
     }
     for spec in OPTIONS:
-        group = groups[spec.group]
-        if spec.kind == "flag":
-            group.addoption(
-                *spec.flags, action="store_true", default=None, dest=spec.dest, help=spec.help
-            )
-            parser.addini(
-                spec.dest, f"{spec.help} (ini twin of {spec.flag})", type="bool", default=None
-            )
-        elif spec.kind == "list":
-            group.addoption(
-                *spec.flags,
-                action="append",
-                default=None,
-                dest=spec.dest,
-                metavar=spec.metavar,
-                help=spec.help,
-            )
-            parser.addini(
-                spec.dest, f"{spec.help} (ini twin of {spec.flag})", type="args", default=[]
-            )
-        else:
-            group.addoption(
-                *spec.flags,
-                action="store",
-                default=None,
-                dest=spec.dest,
-                metavar=spec.metavar,
-                help=spec.help,
-            )
-            parser.addini(
-                spec.dest, f"{spec.help} (ini twin of {spec.flag})", type="string", default=""
-            )
+        action, ini_type, ini_default = _KINDS[spec.kind]
+        takes = {} if spec.metavar is None else {"metavar": spec.metavar}  # a flag takes none
+        groups[spec.group].addoption(
+            *spec.flags, action=action, default=None, dest=spec.dest, help=spec.help, **takes
+        )
+        parser.addini(
+            spec.dest, f"{spec.help} (ini twin of {spec.flag})", type=ini_type, default=ini_default
+        )
 
 
 PATH_STEMS = frozenset(
@@ -417,9 +254,14 @@ def raw_value(config: pytest.Config, stem: str) -> Any:
     if value not in (None, [], ""):
         return value
     ini = config.getini(dest)
-    if ini in (None, [], ""):
-        return None
-    return _from_ini(config, stem, ini)
+    return None if ini in (None, [], "") else _from_ini(config, stem, ini)
+
+
+def _is_on(config: pytest.Config, stem: str) -> bool:
+    value = raw_value(config, stem)
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
 
 
 @dataclass(frozen=True)
@@ -433,15 +275,13 @@ class RowPassRule:
         """True when ``passed`` of ``total`` attempts satisfy the rule."""
         if total == 0:
             return False
-        if self.kind == "all":
-            return passed == total
-        if self.kind == "any":
-            return passed >= 1
-        if self.kind == "majority":
-            return passed * 2 > total
-        if self.kind == "at_least":
-            return passed >= self.value
-        return passed / total >= self.value
+        return {
+            "all": passed == total,
+            "any": passed >= 1,
+            "majority": passed * 2 > total,
+            "at_least": passed >= self.value,
+            "rate": passed / total >= self.value,
+        }[self.kind]
 
     def describe(self) -> str:
         """The rule as the user wrote it."""
@@ -474,30 +314,90 @@ def parse_row_pass(text: str) -> RowPassRule:
     )
 
 
-def _number(
-    stem: str,
-    value: Any,
-    *,
-    minimum: float | None = None,
-    integer: bool = False,
-    allow_equal: bool = True,
-) -> float:
-    flag = "--osmosis-" + stem.replace("_", "-")
+@dataclass(frozen=True)
+class _Number:
+    """The values a number option takes: ``>= minimum`` (``> minimum`` when ``above``), whole
+    when ``integer``; a value that fails ``within`` gets the ``outside`` error."""
+
+    minimum: float | None = None
+    above: bool = False
+    integer: bool = False
+    within: Callable[[float], bool] | None = None
+    outside: str = ""
+
+
+_CONFIDENCE = _Number(
+    0,
+    above=True,
+    within=lambda x: x < 1,
+    outside="must be between 0 and 1 (exclusive), e.g. 0.95, got {value!r}",
+)
+NUMBERS = {
+    "limit": _Number(
+        integer=True,
+        within=lambda x: x >= 1,
+        outside="must be >= 1, got {value!r}; drop --osmosis-limit to run every row, or "
+        "select rows with --osmosis-rows",
+    ),
+    "n": _Number(1, integer=True),
+    "max_n": _Number(1, integer=True),
+    "concurrency": _Number(1, integer=True),
+    "agent_timeout": _Number(0, above=True),
+    "grader_timeout": _Number(0, above=True),
+    "progress_interval": _Number(0, above=True),
+    "price_in": _Number(0),
+    "price_out": _Number(0),
+    "pass_threshold": _Number(
+        within=lambda x: 0 <= x <= 1,
+        outside="must be between 0 and 1, got {value!r}; a row passes when its reward is >= "
+        "the threshold, and rewards run from 0 to 1 (e.g. 0.5)",
+    ),
+    "min_pass_rate": _Number(
+        0, within=lambda x: x <= 1, outside="must be between 0 and 1, got {value!r}"
+    ),
+    "confidence": _CONFIDENCE,
+    "gate_confidence": _CONFIDENCE,
+    "regression_margin": _Number(
+        0,
+        within=lambda x: x < 1,
+        outside="a drop in pass rate, between 0 and 1 (exclusive), e.g. 0.02 for 2 points, "
+        "got {value!r}",
+    ),
+}
+"""The number options, each checked by :func:`_number`; the settings field has the stem's name."""
+
+
+def _number(stem: str, value: Any) -> float:
+    """``value`` as the number option ``stem`` takes (an ``int`` when whole), or a usage error."""
+    rule, flag = NUMBERS[stem], _flag_of(stem)
     try:
         if isinstance(value, bool):
             raise ValueError
         number = float(value)
     except (TypeError, ValueError):
-        kind = "a whole number" if integer else "a number"
+        kind = "a whole number" if rule.integer else "a number"
         raise pytest.UsageError(f"{flag}: expected {kind}, got {value!r}") from None
     if not math.isfinite(number):
         raise pytest.UsageError(f"{flag}: expected a finite number, got {value!r}")
-    if integer and not number.is_integer():
+    if rule.integer and not number.is_integer():
         raise pytest.UsageError(f"{flag}: expected a whole number, got {value!r}")
-    if minimum is not None and (number < minimum or (not allow_equal and number == minimum)):
-        relation = ">=" if allow_equal else ">"
-        raise pytest.UsageError(f"{flag}: must be {relation} {minimum:g}, got {value!r}")
-    return number
+    low = rule.minimum
+    if low is not None and (number < low or (rule.above and number == low)):
+        relation = ">" if rule.above else ">="
+        raise pytest.UsageError(f"{flag}: must be {relation} {low:g}, got {value!r}")
+    if rule.within is not None and not rule.within(number):
+        raise pytest.UsageError(f"{flag}: " + rule.outside.format(value=value))
+    return int(number) if rule.integer else number
+
+
+def _choice(stem: str, value: Any, choices: tuple[str, ...], *, word: str = "mode") -> str:
+    """``value``, trimmed and lower-cased, when it is one of ``choices``; else a usage error."""
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise pytest.UsageError(
+            f"{_flag_of(stem)}: invalid {word} {value!r}; choose one of {', '.join(choices)}"
+        )
+    return text
 
 
 @dataclass(frozen=True)
@@ -506,7 +406,6 @@ class OsmosisSettings:
 
     datasets: tuple[str, ...] = ()
     rollout: str | None = None
-    config_path: str | None = None
     policy: str | None = None
     model: str | None = None
     force_litellm: bool = False
@@ -560,11 +459,8 @@ class OsmosisSettings:
         return bool(self.datasets)
 
 
-def _flag(config: pytest.Config, stem: str) -> bool:
-    value = raw_value(config, stem)
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
+PLAIN_STEMS = ("output", "report", "cassette_dir", "baseline", "resume", "html", "markdown")
+"""Options whose settings field (of the same name) is the value as given."""
 
 
 def resolve_settings(
@@ -578,48 +474,45 @@ def resolve_settings(
         value = raw_value(config, stem)
         return toml.get(stem) if value is None else value
 
-    # The eval config's own dataset counts when no --osmosis-dataset is given.
-    datasets = tuple(str(p) for p in (raw_value(config, "dataset") or toml.get("dataset") or []))
-    threshold = pick("pass_threshold")
-    concurrency = pick("concurrency")
-    limit = pick("limit")
-    n = pick("n")
-    agent_timeout = pick("agent_timeout")
-    grader_timeout = pick("grader_timeout")
-    min_rate = pick("min_pass_rate")
     record_mode = pick("record_mode")
     if record_mode is not None and record_mode not in RECORD_MODES:
         raise pytest.UsageError(
             f"--osmosis-record-mode: invalid mode {record_mode!r}; choose one of {', '.join(RECORD_MODES)}"
         )
     policy, model = _policy_or_model(config)
-    rule_text = pick("row_pass")
-    repeats = _repeats(n, pick("max_n"))
-    if repeats[1] and (raw_value(config, "resume") or config.getoption("numprocesses", None)):
+    n, max_n, rule_text, min_rate = (pick(s) for s in ("n", "max_n", "row_pass", "min_pass_rate"))
+    auto = isinstance(n, str) and n.strip().lower() == "auto"
+    if max_n is not None and not auto:
+        raise pytest.UsageError(
+            f"--osmosis-max-n {max_n}: applies only with --osmosis-n auto (a fixed "
+            "--osmosis-n N already says how many attempts each row gets)"
+        )
+    if auto and (raw_value(config, "resume") or config.getoption("numprocesses", None)):
         raise pytest.UsageError(
             "--osmosis-n auto decides each row's attempts from the whole run's results, on one "
             "process: it does not combine with --osmosis-resume or pytest-xdist's -n; give a "
             "fixed --osmosis-n N there"
         )
-    confidence, gate_confidence, gate_undecided = _confidences(config, pick)
-    if repeats[1] and rule_text is not None and min_rate is not None:
+    if auto and rule_text is not None and min_rate is not None:
         raise pytest.UsageError(
             f"--osmosis-n auto with --osmosis-row-pass {rule_text}: the gate would judge the "
             "rate that rule defines, which changes with the number of attempts auto gives "
             "each row; drop --osmosis-row-pass (the gate then judges the attempt pass rate), "
             "or give a fixed --osmosis-n N"
         )
-    margin = pick("regression_margin")
-    ray = raw_value(config, "ray")
+    undecided = _choice(
+        "gate_undecided", pick("gate_undecided") or "fail", GATE_UNDECIDED, word="value"
+    )
+    ray, servers = raw_value(config, "ray"), raw_value(config, "server") or []
     if ray:
         _check_ray_address(str(ray))
-    if ray and (raw_value(config, "server") or _flag(config, "serve")):
+    if ray and (servers or _is_on(config, "serve")):
         raise pytest.UsageError(
             "--osmosis-ray runs the rows on a Ray cluster and --osmosis-server/--osmosis-serve "
             "drive rollout servers: choose one (a server can itself run on Ray: "
             "osmosis-rollout serve ... --backend ray)"
         )
-    for url in raw_value(config, "server") or []:
+    for url in servers:
         _check_server_url(str(url))
     policy_host = str(raw_value(config, "policy_host") or "127.0.0.1")
     if policy_host in ("0.0.0.0", "::", ""):
@@ -635,66 +528,53 @@ def resolve_settings(
         )
     rows = pick("rows")
     if rows is not None:
-        _check_rows(str(rows))
+        from osmosis_rollout.dataset.selection import parse_ranges
+        from osmosis_rollout.errors import DatasetError
+
+        try:
+            parse_ranges(str(rows))
+        except DatasetError as exc:
+            raise pytest.UsageError(f"--osmosis-rows: {exc}") from None
+    if (pick("price_in") is None) != (pick("price_out") is None):
+        raise pytest.UsageError(
+            "--osmosis-price-in and --osmosis-price-out go together: give both, in US dollars "
+            "per million prompt and completion tokens (e.g. 0.25 and 2.0)"
+        )
+    numbers: dict[str, Any] = {
+        stem: _number(stem, value)
+        for stem in NUMBERS
+        if (value := pick(stem)) is not None and not (stem == "n" and auto)
+    }
+    if numbers.get("min_pass_rate") == 0:
+        raise pytest.UsageError(
+            f"--osmosis-min-pass-rate {min_rate}: a gate at 0 never fails a run; drop it (any "
+            "missed row then fails the run) or give a rate above 0, e.g. 0.5 (1 means every "
+            "row must pass)"
+        )
+    flags: dict[str, Any] = {
+        spec.stem: _is_on(config, spec.stem) for spec in OPTIONS if spec.kind == "flag"
+    }
     return OsmosisSettings(
-        datasets=datasets,
+        # The eval config's own dataset counts when no --osmosis-dataset is given.
+        datasets=tuple(str(p) for p in (raw_value(config, "dataset") or toml.get("dataset") or [])),
         rollout=pick("rollout"),
-        config_path=raw_value(config, "config"),
         policy=policy,
         model=model,
-        force_litellm=_flag(config, "force_litellm"),
-        pass_threshold=1.0 if threshold is None else _checked_threshold(threshold),
-        pass_threshold_set=threshold is not None,
-        concurrency=None
-        if concurrency is None
-        else int(_number("concurrency", concurrency, minimum=1, integer=True)),
+        toml_model=toml.get("model"),
         rows=None if rows is None else str(rows),
-        limit=None if limit is None else _checked_limit(limit),
-        agent_timeout=None
-        if agent_timeout is None
-        else _number("agent_timeout", agent_timeout, minimum=0, allow_equal=False),
-        grader_timeout=None
-        if grader_timeout is None
-        else _number("grader_timeout", grader_timeout, minimum=0, allow_equal=False),
-        output=raw_value(config, "output"),
-        report=raw_value(config, "report"),
         record_mode=record_mode,
-        cassette_dir=raw_value(config, "cassette_dir"),
-        n=repeats[0],
-        n_auto=repeats[1],
-        max_n=repeats[2],
-        row_pass=parse_row_pass(str(rule_text)) if rule_text is not None else RowPassRule("all"),
+        n_auto=auto,
+        row_pass=RowPassRule("all") if rule_text is None else parse_row_pass(str(rule_text)),
         row_pass_set=rule_text is not None,
-        min_pass_rate=None if min_rate is None else _checked_rate(min_rate),
-        confidence=confidence,
-        gate_confidence=gate_confidence,
-        gate_undecided=gate_undecided,
-        baseline=raw_value(config, "baseline"),
-        allow_partial_baseline=_flag(config, "allow_partial_baseline"),
-        resume=raw_value(config, "resume"),
-        resume_keep_errors=_flag(config, "resume_keep_errors"),
-        fail_on_regression=_flag(config, "fail_on_regression"),
-        regression_margin=0.0 if margin is None else _checked_margin(margin),
-        require_grader=_flag(config, "require_grader"),
-        servers=tuple(str(u) for u in (raw_value(config, "server") or [])),
-        serve=_flag(config, "serve"),
+        pass_threshold_set="pass_threshold" in numbers,
+        gate_undecided=undecided,
+        servers=tuple(str(u) for u in servers),
         ray=str(ray) if ray else None,
         policy_host=policy_host,
-        preflight_only=_flag(config, "preflight_only"),
-        html=raw_value(config, "html"),
-        markdown=raw_value(config, "markdown"),
-        overwrite=_flag(config, "overwrite"),
-        toml_model=toml.get("model"),
-        **_prices(pick("price_in"), pick("price_out")),
-        progress=_progress_mode(raw_value(config, "progress")),
-        progress_interval=30.0
-        if raw_value(config, "progress_interval") is None
-        else _number(
-            "progress_interval",
-            raw_value(config, "progress_interval"),
-            minimum=0,
-            allow_equal=False,
-        ),
+        progress=_choice("progress", raw_value(config, "progress") or "auto", PROGRESS_MODES),
+        **numbers,
+        **{stem: raw_value(config, stem) for stem in PLAIN_STEMS},
+        **flags,
     )
 
 
@@ -704,45 +584,13 @@ def _refuse_empty_values(config: pytest.Config) -> None:
     Left alone it would read as "not given" and, for a selection, run every row.
     """
     for spec in OPTIONS:
-        if spec.kind == "flag":
-            continue
         value = config.getoption(spec.dest, default=None)
         values = value if isinstance(value, list) else [value]
-        if any(isinstance(v, str) and not v.strip() for v in values):
+        if any(isinstance(v, str) and not v.strip() for v in values):  # a flag's is True or None
             raise pytest.UsageError(
                 f"{spec.flag}: empty value; expected {spec.metavar}: {spec.help}; "
                 "or leave the option out"
             )
-
-
-def _check_rows(spec: str) -> None:
-    from osmosis_rollout.dataset.selection import parse_ranges
-    from osmosis_rollout.errors import DatasetError
-
-    try:
-        parse_ranges(spec)
-    except DatasetError as exc:
-        raise pytest.UsageError(f"--osmosis-rows: {exc}") from None
-
-
-def _checked_limit(value: Any) -> int:
-    limit = int(_number("limit", value, integer=True))
-    if limit < 1:
-        raise pytest.UsageError(
-            f"--osmosis-limit: must be >= 1, got {value!r}; drop --osmosis-limit to run every "
-            "row, or select rows with --osmosis-rows"
-        )
-    return limit
-
-
-def _checked_threshold(value: Any) -> float:
-    threshold = _number("pass_threshold", value)
-    if not 0 <= threshold <= 1:
-        raise pytest.UsageError(
-            f"--osmosis-pass-threshold: must be between 0 and 1, got {value!r}; a row passes "
-            "when its reward is >= the threshold, and rewards run from 0 to 1 (e.g. 0.5)"
-        )
-    return threshold
 
 
 _HOST_LABEL = r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
@@ -783,11 +631,10 @@ def _check_server_url(url: str) -> None:
 
 def _check_ray_address(address: str) -> None:
     """``auto``, ``local``, ``HOST:PORT`` or ``ray://HOST:PORT``, checked before Ray is loaded."""
-    if address in ("auto", "local"):
-        return
-    rest = address.removeprefix("ray://")
-    host, sep, port = rest.rpartition(":")
-    if sep and _is_host(host) and port.isdigit() and 0 < int(port) < 65536:
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if address in ("auto", "local") or (
+        sep and _is_host(host) and port.isdigit() and 0 < int(port) < 65536
+    ):
         return
     raise pytest.UsageError(
         f"--osmosis-ray: {address!r} is not a Ray address; give one of auto, local, HOST:PORT "
@@ -817,101 +664,6 @@ def _policy_or_model(config: pytest.Config) -> tuple[Any, Any]:
     return policy, model
 
 
-def _repeats(n: Any, max_n: Any) -> tuple[int, bool, int]:
-    """``(n, n_auto, max_n)`` from ``--osmosis-n N|auto`` and ``--osmosis-max-n K``."""
-    auto = isinstance(n, str) and n.strip().lower() == "auto"
-    if max_n is not None and not auto:
-        raise pytest.UsageError(
-            f"--osmosis-max-n {max_n}: applies only with --osmosis-n auto (a fixed "
-            "--osmosis-n N already says how many attempts each row gets)"
-        )
-    return (
-        1 if n is None or auto else int(_number("n", n, minimum=1, integer=True)),
-        auto,
-        8 if max_n is None else int(_number("max_n", max_n, minimum=1, integer=True)),
-    )
-
-
-GATE_UNDECIDED = ("fail", "pass")
-
-
-def _confidences(config: pytest.Config, pick: Any) -> tuple[float, float | None, str]:
-    """``(confidence, gate_confidence, gate_undecided)``, each checked."""
-    confidence, gate = pick("confidence"), pick("gate_confidence")
-    undecided = raw_value(config, "gate_undecided")
-    mode = "fail" if undecided is None else str(undecided).strip().lower()
-    if mode not in GATE_UNDECIDED:
-        raise pytest.UsageError(
-            f"--osmosis-gate-undecided: invalid value {undecided!r}; choose one of "
-            + ", ".join(GATE_UNDECIDED)
-        )
-    return (
-        0.95 if confidence is None else _checked_confidence("confidence", confidence),
-        None if gate is None else _checked_confidence("gate_confidence", gate),
-        mode,
-    )
-
-
-def _checked_confidence(stem: str, value: Any) -> float:
-    confidence = _number(stem, value, minimum=0, allow_equal=False)
-    if confidence >= 1:
-        flag = "--osmosis-" + stem.replace("_", "-")
-        raise pytest.UsageError(
-            f"{flag}: must be between 0 and 1 (exclusive), e.g. 0.95, got {value!r}"
-        )
-    return confidence
-
-
-PROGRESS_MODES = ("off", "auto", "line", "bar")
-
-
-def _progress_mode(value: Any) -> str:
-    mode = "auto" if value is None else str(value).strip().lower()
-    if mode not in PROGRESS_MODES:
-        raise pytest.UsageError(
-            f"--osmosis-progress: invalid mode {value!r}; choose one of {', '.join(PROGRESS_MODES)}"
-        )
-    return mode
-
-
-def _prices(price_in: Any, price_out: Any) -> dict[str, float | None]:
-    """Both prices or neither: a cost from half a price list would be wrong."""
-    if (price_in is None) != (price_out is None):
-        raise pytest.UsageError(
-            "--osmosis-price-in and --osmosis-price-out go together: give both, in US dollars "
-            "per million prompt and completion tokens (e.g. 0.25 and 2.0)"
-        )
-    if price_in is None:
-        return {"price_in": None, "price_out": None}
-    return {
-        "price_in": _number("price_in", price_in, minimum=0),
-        "price_out": _number("price_out", price_out, minimum=0),
-    }
-
-
-def _checked_rate(value: Any) -> float:
-    rate = _number("min_pass_rate", value, minimum=0)
-    if rate > 1:
-        raise pytest.UsageError(f"--osmosis-min-pass-rate: must be between 0 and 1, got {value!r}")
-    if rate == 0:
-        raise pytest.UsageError(
-            f"--osmosis-min-pass-rate {value}: a gate at 0 never fails a run; drop it (any "
-            "missed row then fails the run) or give a rate above 0, e.g. 0.5 (1 means every "
-            "row must pass)"
-        )
-    return rate
-
-
-def _checked_margin(value: Any) -> float:
-    margin = _number("regression_margin", value, minimum=0)
-    if margin >= 1:
-        raise pytest.UsageError(
-            f"--osmosis-regression-margin: a drop in pass rate, between 0 and 1 (exclusive), "
-            f"e.g. 0.02 for 2 points, got {value!r}"
-        )
-    return margin
-
-
 def resolve_path(config: pytest.Config, value: str) -> Path:
     """A user path relative to the invocation directory."""
     path = Path(value).expanduser()
@@ -930,15 +682,13 @@ def check_ini_keys(config: pytest.Config) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Config.inicfg is deprecated in pytest 9, not gone
         keys = list(config.inicfg)
-    known = {spec.dest for spec in OPTIONS}
+    known = sorted(spec.dest for spec in OPTIONS)
     unknown = sorted(k for k in keys if k.startswith("osmosis_") and k not in known)
-    if not unknown:
-        return
-    lines = []
-    for key in unknown:
-        near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-        hint = f"; did you mean {near[0]}?" if near else ""
-        lines.append(f"{config.inipath or 'the ini file'}: unknown option {key}{hint}")
-    raise pytest.UsageError(
-        "\n".join([*lines, "pytest-osmosis's ini options are listed as osmosis_* in pytest --help"])
-    )
+    if unknown:
+        lines = []
+        for key in unknown:
+            near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {near[0]}?" if near else ""
+            lines.append(f"{config.inipath or 'the ini file'}: unknown option {key}{hint}")
+        lines.append("pytest-osmosis's ini options are listed as osmosis_* in pytest --help")
+        raise pytest.UsageError("\n".join(lines))

@@ -97,12 +97,12 @@ def pytest_collection_modifyitems(
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     # Tests parametrized by the marker need the session (and its hooks) before the run loop.
-    config = session.config
-    if config.pluginmanager.has_plugin(SESSION_PLUGIN) or not _fixtures.has_marker_rows(session):
+    if session.config.pluginmanager.has_plugin(SESSION_PLUGIN):
         return
-    from pytest_osmosis.run.session import ensure_session
+    if any(item.get_closest_marker("osmosis_dataset") for item in session.items):
+        from pytest_osmosis.run.session import ensure_session
 
-    ensure_session(config)
+        ensure_session(session.config)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -120,18 +120,18 @@ def pytest_configure_node(node: Any) -> None:
 
 
 @pytest.fixture
-def osmosis_policy(request: pytest.FixtureRequest) -> Iterator[Any]:
+def osmosis_policy() -> Iterator[Any]:
     """osmosis_policy: a scripted policy served on loopback for this test.
 
     Call it with a callable or a list of replies; it returns a started PolicyServer.
     """
-    yield from _fixtures.osmosis_policy_fixture(request)
+    yield from _fixtures.osmosis_policy_fixture()
 
 
 @pytest.fixture
-def osmosis_run(request: pytest.FixtureRequest) -> Iterator[Any]:
+def osmosis_run() -> Iterator[Any]:
     """osmosis_run(workflow, grader=None, *, prompt|row, policy, label, ...) -> RunResult: one rollout."""
-    yield from _fixtures.osmosis_run_fixture(request)
+    yield from _fixtures.osmosis_run_fixture()
 
 
 @pytest.fixture

@@ -23,11 +23,7 @@ import pytest
 
 __all__ = ["HANDLED", "SignalWatch"]
 
-HANDLED = tuple(
-    signum
-    for signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
-    if signum is not None
-)
+HANDLED = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s)
 """The signals a run handles (SIGHUP where the platform has it)."""
 
 
@@ -66,9 +62,7 @@ class SignalWatch:
 
     def exit_status(self, exitstatus: int) -> int:
         """The run's exit status: 2 (interrupted) once a signal was received."""
-        if self.received is not None:
-            return int(pytest.ExitCode.INTERRUPTED)
-        return exitstatus
+        return exitstatus if self.received is None else int(pytest.ExitCode.INTERRUPTED)
 
     def restore(self) -> None:
         """Put the previous handlers back."""

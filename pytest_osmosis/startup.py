@@ -14,10 +14,17 @@ from typing import Any
 
 import pytest
 
+from osmosis_rollout.errors import ConfigError, EntrypointError
+from osmosis_rollout.workspace import DATASET_SUFFIXES
+from osmosis_rollout.workspace.entrypoint import check_entrypoint_syntax
+from osmosis_rollout.workspace.eval_config import load_eval_config
 from pytest_osmosis.collect.preflight import PreflightPlugin, preflight_anchor
 from pytest_osmosis.keys import DATASETS_KEY
-from pytest_osmosis.options import OsmosisSettings, raw_value, resolve_path, resolve_settings
+from pytest_osmosis.options import OPTIONS, raw_value, resolve_path, resolve_settings
+from pytest_osmosis.results.gates import load_baseline
 from pytest_osmosis.results.output_paths import Input, check_output_paths, refuse_overwrites
+from pytest_osmosis.results.resume import declared_env, reference_file
+from pytest_osmosis.run.policy_choice import cassette_dir, check_policy_given
 from pytest_osmosis.run.session import OsmosisSession, ensure_session, is_worker
 from pytest_osmosis.run.workspace import (
     check_reference_file,
@@ -30,39 +37,27 @@ from pytest_osmosis.run.workspace import (
 )
 
 
-def _toml_defaults(config: pytest.Config, path: Path) -> dict[str, Any]:
-    from osmosis_rollout.errors import ConfigError
-    from osmosis_rollout.workspace.eval_config import load_eval_config
-
+def _toml_defaults(path: Path) -> dict[str, Any]:
+    """The eval TOML's values, by the stem of the option they are the default of."""
     try:
         cfg = load_eval_config(path)
     except ConfigError as exc:
         raise pytest.UsageError(f"pytest-osmosis: {exc}") from exc
-    ev = cfg.evaluation
-    defaults: dict[str, Any] = {}
-    for stem, value in (
-        ("pass_threshold", getattr(ev, "pass_threshold", None)),
-        ("n", getattr(ev, "n", None)),
-        ("limit", getattr(ev, "limit", None)),
-        ("agent_timeout", getattr(ev, "agent_workflow_timeout_s", None)),
-        ("grader_timeout", getattr(ev, "grader_timeout_s", None)),
-        ("concurrency", getattr(ev, "batch_size", None)),
-        ("model", getattr(cfg.experiment, "model_path", None)),
-    ):
-        if value is not None:
-            defaults[stem] = value
-    advanced = getattr(cfg, "advanced", None) or {}
-    for stem in ("price_in", "price_out"):
-        if advanced.get(stem) is not None:
-            defaults[stem] = advanced[stem]
-    if defaults.get("limit") is not None and int(defaults["limit"]) <= 0:
-        defaults.pop("limit")
-    experiment = cfg.experiment
-    rollout, entry = getattr(experiment, "rollout", None), getattr(experiment, "entrypoint", None)
-    if rollout and entry:
-        workspace = path.resolve().parent.parent.parent
-        defaults["rollout"] = str(workspace / "rollouts" / rollout / entry)
-    return defaults
+    ev, experiment = cfg.evaluation, cfg.experiment
+    workspace = path.resolve().parent.parent.parent  # the TOML is configs/eval/NAME.toml
+    defaults = {
+        "pass_threshold": ev.pass_threshold,
+        "n": ev.n,
+        "limit": ev.limit if ev.limit is not None and ev.limit > 0 else None,  # <= 0: every row
+        "agent_timeout": ev.agent_workflow_timeout_s,
+        "grader_timeout": ev.grader_timeout_s,
+        "concurrency": ev.batch_size,
+        "model": experiment.model_path,
+        "price_in": cfg.advanced.get("price_in"),
+        "price_out": cfg.advanced.get("price_out"),
+        "rollout": str(workspace / "rollouts" / experiment.rollout / experiment.entrypoint),
+    }
+    return {stem: value for stem, value in defaults.items() if value is not None}
 
 
 def check_rootdir_kept(config: pytest.Config) -> None:
@@ -77,14 +72,11 @@ def check_rootdir_kept(config: pytest.Config) -> None:
     """
     from _pytest.config.findpaths import determine_setup
 
-    from pytest_osmosis.options import OPTIONS
-
     takes_value = {spec.flag for spec in OPTIONS if spec.kind != "flag"}
-    args = list(config.invocation_params.args)
     invocation = Path(config.invocation_params.dir)
     spaced = [
         (flag, value)
-        for flag, value in itertools.pairwise(args)
+        for flag, value in itertools.pairwise(config.invocation_params.args)
         if flag in takes_value and (invocation / value.split("::")[0]).exists()
     ]
     if not spaced:
@@ -130,63 +122,45 @@ def configure_session(config: pytest.Config) -> None:
     workspace = find_workspace(
         [invocation, Path(config.rootpath), *(p.parent for p in dataset_paths)]
     )
-    config_value = raw_value(config, "config")
-    rollout_flag = raw_value(config, "rollout")
+    config_value, entrypoint = raw_value(config, "config"), raw_value(config, "rollout")
     eval_config = resolve_path(config, config_value) if config_value else None
     if eval_config is not None and not eval_config.is_file():
         raise pytest.UsageError(f"--osmosis-config: file not found: {eval_config}")
-    needs_entrypoint = not (raw_value(config, "server"))
-    entrypoint = rollout_flag
-    if eval_config is None and entrypoint is None and needs_entrypoint:
+    if eval_config is None and entrypoint is None and not raw_value(config, "server"):
         entrypoint = discover_entrypoint(workspace)
     if eval_config is None and entrypoint is not None:
         eval_config = default_eval_config(workspace, entrypoint)
-    toml = _toml_defaults(config, eval_config) if eval_config is not None else {}
+    toml = _toml_defaults(eval_config) if eval_config is not None else {}
     if from_eval_config:
         toml["dataset"] = from_eval_config
     settings = resolve_settings(config, toml)
-    if settings.rollout and not rollout_flag:
-        entrypoint = settings.rollout
-    if entrypoint is None and needs_entrypoint:
-        entrypoint = discover_entrypoint(workspace)
+    entrypoint = settings.rollout or entrypoint  # --osmosis-rollout, else the eval config's
+    # Each mistake below, found when the rows start, could only end the run from inside
+    # pytest's loop: said here, before any row.
     if entrypoint is not None:
         check_reference_file("--osmosis-rollout", entrypoint, invocation)
-        _check_syntax(entrypoint, invocation)
-        from pytest_osmosis.results.resume import declared_env
-
-        declared_env(entrypoint, base=invocation)  # a malformed OSMOSIS_ENV: said before any row
+        try:
+            check_entrypoint_syntax(entrypoint, base_dir=invocation)
+        except EntrypointError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        declared_env(entrypoint, base=invocation)  # a malformed OSMOSIS_ENV
     if settings.policy:
         check_reference_file("--osmosis-policy", settings.policy, invocation)
     if not (settings.preflight_only or config.option.collectonly):
-        # Found when the rows start, it could only end the run from inside pytest's loop.
-        from pytest_osmosis.run.policy_choice import check_policy_given
-
         check_policy_given(config, settings)
     session = OsmosisSession(
         config, settings, workspace=workspace, entrypoint=entrypoint, eval_config=eval_config
     )
-    _check_outputs(
-        config,
-        settings,
-        session.output,
-        _inputs(config, settings, dataset_paths, entrypoint, eval_config),
-    )
+    _check_outputs(session, dataset_paths, entrypoint, eval_config)
     session.register()
     config.stash[DATASETS_KEY] = {p.resolve() for p in dataset_paths}
-    if settings.baseline:
-        # Fail before any rollout runs, not after all of them.
-        from pytest_osmosis.results.gates import load_baseline
-
-        load_baseline(
-            resolve_path(config, settings.baseline), allow_partial=settings.allow_partial_baseline
-        )
+    if settings.baseline:  # a bad baseline fails here, before any rollout, not after all
+        baseline = resolve_path(config, settings.baseline)
+        load_baseline(baseline, allow_partial=settings.allow_partial_baseline)
     _point_collection_at_datasets(config, dataset_paths)
     anchor = preflight_anchor(config, dataset_paths)
     if anchor is not None:
         config.pluginmanager.register(PreflightPlugin(session, anchor), "osmosis-preflight")
-
-
-DATASET_SUFFIXES = (".jsonl", ".csv", ".parquet")
 
 
 def _dataset_not_found(path: Path, base: Path) -> str:
@@ -201,53 +175,12 @@ def _dataset_not_found(path: Path, base: Path) -> str:
     return file_not_found("--osmosis-dataset", path, base, DATASET_SUFFIXES)
 
 
-def _check_syntax(entrypoint: str, base: Path) -> None:
-    """A syntax error in the rollout stops the run here, as ``file:line: message``.
-
-    Found later, when the rows start, it could only end the run from inside pytest's loop.
-    """
-    from osmosis_rollout.errors import EntrypointError
-    from osmosis_rollout.workspace.entrypoint import check_entrypoint_syntax
-
-    try:
-        check_entrypoint_syntax(entrypoint, base_dir=base)
-    except EntrypointError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def _inputs(
-    config: pytest.Config,
-    settings: OsmosisSettings,
-    datasets: list[Path],
-    entrypoint: str | None,
-    eval_config: Path | None,
-) -> list[Input]:
-    """The files and folders this run reads, which none of its outputs may overwrite."""
-    from pytest_osmosis.results.resume import reference_file
-    from pytest_osmosis.run.policy_choice import cassette_dir
-
-    base = Path(config.invocation_params.dir)
-    inputs = [Input("the dataset", path) for path in datasets]
-    for what, reference in (
-        ("the rollout entrypoint", entrypoint),
-        ("the policy", settings.policy),
-    ):
-        path = reference_file(reference, base=base)[1] if reference else None
-        if path is not None:
-            inputs.append(Input(what, path))
-    if eval_config is not None:
-        inputs.append(Input("the eval config", eval_config))
-    if settings.baseline:
-        inputs.append(Input("the baseline", resolve_path(config, settings.baseline)))
-    inputs.append(Input("cassettes", cassette_dir(config, settings), folder=True))
-    return inputs
-
-
 def _check_outputs(
-    config: pytest.Config, settings: OsmosisSettings, output: Path, inputs: list[Input]
+    session: OsmosisSession, datasets: list[Path], entrypoint: str | None, eval_config: Path | None
 ) -> None:
     """Before any row runs: a resumable run to resume, and output paths that can be written
-    and overwrite none of the run's ``inputs``."""
+    and overwrite none of the files and folders the run reads."""
+    config, settings, output = session.config, session.settings, session.output
     if settings.resume:
         from osmosis_rollout.runs.journal import RunJournalError, read_run_file
 
@@ -268,18 +201,28 @@ def _check_outputs(
             )
     if is_worker(config):
         return
-    report = resolve_path(config, settings.report) if settings.report else None
-    html = resolve_path(config, settings.html) if settings.html else None
+    base = Path(config.invocation_params.dir)
+    inputs = [Input("the dataset", path) for path in datasets]
+    for what, ref in (("the rollout entrypoint", entrypoint), ("the policy", settings.policy)):
+        path = reference_file(ref, base=base)[1] if ref else None
+        if path is not None:
+            inputs.append(Input(what, path))
+    if eval_config is not None:
+        inputs.append(Input("the eval config", eval_config))
+    if settings.baseline:
+        inputs.append(Input("the baseline", resolve_path(config, settings.baseline)))
+    inputs.append(Input("cassettes", cassette_dir(config, settings), folder=True))
+    report, html, markdown = (
+        resolve_path(config, value) if value else None
+        for value in (settings.report, settings.html, settings.markdown)
+    )
     check_output_paths(config, output=output, report=report, html=html, inputs=inputs)
     if not settings.resume and not config.option.collectonly:
         refuse_overwrites(
             [
                 ("--osmosis-report", report),
                 ("--osmosis-html", html),
-                (
-                    "--osmosis-markdown",
-                    resolve_path(config, settings.markdown) if settings.markdown else None,
-                ),
+                ("--osmosis-markdown", markdown),
             ],
             overwrite=settings.overwrite,
         )
