@@ -39,10 +39,12 @@ def run(root: Path, rows: int, payload: int, *extra: str, out: str = "") -> dict
             f"--osmosis-dataset=data/rows{rows}.jsonl", "--osmosis-policy=policy.py:policy",
             f"--osmosis-output=out/{out or rows}", *extra]  # fmt: skip
     env = {"BENCH_PAYLOAD": str(payload), "_OSMOSIS_ROLLOUT_ARTIFACT_ROOT": str(root / "art")}
-    shutil.rmtree(root / "out" / str(rows), ignore_errors=True)  # a run replaces no earlier run
+    # A run replaces no earlier run: the plugin refuses an existing run folder (exit 4).
+    shutil.rmtree(root / "out" / (out or str(rows)), ignore_errors=True)
+    (root / "out" / "report.html").unlink(missing_ok=True)
     report = run_child(argv, cwd=root, env=env)
     if report["rc"] != 0:
-        raise SystemExit(f"plugin with {rows} rows exited {report['rc']}")
+        raise SystemExit(f"plugin with {rows} rows {' '.join(extra)} exited {report['rc']}")
     return report
 
 
