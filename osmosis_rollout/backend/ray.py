@@ -221,14 +221,9 @@ class _Actor:
     alive: bool = True
 
     def summary(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "pid": self.pid,
-            "node": self.node,
-            "in_flight": self.in_flight,
-            "max_concurrent": self.max_concurrent,
-            "alive": self.alive,
-        }
+        """This actor as ``/health`` lists it."""
+        keys = ("index", "pid", "node", "in_flight", "max_concurrent", "alive")
+        return {key: getattr(self, key) for key in keys}
 
 
 class _ActorLost(Exception):

@@ -39,7 +39,7 @@ from typing import Any, Final, Self
 import httpx
 from pydantic import ValidationError
 
-from osmosis_rollout.controller._responses import body_excerpt
+from osmosis_rollout.controller._responses import body_excerpt, validated_body
 from osmosis_rollout.controller.admission import (
     ADMISSION_RETRY_DELAYS_SEC,
     ADMISSION_TIMEOUT_SEC,
@@ -315,18 +315,7 @@ class RolloutClient:
                 timeout=CANCEL_TIMEOUT_SEC,
                 follow_redirects=False,
             )
-        if response.status_code != 200:
-            raise RolloutProtocolError(
-                f"POST /rollout/cancel answered {response.status_code}{body_excerpt(response)}",
-                status_code=response.status_code,
-            )
-        try:
-            return CancelRolloutsResponse.model_validate(response.json())
-        except (ValueError, ValidationError) as exc:
-            raise RolloutProtocolError(
-                f"POST /rollout/cancel answered 200 with an invalid body: {exc}",
-                status_code=response.status_code,
-            ) from exc
+        return validated_body(response, CancelRolloutsResponse, 200, "POST /rollout/cancel")
 
     async def health(self) -> dict[str, Any]:
         """``GET /health``; anything but a 200 JSON object raises ``RolloutProtocolError``."""

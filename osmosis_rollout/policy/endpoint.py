@@ -1,13 +1,12 @@
 """The policy endpoint: an OpenAI chat-completions server in front of any :class:`Policy`.
 
-``POST <base>/v1/rollouts/{rollout_id}/chat/completions`` with ``Authorization: Bearer <key>``.
-A rollout is handed ``rollout_url(rollout_id)`` as its ``chat_completions_url``; its client
-appends ``/chat/completions``. Each :meth:`PolicyServer.bind` issues the rollout its own key
-(``<api_key>.<token>``); with ``scoped_keys=True`` that key is the only one its URL takes
-(another rollout's key or the server's ``api_key`` gets 401) and an id never bound gets 404. Replies are plain ``chat.completion`` objects, or, with
-``"stream": true``, server-sent events shaped like a real provider's: a role chunk, content split
-over several deltas, tool calls with ``index``/``id``/``name`` first and incremental ``arguments``,
-a ``finish_reason`` chunk, a usage chunk when ``stream_options.include_usage`` is set, ``[DONE]``.
+``POST <base>/v1/rollouts/{rollout_id}/chat/completions`` with ``Authorization: Bearer <key>``
+(the keys: :class:`PolicyServer`). A rollout is handed ``rollout_url(rollout_id)`` as its
+``chat_completions_url``; its client appends ``/chat/completions``. Replies are plain
+``chat.completion`` objects, or, with ``"stream": true``, server-sent events shaped like a
+real provider's: a role chunk, content split over several deltas, tool calls with
+``index``/``id``/``name`` first and incremental ``arguments``, a ``finish_reason`` chunk, a
+usage chunk when ``stream_options.include_usage`` is set, ``[DONE]``.
 
 :class:`PolicyServer` runs the app under uvicorn on 127.0.0.1 in a daemon thread with its own
 event loop, so it works from sync code, from inside a running loop, and several at once; its
@@ -22,13 +21,12 @@ import itertools
 import json
 import logging
 import math
-import os
 import re
 import secrets
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
@@ -40,6 +38,7 @@ from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout._internal.user_frames import user_traceback
 from osmosis_rollout.policy.accounting import CallRecord, RolloutCallLog
 from osmosis_rollout.policy.faults import Faults
+from osmosis_rollout.policy.recording import known_secrets
 from osmosis_rollout.policy.scripted import as_policy
 from osmosis_rollout.policy.types import ChatReply, ChatRequest, coerce_reply, estimate_usage
 
@@ -63,7 +62,6 @@ logger = logging.getLogger(__name__)
 #: Request fields that are not sampling parameters (``tools`` travels as ChatRequest.tools).
 NON_PARAM_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "n", "tools"})
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
 _MAX_CONTENT_PIECES = 16
 _MAX_ARGUMENT_PIECES = 4
@@ -216,20 +214,23 @@ def _split_even(text: str, pieces: int) -> list[str]:
 def _usage_dict(reply: ChatReply) -> dict[str, int] | None:
     if reply.usage is None:
         return None
+    return {k: v for k, v in reply.usage.to_dict().items() if k != "estimated"}
+
+
+def _envelope(kind: str, model: str) -> dict[str, Any]:
+    """The fields every ``chat.completion`` (or ``.chunk``) opens with, a fresh id each reply."""
     return {
-        "prompt_tokens": reply.usage.prompt_tokens,
-        "completion_tokens": reply.usage.completion_tokens,
-        "total_tokens": reply.usage.total_tokens,
+        "id": "chatcmpl-" + secrets.token_hex(12),
+        "object": kind,
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": None,
     }
 
 
 def _completion_body(reply: ChatReply, model: str) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-" + secrets.token_hex(12),
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "system_fingerprint": None,
+        **_envelope("chat.completion", model),
         "choices": [
             {
                 "index": 0,
@@ -244,13 +245,7 @@ def _completion_body(reply: ChatReply, model: str) -> dict[str, Any]:
 
 def _stream_events(reply: ChatReply, model: str, include_usage: bool) -> list[str]:
     """The SSE events of one streamed reply, ``[DONE]`` included."""
-    base: dict[str, Any] = {
-        "id": "chatcmpl-" + secrets.token_hex(12),
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "system_fingerprint": None,
-    }
+    base = _envelope("chat.completion.chunk", model)
     if include_usage:
         base["usage"] = None
     events: list[str] = []
@@ -284,14 +279,6 @@ def _stream_events(reply: ChatReply, model: str, include_usage: bool) -> list[st
         events.append(f"data: {_json({**base, 'choices': [], 'usage': _usage_dict(reply)})}\n\n")
     events.append("data: [DONE]\n\n")
     return events
-
-
-def _known_secrets(extra: Iterable[str | None]) -> tuple[str, ...]:
-    values = {
-        value for name, value in os.environ.items() if _SECRET_NAME.search(name) and len(value) >= 8
-    }
-    values.update(value for value in extra if value)
-    return tuple(sorted(values, key=len, reverse=True))
 
 
 class PolicyServer:
@@ -337,7 +324,7 @@ class PolicyServer:
         """Each bound rollout's key -> its rollout id."""
         self._lock = threading.Lock()
         self._call_numbers = itertools.count(1)
-        self._secrets = _known_secrets([])
+        self._secrets = known_secrets()
         # The key and every rollout key derived from it, token included.
         self._own_keys = re.compile(re.escape(self.api_key) + r"(?:\.[A-Za-z0-9_\-]+)?")
         self._expected_auth = self.api_key.encode()

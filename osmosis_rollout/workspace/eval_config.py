@@ -362,29 +362,26 @@ def check_env(table: Mapping[str, Any], issues: Issues) -> dict[str, str]:
     """``[env]``: upper-case names, none reserved, string values."""
     env: dict[str, str] = {}
     for name, value in table.items():
-        ok = True
+        found = len(issues.items)
         if not ENV_NAME_RE.fullmatch(name):
             issues.add(
                 f"env.{name}",
                 "is not a valid variable name (must match ^[A-Z_][A-Z0-9_]*$)",
                 "use upper-case letters, digits and underscores",
             )
-            ok = False
         elif name.startswith(RESERVED_ENV_PREFIX):
             issues.add(
                 f"env.{name}",
                 f"names starting with {RESERVED_ENV_PREFIX} are reserved",
                 "choose another name",
             )
-            ok = False
         if not isinstance(value, str):
             issues.add(
                 f"env.{name}",
                 f"must be a string, got {_describe(value)}",
                 f'quote the value: {name} = "{value}"',
             )
-            ok = False
-        if ok:
+        if len(issues.items) == found:  # no problem with this variable
             env[name] = value
     return env
 
