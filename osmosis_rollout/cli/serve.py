@@ -291,19 +291,14 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         loaded_app, description = build_asgi_app(args)
+        if args.drain_timeout < 0:
+            raise UsageError("--drain-timeout must be >= 0")
+        if not args.header_timeout > 0 or (
+            args.max_connections is not None and args.max_connections < 1
+        ):
+            raise UsageError("--header-timeout must be > 0 and --max-connections >= 1")
     except (UsageError, ValueError) as exc:
         print(f"osmosis-rollout serve: error: {exc}", file=sys.stderr)
-        return 2
-    if args.drain_timeout < 0:
-        print("osmosis-rollout serve: error: --drain-timeout must be >= 0", file=sys.stderr)
-        return 2
-    if not args.header_timeout > 0 or (
-        args.max_connections is not None and args.max_connections < 1
-    ):
-        print(
-            "osmosis-rollout serve: error: --header-timeout must be > 0 and --max-connections >= 1",
-            file=sys.stderr,
-        )
         return 2
     from osmosis_rollout._internal.gc_freeze import freeze_startup_heap
     from osmosis_rollout.chat_client import warm_up

@@ -16,16 +16,10 @@ lease. It works from any asyncio code, and many handles can share one client::
         await handle.wait_for_running()
         result = await handle          # RolloutResultResponse, status success|failure|cancelled
 
-Beyond the official client (compatible defaults, all documented on the names):
-
-- the client it creates allows unlimited connections, so hundreds of concurrent long polls
-  never queue behind httpx's default pool of 100, and shards them over several pools
-  (``pools.py``), so one client holding hundreds of rollouts costs no more CPU per
-  rollout than several clients sharing them;
-- ``result_read_grace_sec`` makes the 10 s read grace configurable;
-- the rollout id is percent-encoded in result paths;
-- ``cancel_rollouts`` exposes every cancel selector, not only one id;
-- ``wait_idle`` raises a ``TimeoutError`` that names the last observed active count.
+Beyond the official client (compatible defaults; each documented on its name): an owned
+HTTP client with no connection limit, sharded over pools (``pools.py``) so hundreds of long
+polls cost no more CPU per rollout than a few; a configurable read grace; percent-encoded
+result paths; every cancel selector; an idle wait whose timeout names what it last saw.
 """
 
 from __future__ import annotations

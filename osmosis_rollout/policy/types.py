@@ -7,6 +7,7 @@ OpenAI chat-completions request into a :class:`ChatRequest` and each :class:`Cha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 from collections.abc import Mapping, Sequence
@@ -315,12 +316,7 @@ def coerce_reply(value: Any) -> ChatReply:
     if isinstance(value, ChatReply):
         if all(call.id for call in value.tool_calls):
             return value
-        return ChatReply(
-            content=value.content,
-            tool_calls=_with_ids(value.tool_calls),
-            finish_reason=value.finish_reason,
-            usage=value.usage,
-        )
+        return dataclasses.replace(value, tool_calls=_with_ids(value.tool_calls))
     if isinstance(value, str):
         return ChatReply(content=value)
     if isinstance(value, Text):
