@@ -546,7 +546,11 @@ def _prompts(
     system_prompt: str | None,
 ) -> tuple[str, str, PromptSource]:
     """The system and user prompts, and whose builder wrote them."""
-    engine = _official_engine()
+    try:
+        # Imported per call, never at import: osmosis-ai (Python >= 3.12, LiteLLM) is optional.
+        engine: ModuleType | None = importlib.import_module(OFFICIAL_ENGINE)
+    except ImportError:
+        engine = None
     if engine is not None:
         try:
             return (
@@ -576,14 +580,6 @@ def _prompts(
         ),
         "ours",
     )
-
-
-def _official_engine() -> ModuleType | None:
-    # Imported per call, never at import: osmosis-ai (Python >= 3.12, LiteLLM) is optional.
-    try:
-        return importlib.import_module(OFFICIAL_ENGINE)
-    except ImportError:
-        return None
 
 
 def _system_prompt(score_min: float, score_max: float, custom: str | None) -> str:

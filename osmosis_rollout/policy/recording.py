@@ -349,12 +349,9 @@ class RecordingPolicy:
 
 
 def _common_prefix(a: list[Any], b: list[Any]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+    """How many leading items ``a`` and ``b`` share."""
+    unequal = (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+    return next(unequal, min(len(a), len(b)))
 
 
 def _nearest_difference(recorded: list[dict[str, Any]], now: dict[str, Any]) -> str:
