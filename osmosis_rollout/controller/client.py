@@ -105,15 +105,13 @@ class RolloutClient:
 
     Args:
         url: The rollout server's base URL; a trailing ``/`` is stripped.
-        http_client: An ``httpx.AsyncClient`` to share. When omitted the client creates one
-            (httpx timeout 5 s, no connection limit) and ``aclose()`` closes it; a given
-            client is never closed here.
-        admission_timeout_sec: Bound on the whole admission loop including 429 retries;
-            ``None`` waits without bound. Must be finite.
-        api_key: The server's inbound key, sent as ``Authorization: Bearer`` on every
-            request. Blank is an error.
-        result_read_grace_sec: Added to the server's ``result_wait_timeout_sec`` to get the
-            timeout of each result read (beyond the official client, which fixes it at 10 s).
+        http_client: An ``httpx.AsyncClient`` to share, never closed here. Omitted, the client
+            creates one (httpx timeout 5 s, no connection limit) that ``aclose()`` closes.
+        admission_timeout_sec: Bound on the whole admission loop including 429 retries
+            (finite); ``None`` waits without bound.
+        api_key: The server's inbound key (not blank), sent as ``Authorization: Bearer``.
+        result_read_grace_sec: Added to the server's ``result_wait_timeout_sec`` for each
+            result read's timeout (the official client fixes it at 10 s).
 
     Redirects are never followed. Use as an async context manager, or call ``aclose()``.
     """
