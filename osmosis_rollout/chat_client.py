@@ -43,7 +43,8 @@ import httpx
 from osmosis_rollout.context import RolloutContext, SampleSource, get_rollout_context
 from osmosis_rollout.errors import PolicyError
 from osmosis_rollout.integrations.streaming import resolve_streaming
-from osmosis_rollout.transport.connection_pools import pool_sizes, pooled_transport
+from osmosis_rollout.transport.chunks import StreamFold
+from osmosis_rollout.transport.connection_pools import LOOP_CONNECTIONS, keepalive_transport
 from osmosis_rollout.transport.telemetry import model_call
 from osmosis_rollout.types import RolloutSample
 
@@ -52,11 +53,6 @@ ROLLOUT_MODEL = "osmosis-rollout"
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 
-# Below the 5 s keep-alive of uvicorn and most inference servers: the pool drops an idle
-# connection before the server closes it, so a call never goes out on one being closed.
-_KEEPALIVE_EXPIRY_SEC = 4.0
-_MAX_CONNECTIONS = 1024
-"""Connections per event loop, in pools of 16 opened as calls need them."""
 
 _shared_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
     weakref.WeakKeyDictionary()
@@ -94,17 +90,8 @@ def _shared_client() -> httpx.AsyncClient:
     loop = asyncio.get_running_loop()
     client = _shared_clients.get(loop)
     if client is None or client.is_closed:
-
-        def pool(size: int) -> httpx.AsyncHTTPTransport:
-            limits = httpx.Limits(
-                max_connections=size,
-                max_keepalive_connections=size,
-                keepalive_expiry=_KEEPALIVE_EXPIRY_SEC,
-            )
-            return httpx.AsyncHTTPTransport(verify=tls_context(), limits=limits)
-
         # Bounded pools: one pool's scans of every connection grow with the calls in flight.
-        transport = pooled_transport(httpx, pool, pool_sizes(_MAX_CONNECTIONS))
+        transport = keepalive_transport(httpx, LOOP_CONNECTIONS, tls_context())
         client = httpx.AsyncClient(timeout=DEFAULT_TIMEOUT, transport=transport)
         _shared_clients[loop] = client
     return client
@@ -339,49 +326,20 @@ async def sse_chunks(lines: AsyncIterator[str], url: str) -> AsyncIterator[dict[
 
 async def _assemble_stream(lines: AsyncIterator[str], url: str) -> ChatCompletion:
     """Fold ``chat.completion.chunk`` SSE events into one reply (tool-call deltas too)."""
-    content: list[str] = []
-    reasoning: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
-    role = "assistant"
-    saw_choice = False
+    fold = StreamFold()
     async for chunk in sse_chunks(lines, url):
-        if chunk.get("usage"):
-            usage = chunk["usage"]
-        for choice in chunk.get("choices") or ():
-            saw_choice = True
-            delta = choice.get("delta") or {}
-            role = delta.get("role") or role
-            if delta.get("content"):
-                content.append(delta["content"])
-            if delta.get("reasoning_content"):
-                reasoning.append(delta["reasoning_content"])
-            for tool_delta in delta.get("tool_calls") or ():
-                index = tool_delta.get("index", len(calls))
-                call = calls.setdefault(
-                    index,
-                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
-                )
-                if tool_delta.get("id"):
-                    call["id"] = tool_delta["id"]
-                function = tool_delta.get("function") or {}
-                if function.get("name"):
-                    call["function"]["name"] += function["name"]
-                if function.get("arguments"):
-                    call["function"]["arguments"] += function["arguments"]
-            if choice.get("finish_reason"):
-                finish_reason = choice["finish_reason"]
-    if not saw_choice:
+        fold.add(chunk)
+    if not fold.saw_choice:
         raise PolicyError(f"chat completions stream from {url} ended without any choice")
-    message: dict[str, Any] = {"role": role, "content": "".join(content) if content else None}
-    if reasoning:
-        message["reasoning_content"] = "".join(reasoning)
-    if calls:
+    message: dict[str, Any] = {"role": fold.role, "content": fold.text()}
+    if fold.reasoning:
+        message["reasoning_content"] = "".join(fold.reasoning)
+    if fold.calls:
         message["tool_calls"] = [
-            {**call, "id": call["id"] or f"call_{index}"} for index, call in sorted(calls.items())
+            {**call, "id": call["id"] or f"call_{index}"}
+            for index, call in sorted(fold.calls.items())
         ]
-    return ChatCompletion(message=message, finish_reason=finish_reason, usage=usage)
+    return ChatCompletion(message=message, finish_reason=fold.finish_reason, usage=fold.usage)
 
 
 __all__ = ["ROLLOUT_MODEL", "ChatCompletion", "RolloutChatClient", "tls_context", "warm_up"]

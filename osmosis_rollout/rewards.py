@@ -56,6 +56,7 @@ __all__ = [
     "default_extra_info",
     "osmosis_reward",
     "reward_grader",
+    "wrap_scoring",
 ]
 
 #: Picks the solution text out of a sample (default: :func:`last_assistant_text`).
@@ -285,14 +286,18 @@ def osmosis_reward(
     ``@osmosis_reward()`` works too.
     """
     if fn is None:
-        return _wrap_reward
-    return _wrap_reward(fn)
+        return wrap_scoring
+    return wrap_scoring(fn)
 
 
-def _wrap_reward(fn: Callable[..., Any]) -> RewardFunction | AsyncRewardFunction:
+def wrap_scoring(
+    fn: Callable[..., Any], rule: SignatureRule = REWARD_RULE
+) -> RewardFunction | AsyncRewardFunction:
+    """``fn`` checked against ``rule`` and wrapped, async or not as ``fn`` is."""
+    # Also true of an already-wrapped AsyncRewardFunction, whose __call__ is async.
     if is_async_callable(fn):
-        return AsyncRewardFunction(fn, REWARD_RULE)
-    return RewardFunction(fn, REWARD_RULE)
+        return AsyncRewardFunction(fn, rule)
+    return RewardFunction(fn, rule)
 
 
 def reward_grader(
@@ -303,7 +308,7 @@ def reward_grader(
     extra_info: ExtraInfoFn = default_extra_info,
 ) -> type[_ScoringGrader]:
     """``osmosis_reward(fn).as_grader(...)``: a Grader subclass from a reward function."""
-    function = fn if isinstance(fn, _ScoringFunction) else _wrap_reward(fn)
+    function = fn if isinstance(fn, _ScoringFunction) else wrap_scoring(fn)
     return function.as_grader(solution, name=name, extra_info=extra_info)
 
 

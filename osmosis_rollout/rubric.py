@@ -13,15 +13,10 @@ by its engine, when ``osmosis-ai`` is installed (so a local score matches the pl
 judge); otherwise ours, which asks for the same verdict in other words.
 :attr:`RubricResult.prompt_source` says which was sent; docs/grading.md lists the difference.
 
-The reply is parsed as the official SDK parses it: the whole reply (a ``<think>`` block and a
-code fence around it removed) must be one JSON object with a numeric ``score`` (a string is
-refused) and a non-empty ``explanation``. An unusable reply raises
-:class:`~osmosis_rollout.errors.JudgeError`, a ``ProviderRequestError`` with the official's
-message, after one call: the official does not retry. ``max_retries`` (ours, default 0)
-answers an unusable reply with a corrective message and asks again. A score outside
-``[score_min, score_max]`` is clamped into the range, the judge's own score kept in
-:attr:`RubricResult.clamped_from`. Errors raised by the judge itself (provider down, missing
-key, script exhausted) propagate unchanged.
+The reply is parsed as the official SDK parses it (:func:`parse_verdict`); an unusable one
+raises :class:`~osmosis_rollout.errors.JudgeError` after one call, as the official does not
+retry (``max_retries``, ours, asks again with a correction). A score outside
+``[score_min, score_max]`` is clamped into the range (:attr:`RubricResult.clamped_from`).
 
 Three ways to grade with a judge:
 
@@ -38,6 +33,7 @@ Three ways to grade with a judge:
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import inspect
 import json
@@ -67,9 +63,9 @@ from osmosis_rollout.grading.judge_provider import (
     resolve_api_key,
     verdict_format,
 )
-from osmosis_rollout.grading.signatures import RUBRIC_RULE, is_async_callable
+from osmosis_rollout.grading.signatures import RUBRIC_RULE
 from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy, as_policy
-from osmosis_rollout.rewards import AsyncRewardFunction, RewardFunction
+from osmosis_rollout.rewards import AsyncRewardFunction, RewardFunction, wrap_scoring
 from osmosis_rollout.rollout_notes import current_notes
 from osmosis_rollout.sample_text import first_user_text, last_assistant_text
 from osmosis_rollout.types import RolloutSample
@@ -229,6 +225,7 @@ async def evaluate_rubric(
     response_format = params.pop("response_format", _OFFICIAL_FORMAT)
     temperature = params.pop("temperature", 0)
     target: JudgeProvider | None = None
+    request_model: str | None = None
     if policy is None:
         target = JudgeProvider.of(model)
         key = resolve_api_key(target, api_key, params)
@@ -247,16 +244,11 @@ async def evaluate_rubric(
             )
         # Always LiteLLM: the official rubric errors are told apart by LiteLLM's error classes.
         judge: Any = LiteLLMPolicy(target.litellm_model, **{**params, "force_litellm": True})
-        request_model: str | None = target.litellm_model
+        request_model = target.litellm_model
         described = f"judge model {target.litellm_model!r}"
-        call_timeout: float | None = None
-        extra_params: dict[str, Any] = {}
     else:
         judge = as_policy(policy)
-        extra_params = params
-        request_model = None
         described = f"judge {judge!r}"
-        call_timeout = timeout
     # The official request's fields, then a judge policy's own request params.
     request_params: dict[str, Any] = {}
     if response_format is _OFFICIAL_FORMAT:
@@ -265,7 +257,8 @@ async def evaluate_rubric(
         request_params["response_format"] = response_format
     if temperature is not None:
         request_params["temperature"] = temperature
-    request_params.update(extra_params)
+    if target is None:
+        request_params.update(params)
     system, user, prompt_source = _prompts(
         rubric, text, ground_truth, original_input, metadata, score_min, score_max, system_prompt
     )
@@ -284,7 +277,7 @@ async def evaluate_rubric(
             model=request_model,
         )
         if target is None:
-            async with asyncio.timeout(call_timeout):
+            async with asyncio.timeout(timeout):
                 reply = await judge.complete(request)
         else:
             reply = await call_provider(judge, request, target, "api_key" in params)
@@ -374,15 +367,8 @@ def osmosis_rubric(
     cannot take is dropped) and has ``.as_grader()``.
     """
     if fn is None:
-        return _wrap_rubric
-    return _wrap_rubric(fn)
-
-
-def _wrap_rubric(fn: Callable[..., Any]) -> RewardFunction | AsyncRewardFunction:
-    # Also true of an already-wrapped AsyncRewardFunction, whose __call__ is async.
-    if is_async_callable(fn):
-        return AsyncRewardFunction(fn, RUBRIC_RULE)
-    return RewardFunction(fn, RUBRIC_RULE)
+        return functools.partial(wrap_scoring, rule=RUBRIC_RULE)
+    return wrap_scoring(fn, RUBRIC_RULE)
 
 
 class RubricGrader(Grader):
@@ -560,7 +546,11 @@ def _prompts(
     system_prompt: str | None,
 ) -> tuple[str, str, PromptSource]:
     """The system and user prompts, and whose builder wrote them."""
-    engine = _official_engine()
+    try:
+        # Imported per call, never at import: osmosis-ai (Python >= 3.12, LiteLLM) is optional.
+        engine: ModuleType | None = importlib.import_module(OFFICIAL_ENGINE)
+    except ImportError:
+        engine = None
     if engine is not None:
         try:
             return (
@@ -590,14 +580,6 @@ def _prompts(
         ),
         "ours",
     )
-
-
-def _official_engine() -> ModuleType | None:
-    # Imported per call, never at import: osmosis-ai (Python >= 3.12, LiteLLM) is optional.
-    try:
-        return importlib.import_module(OFFICIAL_ENGINE)
-    except ImportError:
-        return None
 
 
 def _system_prompt(score_min: float, score_max: float, custom: str | None) -> str:

@@ -56,12 +56,8 @@ def last_assistant_text(sample_or_messages: Any) -> str:
 
 def assistant_texts(sample_or_messages: Any) -> list[str]:
     """Texts of every assistant message that has text, in conversation order."""
-    texts: list[str] = []
-    for message in _messages(sample_or_messages):
-        text = _text_of(message, "assistant")
-        if text is not None:
-            texts.append(text)
-    return texts
+    texts = (_text_of(message, "assistant") for message in _messages(sample_or_messages))
+    return [text for text in texts if text is not None]
 
 
 def first_user_text(sample_or_messages: Any) -> str:
@@ -145,12 +141,8 @@ def _text_of(message: Mapping[str, Any], role: str) -> str | None:
         return content if content.strip() else None
     if not isinstance(content, list):
         return None
-    parts: list[str] = []
-    for part in content:
-        text = part_text(part if isinstance(part, str) else _as_mapping(part))
-        if text is not None:
-            parts.append(text)
-    joined = "\n".join(parts)
+    texts = (part_text(part if isinstance(part, str) else _as_mapping(part)) for part in content)
+    joined = "\n".join(text for text in texts if text is not None)
     return joined if joined.strip() else None
 
 

@@ -15,12 +15,13 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 _serials = itertools.count()
+_Opened = TypeVar("_Opened")
 
 
 def _temporary(path: Path, *, unique: bool = False) -> Path:
@@ -32,13 +33,24 @@ def _temporary(path: Path, *, unique: bool = False) -> Path:
     return path.with_name(f".{path.name}.{suffix}.tmp")
 
 
-def _open_temporary(path: Path, errors: str) -> tuple[Path, IO[str]]:
+def _claim_temporary(path: Path, create: Callable[[Path], _Opened]) -> tuple[Path, _Opened]:
+    """A new temporary file beside ``path``, made by ``create`` (which must refuse an existing
+    file); the parent directory is made when it is missing (checked only then, as the usual
+    parent exists)."""
+    try:
+        return _claim_temporary_in(path, create)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return _claim_temporary_in(path, create)
+
+
+def _claim_temporary_in(path: Path, create: Callable[[Path], _Opened]) -> tuple[Path, _Opened]:
     tmp = _temporary(path)
     try:
-        return tmp, tmp.open("x", encoding="utf-8", errors=errors)
+        return tmp, create(tmp)
     except FileExistsError:
         tmp = _temporary(path, unique=True)
-        return tmp, tmp.open("x", encoding="utf-8", errors=errors)
+        return tmp, create(tmp)
 
 
 @contextmanager
@@ -47,12 +59,7 @@ def atomic_file(path: Path, *, errors: str = "strict") -> Iterator[IO[str]]:
 
     The parent directory is created. ``errors`` is the encoder's error handler.
     """
-    try:
-        tmp, handle = _open_temporary(path, errors)
-    except FileNotFoundError:
-        # The parent is missing: make it (checked only then, as the usual parent exists).
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp, handle = _open_temporary(path, errors)
+    tmp, handle = _claim_temporary(path, lambda t: t.open("x", encoding="utf-8", errors=errors))
     try:
         with handle:
             yield handle
@@ -69,15 +76,6 @@ _CREATE_NEW = (
 )
 
 
-def _create_temporary(path: Path) -> tuple[Path, int]:
-    tmp = _temporary(path)
-    try:
-        return tmp, os.open(tmp, _CREATE_NEW, 0o666)
-    except FileExistsError:
-        tmp = _temporary(path, unique=True)
-        return tmp, os.open(tmp, _CREATE_NEW, 0o666)
-
-
 def write_text_atomic(path: Path, text: str, *, errors: str = "strict") -> None:
     """Write ``text`` to ``path`` atomically (UTF-8; ``errors`` as in :func:`atomic_file`).
 
@@ -88,11 +86,7 @@ def write_text_atomic(path: Path, text: str, *, errors: str = "strict") -> None:
     if os.linesep != "\n":
         text = text.replace("\n", os.linesep)  # as a text-mode file translates it
     data = text.encode("utf-8", errors)
-    try:
-        tmp, fd = _create_temporary(path)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp, fd = _create_temporary(path)
+    tmp, fd = _claim_temporary(path, lambda t: os.open(t, _CREATE_NEW, 0o666))
     try:
         try:
             view = memoryview(data)

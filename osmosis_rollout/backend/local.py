@@ -168,12 +168,19 @@ _NO_DEADLINE = contextlib.nullcontext()
 
 def _failure(
     phase: str,
+    rollout_id: str,
     exc: BaseException,
     deadline: _Deadline,
     message_if_ours: str,
     sample: RolloutSample | None = None,
 ) -> ExecutionResult:
+    """The result of user code that raised ``exc`` (called in its ``except`` block)."""
+    if _cancelling():
+        # The caller cancelled and user code turned that into an error of its own
+        # (some frameworks do): the rollout was cancelled, and is reported so.
+        raise asyncio.CancelledError(f"cancelled ({exc!r})") from exc
     ours = deadline.fired()
+    logger.info("rollout %s: %s failed: %r", rollout_id, phase, exc, exc_info=not ours)
     extra: dict[str, Any] = {"phase": phase, "exception_type": type(exc).__name__}
     if not ours:
         extra.update(user_error_fields(exc))
@@ -183,6 +190,17 @@ def _failure(
         err_message=message_if_ours if ours else (str(exc) or type(exc).__name__),
         err_category=RolloutErrorCategory.TIMEOUT if ours else categorize_exception(exc),
         extra_fields=extra,
+    )
+
+
+def _late(phase: str, message: str, sample: RolloutSample | None = None) -> ExecutionResult:
+    """The result of user code that returned after its deadline (it blocked the loop)."""
+    return ExecutionResult(
+        status=RolloutStatus.FAILURE,
+        sample=sample,
+        err_message=message,
+        err_category=RolloutErrorCategory.TIMEOUT,
+        extra_fields={"phase": phase, "late_return": True},
     )
 
 
@@ -360,22 +378,10 @@ class LocalBackend(ExecutionBackend):
                             metrics=dict(output.metrics),
                         )
         except Exception as exc:
-            if _cancelling():
-                # The caller cancelled and user code turned that into an error of its own
-                # (some frameworks do): the rollout was cancelled, and is reported so.
-                raise asyncio.CancelledError(f"cancelled ({exc!r})") from exc
-            logger.info(
-                "rollout %s: workflow failed: %r", request.id, exc, exc_info=not deadline.fired()
-            )
             late = deadline_message("workflow", limit, queued_sec)
-            return _failure("workflow", exc, deadline, late)
+            return _failure("workflow", request.id, exc, deadline, late)
         if deadline.overrun():
-            return ExecutionResult(
-                status=RolloutStatus.FAILURE,
-                err_message=deadline_message("workflow", limit, queued_sec),
-                err_category=RolloutErrorCategory.TIMEOUT,
-                extra_fields={"phase": "workflow", "late_return": True},
-            )
+            return _late("workflow", deadline_message("workflow", limit, queued_sec))
         return ExecutionResult(status=RolloutStatus.SUCCESS, sample=sample)
 
     async def run_grader(
@@ -409,21 +415,8 @@ class LocalBackend(ExecutionBackend):
                 await call_user_code(grader.grade, ctx, executor=self._sync_executor())
                 validate_graded_sample(ctx.sample)
         except Exception as exc:
-            if _cancelling():
-                # The caller cancelled and user code turned that into an error of its own
-                # (some frameworks do): the rollout was cancelled, and is reported so.
-                raise asyncio.CancelledError(f"cancelled ({exc!r})") from exc
-            logger.info(
-                "rollout %s: grader failed: %r", request.id, exc, exc_info=not deadline.fired()
-            )
             late = deadline_message("grader", limit, 0.0)
-            return _failure("grader", exc, deadline, late, sample=result.sample)
+            return _failure("grader", request.id, exc, deadline, late, sample=result.sample)
         if deadline.overrun():
-            return ExecutionResult(
-                status=RolloutStatus.FAILURE,
-                sample=result.sample,
-                err_message=deadline_message("grader", limit, 0.0),
-                err_category=RolloutErrorCategory.TIMEOUT,
-                extra_fields={"phase": "grader", "late_return": True},
-            )
+            return _late("grader", deadline_message("grader", limit, 0.0), result.sample)
         return ExecutionResult(status=RolloutStatus.SUCCESS, sample=ctx.sample)

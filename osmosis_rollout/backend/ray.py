@@ -221,14 +221,9 @@ class _Actor:
     alive: bool = True
 
     def summary(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "pid": self.pid,
-            "node": self.node,
-            "in_flight": self.in_flight,
-            "max_concurrent": self.max_concurrent,
-            "alive": self.alive,
-        }
+        """This actor as ``/health`` lists it."""
+        keys = ("index", "pid", "node", "in_flight", "max_concurrent", "alive")
+        return {key: getattr(self, key) for key in keys}
 
 
 class _ActorLost(Exception):
@@ -275,7 +270,7 @@ class _Stream:
                 elif kind == "cancelled":
                     return None
         except exceptions.RayActorError as exc:
-            self.backend._mark_lost(self.actor, exc)
+            self.backend._slots.mark_lost(self.actor, exc)
             raise _ActorLost(self.actor, self.started, exc) from exc
         except exceptions.RayTaskError as exc:
             # The backend inside the actor raised: surface the original exception, so the
@@ -399,6 +394,118 @@ def _restore_deadline_message(
     )
 
 
+class _Slots:
+    """The pool's actors and the rollouts waiting for one of them: dispatch to the least
+    loaded live actor, and the replacement of a dead one."""
+
+    def __init__(self, backend: RayBackend) -> None:
+        self.backend = backend
+        self.actors: list[_Actor] = []
+        self.waiting = 0
+        self.replacing: set[asyncio.Task[None]] = set()
+        self._cond: asyncio.Condition | None = None
+        self._cond_loop: asyncio.AbstractEventLoop | None = None
+
+    def condition(self) -> asyncio.Condition:
+        """The slot condition, rebuilt when an idle pool is first used on a new loop."""
+        loop = asyncio.get_running_loop()
+        if self._cond is None or (
+            self._cond_loop is not loop and self.waiting == 0 and self.in_flight() == 0
+        ):
+            self._cond = asyncio.Condition()
+            self._cond_loop = loop
+        return self._cond
+
+    def in_flight(self) -> int:
+        return sum(actor.in_flight for actor in self.actors)
+
+    async def acquire(self) -> _Actor:
+        cond = self.condition()
+        async with cond:
+            self.waiting += 1
+            try:
+                while True:
+                    free = [
+                        a
+                        for a in self.actors
+                        if a.alive and (a.max_concurrent is None or a.in_flight < a.max_concurrent)
+                    ]
+                    if free:
+                        actor = min(free, key=lambda a: (a.in_flight, a.dispatched))
+                        actor.in_flight += 1
+                        actor.dispatched += 1
+                        return actor
+                    if not any(a.alive for a in self.actors) and not self.replacing:
+                        raise _NoActors()
+                    await cond.wait()
+            finally:
+                self.waiting -= 1
+
+    async def release(self, actor: _Actor) -> None:
+        cond = self.condition()
+        async with cond:
+            actor.in_flight -= 1
+            cond.notify()
+
+    def mark_lost(self, actor: _Actor, exc: BaseException) -> None:
+        """Take a dead actor out of dispatch and start its replacement (once per actor)."""
+        if not actor.alive:
+            return
+        actor.alive = False
+        logger.warning(
+            "ray backend: actor %d (pid %s on %s) died: %s",
+            actor.index,
+            actor.pid,
+            actor.node,
+            _last_line(exc),
+        )
+        try:
+            self.backend._ray().kill(actor.handle)
+        except Exception:
+            pass
+        task = asyncio.get_running_loop().create_task(self._replace(actor))
+        self.replacing.add(task)
+        task.add_done_callback(self.replacing.discard)
+
+    async def _replace(self, dead: _Actor) -> None:
+        delay = 0.5
+        try:
+            for attempt in range(1, REPLACE_ATTEMPTS + 1):
+                handle = self.backend._new_handle()
+                try:
+                    info = await asyncio.wait_for(
+                        handle.describe.remote(), timeout=self.backend.start_timeout_sec
+                    )
+                except Exception as exc:
+                    logger.warning(
+                        "ray backend: replacement %d for actor %d failed: %s",
+                        attempt,
+                        dead.index,
+                        _last_line(exc),
+                    )
+                    self.backend._ray().kill(handle)
+                    await asyncio.sleep(delay)
+                    delay *= 2
+                    continue
+                fresh = self.backend._adopt(handle, info)
+                self.actors = [a for a in self.actors if a is not dead] + [fresh]
+                self.backend.actors_replaced += 1
+                logger.info(
+                    "ray backend: actor %d (pid %s) replaces actor %d",
+                    fresh.index,
+                    fresh.pid,
+                    dead.index,
+                )
+                return
+            logger.error("ray backend: gave up replacing actor %d", dead.index)
+        finally:
+            # Wake waiters whatever happened: a new slot, or no actor left to wait for.
+            cond = self.condition()
+            async with cond:
+                self.replacing.discard(asyncio.current_task())  # type: ignore[arg-type]
+                cond.notify_all()
+
+
 class RayBackend(ExecutionBackend):
     """Execute rollouts on a pool of Ray actors (see the module docstring).
 
@@ -475,12 +582,8 @@ class RayBackend(ExecutionBackend):
         )
         self._ray_module: ModuleType | None = None
         self._owns_connection = False
-        self._pool: list[_Actor] = []
+        self._slots = _Slots(self)
         self._started = False
-        self._waiting = 0
-        self._replacing: set[asyncio.Task[None]] = set()
-        self._cond: asyncio.Condition | None = None
-        self._cond_loop: asyncio.AbstractEventLoop | None = None
         self._next_index = 0
         self.actors_replaced = 0
         self.rollouts_lost = 0
@@ -597,11 +700,11 @@ class RayBackend(ExecutionBackend):
                 ray.kill(handle)
             self._disconnect()
             raise
-        self._pool = [self._adopt(h, info) for h, info in zip(handles, infos, strict=True)]
+        self._slots.actors = [self._adopt(h, info) for h, info in zip(handles, infos, strict=True)]
         self._started = True
         logger.info(
             "ray backend: %d actors ready for %s (%s)",
-            len(self._pool),
+            len(self._slots.actors),
             self.entrypoint,
             self.address or "local cluster",
         )
@@ -614,15 +717,15 @@ class RayBackend(ExecutionBackend):
 
     def close(self) -> None:
         """Kill the actors and, when this backend connected, disconnect from the cluster."""
-        for task in list(self._replacing):
+        for task in list(self._slots.replacing):
             task.cancel()
         if self._ray_module is not None:
-            for actor in self._pool:
+            for actor in self._slots.actors:
                 try:
                     self._ray_module.kill(actor.handle)
                 except Exception:
                     logger.debug("ray backend: killing actor %d failed", actor.index)
-        self._pool = []
+        self._slots.actors = []
         self._started = False
         self._disconnect()
 
@@ -630,130 +733,29 @@ class RayBackend(ExecutionBackend):
         """Release the actors after the server drained (see :meth:`close`)."""
         self.close()
 
-    # -- slots -----------------------------------------------------------------------------
-
-    def _condition(self) -> asyncio.Condition:
-        """The slot condition, rebuilt when an idle backend is first used on a new loop."""
-        loop = asyncio.get_running_loop()
-        if self._cond is None or (
-            self._cond_loop is not loop and self._waiting == 0 and self._in_flight() == 0
-        ):
-            self._cond = asyncio.Condition()
-            self._cond_loop = loop
-        return self._cond
-
-    def _in_flight(self) -> int:
-        return sum(actor.in_flight for actor in self._pool)
-
-    async def _acquire(self) -> _Actor:
-        cond = self._condition()
-        async with cond:
-            self._waiting += 1
-            try:
-                while True:
-                    free = [
-                        a
-                        for a in self._pool
-                        if a.alive and (a.max_concurrent is None or a.in_flight < a.max_concurrent)
-                    ]
-                    if free:
-                        actor = min(free, key=lambda a: (a.in_flight, a.dispatched))
-                        actor.in_flight += 1
-                        actor.dispatched += 1
-                        return actor
-                    if not any(a.alive for a in self._pool) and not self._replacing:
-                        raise _NoActors()
-                    await cond.wait()
-            finally:
-                self._waiting -= 1
-
-    async def _release(self, actor: _Actor) -> None:
-        cond = self._condition()
-        async with cond:
-            actor.in_flight -= 1
-            cond.notify()
-
-    def _mark_lost(self, actor: _Actor, exc: BaseException) -> None:
-        """Take a dead actor out of dispatch and start its replacement (once per actor)."""
-        if not actor.alive:
-            return
-        actor.alive = False
-        logger.warning(
-            "ray backend: actor %d (pid %s on %s) died: %s",
-            actor.index,
-            actor.pid,
-            actor.node,
-            _last_line(exc),
-        )
-        try:
-            self._ray().kill(actor.handle)
-        except Exception:
-            pass
-        task = asyncio.get_running_loop().create_task(self._replace(actor))
-        self._replacing.add(task)
-        task.add_done_callback(self._replacing.discard)
-
-    async def _replace(self, dead: _Actor) -> None:
-        delay = 0.5
-        try:
-            for attempt in range(1, REPLACE_ATTEMPTS + 1):
-                handle = self._new_handle()
-                try:
-                    info = await asyncio.wait_for(
-                        handle.describe.remote(), timeout=self.start_timeout_sec
-                    )
-                except Exception as exc:
-                    logger.warning(
-                        "ray backend: replacement %d for actor %d failed: %s",
-                        attempt,
-                        dead.index,
-                        _last_line(exc),
-                    )
-                    self._ray().kill(handle)
-                    await asyncio.sleep(delay)
-                    delay *= 2
-                    continue
-                fresh = self._adopt(handle, info)
-                self._pool = [a for a in self._pool if a is not dead] + [fresh]
-                self.actors_replaced += 1
-                logger.info(
-                    "ray backend: actor %d (pid %s) replaces actor %d",
-                    fresh.index,
-                    fresh.pid,
-                    dead.index,
-                )
-                return
-            logger.error("ray backend: gave up replacing actor %d", dead.index)
-        finally:
-            # Wake waiters whatever happened: a new slot, or no actor left to wait for.
-            cond = self._condition()
-            async with cond:
-                self._replacing.discard(asyncio.current_task())  # type: ignore[arg-type]
-                cond.notify_all()
-
     # -- ExecutionBackend ------------------------------------------------------------------
 
     def has_capacity(self) -> bool:
         """True unless ``max_queue_depth`` is set and that many rollouts already wait for a slot."""
         if self.max_queue_depth is None:
             return True
-        return self._waiting < self.max_queue_depth
+        return self._slots.waiting < self.max_queue_depth
 
     def health(self) -> dict[str, Any]:
         """LocalBackend's ``concurrency`` block summed over the pool, plus the pool itself."""
-        alive = [a for a in self._pool if a.alive]
+        alive = [a for a in self._slots.actors if a.alive]
         limits = [a.max_concurrent for a in alive]
         total = None if any(m is None for m in limits) else sum(m or 0 for m in limits)
         health: dict[str, Any] = {
             "status": "ok" if alive or not self._started else "degraded",
             "concurrency": {
                 "max_concurrent": total,
-                "queued": self._waiting,
-                "running": self._in_flight(),
+                "queued": self._slots.waiting,
+                "running": self._slots.in_flight(),
             },
             "ray": {
                 "address": self.address or "local",
-                "actors": [a.summary() for a in self._pool],
+                "actors": [a.summary() for a in self._slots.actors],
                 "actors_replaced": self.actors_replaced,
                 "rollouts_lost": self.rollouts_lost,
                 "rollouts_retried": self.rollouts_retried,
@@ -780,7 +782,7 @@ class RayBackend(ExecutionBackend):
         redispatched = 0
         while True:
             try:
-                actor = await self._acquire()
+                actor = await self._slots.acquire()
             except _NoActors:
                 self.rollouts_lost += 1
                 return _lost_outcome(None, "no rollout actor is alive in the pool", retried)
@@ -788,7 +790,7 @@ class RayBackend(ExecutionBackend):
             limit = request.agent_timeout_sec
             shipped = None if limit is None else max(limit - queued, 0.0)
             try:
-                outcome = await self._run_on(actor, request, shipped, context, ctx)
+                outcome = await _run_on(self, actor, request, shipped, context, ctx)
             except _ActorLost as lost:
                 if not lost.started and redispatched < REDISPATCH_LIMIT:
                     redispatched += 1
@@ -800,53 +802,55 @@ class RayBackend(ExecutionBackend):
                 self.rollouts_lost += 1
                 return _lost_outcome(lost.actor, _last_line(lost.cause), retried)
             finally:
-                await self._release(actor)
+                await self._slots.release(actor)
             return _restore_deadline_message(outcome, limit, shipped, queued)
 
-    async def _run_on(
-        self,
-        actor: _Actor,
-        request: ExecutionRequest,
-        shipped: float | None,
-        context: dict[str, Any],
-        ctx: RolloutContext,
-    ) -> ExecutionOutcome:
-        if shipped != request.agent_timeout_sec:
-            request = request.model_copy(update={"agent_timeout_sec": shipped})
-        stream = actor.handle.execute.options(num_returns="streaming").remote(request, context)
-        reader = _Stream(self, actor, stream, ctx)
-        consumer = asyncio.ensure_future(reader.outcome())
-        try:
-            outcome = await asyncio.shield(consumer)
-        except asyncio.CancelledError:
-            return await self._cancel(actor, request.id, consumer, not reader.started)
-        if outcome is None:
-            # Cancelled inside the actor without our asking (its own shutdown): as cancelled.
-            raise asyncio.CancelledError()
-        return outcome
 
-    async def _cancel(
-        self,
-        actor: _Actor,
-        rollout_id: str,
-        consumer: asyncio.Future[ExecutionOutcome | None],
-        before_start: bool,
-    ) -> ExecutionOutcome:
-        """Forward a cancellation to the actor; a workflow that swallows it still reports."""
-        try:
-            actor.handle.cancel.remote(rollout_id, before_start=before_start)
-        except Exception:
-            consumer.cancel()
-            raise asyncio.CancelledError() from None
-        try:
-            async with asyncio.timeout(CANCEL_GRACE_SEC):
-                outcome = await consumer
-        except BaseException:
-            consumer.cancel()
-            raise asyncio.CancelledError() from None
-        if outcome is None:
-            raise asyncio.CancelledError()
-        return outcome
+async def _run_on(
+    backend: RayBackend,
+    actor: _Actor,
+    request: ExecutionRequest,
+    shipped: float | None,
+    context: dict[str, Any],
+    ctx: RolloutContext,
+) -> ExecutionOutcome:
+    """Run ``request`` on ``actor`` with ``shipped`` seconds left of its agent deadline."""
+    if shipped != request.agent_timeout_sec:
+        request = request.model_copy(update={"agent_timeout_sec": shipped})
+    stream = actor.handle.execute.options(num_returns="streaming").remote(request, context)
+    reader = _Stream(backend, actor, stream, ctx)
+    consumer = asyncio.ensure_future(reader.outcome())
+    try:
+        outcome = await asyncio.shield(consumer)
+    except asyncio.CancelledError:
+        return await _cancel(actor, request.id, consumer, not reader.started)
+    if outcome is None:
+        # Cancelled inside the actor without our asking (its own shutdown): as cancelled.
+        raise asyncio.CancelledError()
+    return outcome
+
+
+async def _cancel(
+    actor: _Actor,
+    rollout_id: str,
+    consumer: asyncio.Future[ExecutionOutcome | None],
+    before_start: bool,
+) -> ExecutionOutcome:
+    """Forward a cancellation to the actor; a workflow that swallows it still reports."""
+    try:
+        actor.handle.cancel.remote(rollout_id, before_start=before_start)
+    except Exception:
+        consumer.cancel()
+        raise asyncio.CancelledError() from None
+    try:
+        async with asyncio.timeout(CANCEL_GRACE_SEC):
+            outcome = await consumer
+    except BaseException:
+        consumer.cancel()
+        raise asyncio.CancelledError() from None
+    if outcome is None:
+        raise asyncio.CancelledError()
+    return outcome
 
 
 def _actor_failure(exc: BaseException) -> str:

@@ -33,7 +33,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    added: set[str] = set()
     for module_name in dict.fromkeys(SUBCOMMANDS.values()):
         try:
             module = importlib.import_module(module_name)
@@ -42,16 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.add_parser(sub)
-        added.add(module_name)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``osmosis-rollout``; returns the process exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler = args.handler
-    return int(handler(args) or 0)
+    args = build_parser().parse_args(argv)
+    return int(args.handler(args) or 0)
 
 
 if __name__ == "__main__":

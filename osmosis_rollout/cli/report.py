@@ -65,8 +65,7 @@ def run_rebuild(
     args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """Rebuild and write the report; print where it went and its one-line summary."""
-    out = out or sys.stdout
-    err = err or sys.stderr
+    out, err = out or sys.stdout, err or sys.stderr
     run_dir = Path(args.run_dir)
     try:
         document, bad = rebuild_report(run_dir)

@@ -1,12 +1,6 @@
 """``osmosis-rollout serve ENTRYPOINT[:ATTR]``: serve a rollout to the Osmosis controller.
 
-The entrypoint is resolved by :func:`osmosis_rollout.workspace.entrypoint.load_entrypoint` (an app, a
-backend, or workflow/grader classes). The server flags (timings, ``--enable-metrics``,
-``--max-queue-depth``, ``--max-body-bytes``, ``--max-concurrent``) apply to the app serve builds and equally to
-an app the entrypoint built with ``create_rollout_server``. Uvicorn runs with
-``timeout_keep_alive=2160`` so idle keep-alive connections outlive the platform load
-balancer's 2100 s idle timeout.
-
+What it serves and how it stops is :data:`DESCRIPTION` (``serve --help``). Beyond that:
 ``--max-concurrent auto`` (the default) runs as many rollouts at once as the server can
 finish in time, an adaptive limit on latency and event-loop lag, capped by the rollout's
 own ``max_concurrent``; ``--max-concurrent N`` fixes it. Beyond the running rollouts and
@@ -17,14 +11,6 @@ Slow clients are shed: a request's headers must be complete within ``--header-ti
 the open-file limit less an eighth) the oldest connection not being answered that has not
 yet completed a request with the key is closed: a controller's kept-alive connections are
 never shed for churn without the key. A slow response (a long poll) is never cut.
-
-``--backend ray`` keeps admission, leases and long polls in this process and runs the
-rollouts on a Ray cluster (``--ray-address``: ``auto``, ``HOST:PORT``; default a local
-cluster started here), on ``--ray-actors`` actors that each import the entrypoint.
-
-SIGTERM (or SIGINT) starts a staged drain: new rollouts get 503 with ``Retry-After`` while
-result polls and cancels are still served, until every finished result has been fetched
-or ``--drain-timeout`` passes; then the process exits 0. A second signal stops at once.
 """
 
 from __future__ import annotations
@@ -65,7 +51,7 @@ SIGTERM (or SIGINT) starts a staged drain: new rollouts get 503 with Retry-After
 result polls and cancels are still served, until every finished result has been fetched
 or --drain-timeout passes; then the process exits 0. A second signal stops at once.
 """
-"""``serve --help``'s text: the module docstring's content in plain words, without markup."""
+"""``serve --help``'s text."""
 
 _TIMING_OPTIONS = (
     "result_wait_timeout_sec",
@@ -151,19 +137,6 @@ def add_parser(subparsers: Any) -> None:
             f"one was fetched (default {DEFAULT_DRAIN_TIMEOUT_SEC:g}; 0 stops at once)"
         ),
     )
-    _add_ray_options(parser)
-    for option in _TIMING_OPTIONS:
-        parser.add_argument(
-            "--" + option.replace("_", "-"),
-            type=float,
-            default=None,
-            metavar="SEC",
-            help="server timing override",
-        )
-    parser.set_defaults(handler=run)
-
-
-def _add_ray_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend",
         choices=("local", "ray"),
@@ -183,6 +156,15 @@ def _add_ray_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="with --backend ray: rollout actors in the pool (default: one per cluster CPU)",
     )
+    for option in _TIMING_OPTIONS:
+        parser.add_argument(
+            "--" + option.replace("_", "-"),
+            type=float,
+            default=None,
+            metavar="SEC",
+            help="server timing override",
+        )
+    parser.set_defaults(handler=run)
 
 
 def _ray_app(args: argparse.Namespace, api_key: str | None, options: dict[str, Any]) -> Any:
@@ -216,10 +198,9 @@ def _server_options(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.enable_metrics:
         options["enable_metrics"] = True
-    if args.max_queue_depth is not None:
-        options["max_queue_depth"] = args.max_queue_depth
-    if args.max_body_bytes is not None:
-        options["max_body_bytes"] = args.max_body_bytes
+    for name in ("max_queue_depth", "max_body_bytes"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
     if getattr(args, "max_concurrent", None) is not None:
         from osmosis_rollout.errors import UsageError
         from osmosis_rollout.server.concurrency import parse_max_concurrent
@@ -310,19 +291,14 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         loaded_app, description = build_asgi_app(args)
+        if args.drain_timeout < 0:
+            raise UsageError("--drain-timeout must be >= 0")
+        if not args.header_timeout > 0 or (
+            args.max_connections is not None and args.max_connections < 1
+        ):
+            raise UsageError("--header-timeout must be > 0 and --max-connections >= 1")
     except (UsageError, ValueError) as exc:
         print(f"osmosis-rollout serve: error: {exc}", file=sys.stderr)
-        return 2
-    if args.drain_timeout < 0:
-        print("osmosis-rollout serve: error: --drain-timeout must be >= 0", file=sys.stderr)
-        return 2
-    if not args.header_timeout > 0 or (
-        args.max_connections is not None and args.max_connections < 1
-    ):
-        print(
-            "osmosis-rollout serve: error: --header-timeout must be > 0 and --max-connections >= 1",
-            file=sys.stderr,
-        )
         return 2
     from osmosis_rollout._internal.gc_freeze import freeze_startup_heap
     from osmosis_rollout.chat_client import warm_up

@@ -1,22 +1,10 @@
-"""Workspace commands: ``template list|apply``, ``init`` and ``validate``.
+"""Workspace commands: ``template list|apply``, ``templates``, ``init`` and ``validate``.
 
-- ``osmosis-rollout template list`` lists the starter rollouts (official names first,
-  ours as aliases); ``templates`` is the same list.
-- ``osmosis-rollout template apply NAME [--dir WORKSPACE] [--force]`` writes template NAME
-  as the rollout NAME in the official workspace layout: ``rollouts/NAME/main.py``,
-  ``policy.py`` and ``pyproject.toml``, ``configs/eval/NAME.toml``,
-  ``configs/training/NAME.toml`` and the dataset ``data/<dataset>.jsonl`` the eval config
-  names. Every target is checked first: when any exists with other content, nothing is
-  written and the error lists them (``--force`` overwrites). A dataset that is already
-  there with the same content is kept.
-- ``osmosis-rollout init NAME [--template T]`` is the short form: the same files for a
-  rollout called NAME. ``init T`` where T is a template applies that template (it says so)
-  rather than naming a rollout after it.
-- ``osmosis-rollout validate [--dataset PATH ...] [--config PATH ...] [--training-config
-  PATH ...] [--submit] [ENTRYPOINT]`` runs the preflight checks of
-  :mod:`osmosis_rollout.workspace.preflight` and prints one line per check; the exit status is 1
-  when any check fails. With no argument it validates the workspace in the current
-  directory.
+Each command's ``--help`` (from :func:`add_parser`) says what it writes or checks. Writing
+is all-or-nothing: every target is checked first, and when any exists with other content
+nothing is written and the error lists them (``--force`` overwrites); a file already there
+with the same content is kept. ``validate`` runs the checks of
+:mod:`osmosis_rollout.workspace.preflight`, one line each, and exits 1 when any fails.
 """
 
 from __future__ import annotations
@@ -149,27 +137,15 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         help="rollout entrypoint, path/to/main.py[:ATTR] or package.module[:ATTR]",
     )
-    validate.add_argument(
-        "--dataset",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="dataset file to check (.jsonl, .csv, .parquet); repeatable",
-    )
-    validate.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="eval TOML to check (its rollout's entrypoint is imported too); repeatable",
-    )
-    validate.add_argument(
-        "--training-config",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="training TOML to check (official sections; its entrypoint is imported too)",
-    )
+    for flag, what in (
+        ("--dataset", "dataset file to check (.jsonl, .csv, .parquet); repeatable"),
+        ("--config", "eval TOML to check (its rollout's entrypoint is imported too); repeatable"),
+        (
+            "--training-config",
+            "training TOML to check (official sections; its entrypoint is imported too)",
+        ),
+    ):
+        validate.add_argument(flag, action="append", default=[], metavar="PATH", help=what)
     validate.add_argument(
         "--submit",
         action="store_true",
@@ -346,10 +322,6 @@ def run_init(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | 
 # --------------------------------------------------------------------------- validate
 
 
-def _relative(path: Path, root: Path) -> str:
-    return str(path.relative_to(root))
-
-
 def _plan(args: argparse.Namespace) -> list[Callable[[], CheckResult]] | None:
     """The checks to run, in order; ``None`` when there is nothing to validate."""
     root = Path.cwd()
@@ -357,20 +329,15 @@ def _plan(args: argparse.Namespace) -> list[Callable[[], CheckResult]] | None:
     configs, datasets = list(args.config), list(args.dataset)
     trainings: list[str] = list(getattr(args, "training_config", []))
     if not (entrypoints or configs or datasets or trainings):
-        found_entrypoints, found_configs, found_trainings, found_datasets = workspace_files(root)
-        entrypoints = [_relative(p, root) for p in found_entrypoints]
-        configs = [_relative(p, root) for p in found_configs]
-        trainings = [_relative(p, root) for p in found_trainings]
-        datasets = [_relative(p, root) for p in found_datasets]
+        found = [[str(p.relative_to(root)) for p in group] for group in workspace_files(root)]
+        entrypoints, configs, trainings, datasets = found
         if not (entrypoints or configs or datasets or trainings):
             return None
     checks: list[Callable[[], CheckResult]] = [
         *(functools.partial(check_dataset, path) for path in datasets),
+        *(functools.partial(check_eval_config, path, submit=args.submit) for path in configs),
+        *(functools.partial(check_training_config, p, submit=args.submit) for p in trainings),
     ]
-    for path in configs:
-        checks.append(functools.partial(check_eval_config, path, submit=args.submit))
-    for path in trainings:
-        checks.append(functools.partial(check_training_config, path, submit=args.submit))
     # A config's entrypoint is imported too (as the official submit preflight does), once.
     seen = {(root / entry).resolve() for entry in entrypoints}
     named: list[str] = []

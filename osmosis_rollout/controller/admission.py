@@ -23,9 +23,8 @@ from time import monotonic
 from typing import Any, Final
 
 import httpx
-from pydantic import ValidationError
 
-from osmosis_rollout.controller._responses import body_excerpt
+from osmosis_rollout.controller._responses import validated_body
 from osmosis_rollout.errors import (
     RolloutAdmissionTimeoutError,
     RolloutAdmissionUnknownError,
@@ -79,23 +78,12 @@ def retry_after_delay(value: str | None) -> float:
 
 def parse_admission(response: httpx.Response, rollout_id: str) -> RolloutInitResponse:
     """The 202 body, validated; ``RolloutProtocolError`` for anything else."""
-    route = "POST /rollout"
-    if response.status_code != 202:
-        raise RolloutProtocolError(
-            f"{route} for rollout {rollout_id!r} answered {response.status_code} "
-            f"(only 202 admits and 429 is retried){body_excerpt(response)}",
-            status_code=response.status_code,
-        )
-    try:
-        admission = RolloutInitResponse.model_validate(response.json())
-    except (ValueError, ValidationError) as exc:
-        raise RolloutProtocolError(
-            f"{route} for rollout {rollout_id!r} answered 202 with an invalid body: {exc}",
-            status_code=response.status_code,
-        ) from exc
+    route = f"POST /rollout for rollout {rollout_id!r}"
+    refused = " (only 202 admits and 429 is retried)"
+    admission = validated_body(response, RolloutInitResponse, 202, route, refused)
     if admission.rollout_id != rollout_id:
         raise RolloutProtocolError(
-            f"{route} for rollout {rollout_id!r} answered 202 for rollout {admission.rollout_id!r}",
+            f"{route} answered 202 for rollout {admission.rollout_id!r}",
             status_code=response.status_code,
         )
     return admission

@@ -16,16 +16,10 @@ lease. It works from any asyncio code, and many handles can share one client::
         await handle.wait_for_running()
         result = await handle          # RolloutResultResponse, status success|failure|cancelled
 
-Beyond the official client (compatible defaults, all documented on the names):
-
-- the client it creates allows unlimited connections, so hundreds of concurrent long polls
-  never queue behind httpx's default pool of 100, and shards them over several pools
-  (``pools.py``), so one client holding hundreds of rollouts costs no more CPU per
-  rollout than several clients sharing them;
-- ``result_read_grace_sec`` makes the 10 s read grace configurable;
-- the rollout id is percent-encoded in result paths;
-- ``cancel_rollouts`` exposes every cancel selector, not only one id;
-- ``wait_idle`` raises a ``TimeoutError`` that names the last observed active count.
+Beyond the official client (compatible defaults; each documented on its name): an owned
+HTTP client with no connection limit, sharded over pools (``pools.py``) so hundreds of long
+polls cost no more CPU per rollout than a few; a configurable read grace; percent-encoded
+result paths; every cancel selector; an idle wait whose timeout names what it last saw.
 """
 
 from __future__ import annotations
@@ -39,7 +33,7 @@ from typing import Any, Final, Self
 import httpx
 from pydantic import ValidationError
 
-from osmosis_rollout.controller._responses import body_excerpt
+from osmosis_rollout.controller._responses import body_excerpt, validated_body
 from osmosis_rollout.controller.admission import (
     ADMISSION_RETRY_DELAYS_SEC,
     ADMISSION_TIMEOUT_SEC,
@@ -111,15 +105,13 @@ class RolloutClient:
 
     Args:
         url: The rollout server's base URL; a trailing ``/`` is stripped.
-        http_client: An ``httpx.AsyncClient`` to share. When omitted the client creates one
-            (httpx timeout 5 s, no connection limit) and ``aclose()`` closes it; a given
-            client is never closed here.
-        admission_timeout_sec: Bound on the whole admission loop including 429 retries;
-            ``None`` waits without bound. Must be finite.
-        api_key: The server's inbound key, sent as ``Authorization: Bearer`` on every
-            request. Blank is an error.
-        result_read_grace_sec: Added to the server's ``result_wait_timeout_sec`` to get the
-            timeout of each result read (beyond the official client, which fixes it at 10 s).
+        http_client: An ``httpx.AsyncClient`` to share, never closed here. Omitted, the client
+            creates one (httpx timeout 5 s, no connection limit) that ``aclose()`` closes.
+        admission_timeout_sec: Bound on the whole admission loop including 429 retries
+            (finite); ``None`` waits without bound.
+        api_key: The server's inbound key (not blank), sent as ``Authorization: Bearer``.
+        result_read_grace_sec: Added to the server's ``result_wait_timeout_sec`` for each
+            result read's timeout (the official client fixes it at 10 s).
 
     Redirects are never followed. Use as an async context manager, or call ``aclose()``.
     """
@@ -315,18 +307,7 @@ class RolloutClient:
                 timeout=CANCEL_TIMEOUT_SEC,
                 follow_redirects=False,
             )
-        if response.status_code != 200:
-            raise RolloutProtocolError(
-                f"POST /rollout/cancel answered {response.status_code}{body_excerpt(response)}",
-                status_code=response.status_code,
-            )
-        try:
-            return CancelRolloutsResponse.model_validate(response.json())
-        except (ValueError, ValidationError) as exc:
-            raise RolloutProtocolError(
-                f"POST /rollout/cancel answered 200 with an invalid body: {exc}",
-                status_code=response.status_code,
-            ) from exc
+        return validated_body(response, CancelRolloutsResponse, 200, "POST /rollout/cancel")
 
     async def health(self) -> dict[str, Any]:
         """``GET /health``; anything but a 200 JSON object raises ``RolloutProtocolError``."""

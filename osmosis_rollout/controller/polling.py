@@ -16,9 +16,8 @@ from typing import Any, Final, Protocol
 from urllib.parse import quote
 
 import httpx
-from pydantic import ValidationError
 
-from osmosis_rollout.controller._responses import body_excerpt
+from osmosis_rollout.controller._responses import validated_body
 from osmosis_rollout.errors import RolloutProtocolError
 from osmosis_rollout.types import (
     NOTES_HEADER,
@@ -79,18 +78,7 @@ class ResultReader(Protocol):
 def parse_result(response: httpx.Response, rollout_id: str) -> RolloutResultResponse:
     """The 200 body, validated; ``RolloutProtocolError`` for anything else."""
     route = f"GET /rollout/{rollout_id}/result"
-    if response.status_code != 200:
-        raise RolloutProtocolError(
-            f"{route} answered {response.status_code}{body_excerpt(response)}",
-            status_code=response.status_code,
-        )
-    try:
-        result = RolloutResultResponse.model_validate(response.json())
-    except (ValueError, ValidationError) as exc:
-        raise RolloutProtocolError(
-            f"{route} answered 200 with an invalid body: {exc}",
-            status_code=response.status_code,
-        ) from exc
+    result = validated_body(response, RolloutResultResponse, 200, route)
     if result.rollout_id != rollout_id:
         raise RolloutProtocolError(
             f"{route} answered with the result of rollout {result.rollout_id!r}",

@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.errors import (
     MissingAPIKeyError,
     ModelNotFoundError,
     PolicyError,
     ProviderRequestError,
 )
+from osmosis_rollout.integrations._litellm import import_litellm
 from osmosis_rollout.policy import ChatRequest, LiteLLMPolicy
 
 __all__ = [
@@ -143,9 +143,7 @@ def verdict_format(target: JudgeProvider | None) -> dict[str, Any]:
     schema = {"type": "json_schema", "json_schema": VERDICT_SCHEMA}
     if target is None:
         return schema
-    # Never fetch the remote model cost map, which LiteLLM's answer is read from.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    litellm = require_extra("litellm", extra="litellm")
+    litellm = import_litellm()  # offline: the bundled cost map answers
     if litellm.supports_response_schema(model=target.litellm_model, custom_llm_provider=None):
         return schema
     return {"type": "json_object"}

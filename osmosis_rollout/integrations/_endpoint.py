@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import sys
 import types
 import weakref
@@ -45,7 +44,11 @@ from types import ModuleType
 from typing import Any
 
 from osmosis_rollout._internal.shortcuts import shortcuts_enabled
-from osmosis_rollout.transport.connection_pools import pool_sizes, pooled_transport
+from osmosis_rollout.transport.connection_pools import (
+    LOOP_CONNECTIONS,
+    keepalive_transport,
+    openai_http,
+)
 from osmosis_rollout.transport.telemetry import model_call
 
 _PROVIDER = "litellm_proxy"
@@ -62,11 +65,6 @@ _CONSUMED = frozenset(
 
 _RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
 
-_MAX_CONNECTIONS = 1024
-"""Connections per event loop, in pools of 16 opened as calls need them (none idle at start)."""
-_KEEPALIVE_EXPIRY_S = 4.0
-"""Below the 5 s keep-alive of uvicorn and most inference servers: the pool drops an idle
-connection before the server closes it, so a call never goes out on one being closed."""
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
@@ -90,26 +88,13 @@ def _loop_client(litellm: ModuleType) -> Any:
     if client is None:
         import openai
 
-        # The HTTP library the installed SDK is built on (httpx, or httpx2 from openai 3).
-        http = importlib.import_module(
-            type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
-        )
-        tls = http.create_ssl_context()  # loaded once, not once per pool
-
-        def pool(size: int) -> Any:
-            limits = http.Limits(
-                max_connections=size,
-                max_keepalive_connections=size,
-                keepalive_expiry=_KEEPALIVE_EXPIRY_S,
-            )
-            return http.AsyncHTTPTransport(verify=tls, limits=limits)
-
+        http = openai_http(openai)
+        # One TLS context, loaded once, not once per pool.
+        transport = keepalive_transport(http, LOOP_CONNECTIONS, http.create_ssl_context())
         client = openai.AsyncOpenAI(
             api_key="unset",  # every call's copy carries the rollout's key and timeout
             max_retries=litellm.DEFAULT_MAX_RETRIES,
-            http_client=openai.DefaultAsyncHttpxClient(
-                transport=pooled_transport(http, pool, pool_sizes(_MAX_CONNECTIONS))
-            ),
+            http_client=openai.DefaultAsyncHttpxClient(transport=transport),
         )
         _clients[loop] = client
     return client

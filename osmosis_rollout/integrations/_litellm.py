@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,9 +34,6 @@ ROLLOUT_MODEL_ID = "litellm_proxy/osmosis-rollout"
 SKIP_MCP_HANDLER: dict[str, Any] = {"_skip_mcp_handler": True}
 """Call parameters that keep LiteLLM off its MCP gateway path."""
 
-_lock = threading.Lock()
-_configured = False
-
 
 def prepare_litellm_import() -> None:
     """Make a later ``import litellm`` (ours or a framework's) use the local cost map."""
@@ -46,14 +42,9 @@ def prepare_litellm_import() -> None:
 
 def import_litellm(*, extra: str = "litellm") -> ModuleType:
     """Import and configure LiteLLM once; a missing install names ``extra``'s pip command."""
-    global _configured
     prepare_litellm_import()
     litellm = require_extra("litellm", extra=extra)
-    if not _configured:
-        with _lock:
-            if not _configured:
-                _configure(litellm)
-                _configured = True
+    _configure(litellm)
     return litellm
 
 
@@ -73,6 +64,7 @@ def _reads_skip_flag() -> bool:
     return next(iter(SKIP_MCP_HANDLER)) in source
 
 
+@functools.cache
 def _configure(litellm: Any) -> None:
     # The "Give Feedback / Get Help" banner on every provider error is noise in test output.
     litellm.suppress_debug_info = True

@@ -11,6 +11,7 @@ A cost computed from estimated token counts (a policy that reported no usage) is
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field
@@ -137,14 +138,7 @@ class RolloutCallLog:
 
     def copy(self) -> RolloutCallLog:
         """A snapshot that later calls will not change."""
-        return RolloutCallLog(
-            rollout_id=self.rollout_id,
-            calls=list(self.calls),
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
-            tokens_estimated=self.tokens_estimated,
-            reported_cost=self.reported_cost,
-        )
+        return dataclasses.replace(self, calls=list(self.calls))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (token totals and call count; not the bodies)."""

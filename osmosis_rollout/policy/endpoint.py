@@ -1,13 +1,12 @@
 """The policy endpoint: an OpenAI chat-completions server in front of any :class:`Policy`.
 
-``POST <base>/v1/rollouts/{rollout_id}/chat/completions`` with ``Authorization: Bearer <key>``.
-A rollout is handed ``rollout_url(rollout_id)`` as its ``chat_completions_url``; its client
-appends ``/chat/completions``. Each :meth:`PolicyServer.bind` issues the rollout its own key
-(``<api_key>.<token>``); with ``scoped_keys=True`` that key is the only one its URL takes
-(another rollout's key or the server's ``api_key`` gets 401) and an id never bound gets 404. Replies are plain ``chat.completion`` objects, or, with
-``"stream": true``, server-sent events shaped like a real provider's: a role chunk, content split
-over several deltas, tool calls with ``index``/``id``/``name`` first and incremental ``arguments``,
-a ``finish_reason`` chunk, a usage chunk when ``stream_options.include_usage`` is set, ``[DONE]``.
+``POST <base>/v1/rollouts/{rollout_id}/chat/completions`` with ``Authorization: Bearer <key>``
+(the keys: :class:`PolicyServer`). A rollout is handed ``rollout_url(rollout_id)`` as its
+``chat_completions_url``; its client appends ``/chat/completions``. Replies are plain
+``chat.completion`` objects, or, with ``"stream": true``, server-sent events shaped like a
+real provider's: a role chunk, content split over several deltas, tool calls with
+``index``/``id``/``name`` first and incremental ``arguments``, a ``finish_reason`` chunk, a
+usage chunk when ``stream_options.include_usage`` is set, ``[DONE]``.
 
 :class:`PolicyServer` runs the app under uvicorn on 127.0.0.1 in a daemon thread with its own
 event loop, so it works from sync code, from inside a running loop, and several at once; its
@@ -22,13 +21,12 @@ import itertools
 import json
 import logging
 import math
-import os
 import re
 import secrets
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
@@ -40,6 +38,7 @@ from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout._internal.user_frames import user_traceback
 from osmosis_rollout.policy.accounting import CallRecord, RolloutCallLog
 from osmosis_rollout.policy.faults import Faults
+from osmosis_rollout.policy.recording import known_secrets
 from osmosis_rollout.policy.scripted import as_policy
 from osmosis_rollout.policy.types import ChatReply, ChatRequest, coerce_reply, estimate_usage
 
@@ -63,7 +62,6 @@ logger = logging.getLogger(__name__)
 #: Request fields that are not sampling parameters (``tools`` travels as ChatRequest.tools).
 NON_PARAM_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "n", "tools"})
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
 _MAX_CONTENT_PIECES = 16
 _MAX_ARGUMENT_PIECES = 4
@@ -194,6 +192,24 @@ def _validate(body: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _parsed_body(raw: bytes) -> dict[str, Any] | Response:
+    """The request's JSON object, or the 400 that refuses it."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return _error_response(400, "request body is not valid JSON", "invalid_request_error")
+    if not isinstance(body, dict):
+        return _error_response(
+            400,
+            f"request body must be a JSON object, got {type(body).__name__}",
+            "invalid_request_error",
+        )
+    problem = _validate(body)
+    if problem is not None:
+        return _error_response(400, problem[0], "invalid_request_error", param=problem[1])
+    return body
+
+
 def _split_text(text: str) -> list[str]:
     """Split content into word-aligned deltas (at most ``_MAX_CONTENT_PIECES``)."""
     words = _WORDS.findall(text)
@@ -216,20 +232,23 @@ def _split_even(text: str, pieces: int) -> list[str]:
 def _usage_dict(reply: ChatReply) -> dict[str, int] | None:
     if reply.usage is None:
         return None
+    return {k: v for k, v in reply.usage.to_dict().items() if k != "estimated"}
+
+
+def _envelope(kind: str, model: str) -> dict[str, Any]:
+    """The fields every ``chat.completion`` (or ``.chunk``) opens with, a fresh id each reply."""
     return {
-        "prompt_tokens": reply.usage.prompt_tokens,
-        "completion_tokens": reply.usage.completion_tokens,
-        "total_tokens": reply.usage.total_tokens,
+        "id": "chatcmpl-" + secrets.token_hex(12),
+        "object": kind,
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": None,
     }
 
 
 def _completion_body(reply: ChatReply, model: str) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-" + secrets.token_hex(12),
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "system_fingerprint": None,
+        **_envelope("chat.completion", model),
         "choices": [
             {
                 "index": 0,
@@ -244,13 +263,7 @@ def _completion_body(reply: ChatReply, model: str) -> dict[str, Any]:
 
 def _stream_events(reply: ChatReply, model: str, include_usage: bool) -> list[str]:
     """The SSE events of one streamed reply, ``[DONE]`` included."""
-    base: dict[str, Any] = {
-        "id": "chatcmpl-" + secrets.token_hex(12),
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "system_fingerprint": None,
-    }
+    base = _envelope("chat.completion.chunk", model)
     if include_usage:
         base["usage"] = None
     events: list[str] = []
@@ -286,14 +299,6 @@ def _stream_events(reply: ChatReply, model: str, include_usage: bool) -> list[st
     return events
 
 
-def _known_secrets(extra: Iterable[str | None]) -> tuple[str, ...]:
-    values = {
-        value for name, value in os.environ.items() if _SECRET_NAME.search(name) and len(value) >= 8
-    }
-    values.update(value for value in extra if value)
-    return tuple(sorted(values, key=len, reverse=True))
-
-
 class PolicyServer:
     """Serve ``policy`` as an OpenAI chat-completions endpoint scoped per rollout.
 
@@ -302,16 +307,13 @@ class PolicyServer:
     replaced at any time through the ``faults`` attribute.
 
     ``scoped_keys=True`` (what the pytest plugin and its fixtures use): a rollout's URL answers
-    only the key :meth:`bind` issued to it. A call for an id that is not bound gets 404, one
-    with another rollout's key (or the bare ``api_key``) 401, so one rollout cannot drive,
-    read or spend another's conversation. Without it, ``api_key`` opens every rollout id (a
-    fake provider, a quick test), and a bound rollout's own key opens its URL too.
-
-    Usage::
+    only the key :meth:`bind` issued to it (an unbound id gets 404, another rollout's key or
+    the bare ``api_key`` 401), so one rollout cannot drive, read or spend another's
+    conversation. Without it, ``api_key`` opens every rollout id (a fake provider, a quick
+    test), and a bound rollout's own key opens its URL too. Usage::
 
         with PolicyServer(["hello"]) as server:
             url = server.rollout_url("r1")   # the rollout's chat_completions_url
-            ...
             server.log("r1").total_tokens
     """
 
@@ -337,13 +339,12 @@ class PolicyServer:
         """Each bound rollout's key -> its rollout id."""
         self._lock = threading.Lock()
         self._call_numbers = itertools.count(1)
-        self._secrets = _known_secrets([])
+        self._secrets = known_secrets()
         # The key and every rollout key derived from it, token included.
         self._own_keys = re.compile(re.escape(self.api_key) + r"(?:\.[A-Za-z0-9_\-]+)?")
         self._expected_auth = self.api_key.encode()
         self._base_url: str | None = None
-        self._thread: threading.Thread | None = None
-        self._uvicorn: Any = None
+        self._serving: _ServingThread | None = None
         self._stopping = threading.Event()
         self.app: FastAPI = FastAPI(
             title="osmosis policy endpoint", docs_url=None, redoc_url=None, openapi_url=None
@@ -474,15 +475,6 @@ class PolicyServer:
             reply = dataclasses.replace(reply, usage=estimate_usage(request, reply))
         return reply
 
-    async def _sleep(self, seconds: float) -> None:
-        """Sleep, but wake early when the server is stopping (hung calls must not pin stop())."""
-        deadline = time.monotonic() + seconds
-        while not self._stopping.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            await asyncio.sleep(min(left, 0.05))
-
     async def handle(self, rollout_id: str, request: Request) -> Response:
         """Serve one chat-completions call (the route's body; public for custom mounts)."""
         refusal = self._refusal(rollout_id, request.headers.get("authorization"))
@@ -492,20 +484,9 @@ class PolicyServer:
             return _error_response(
                 422, f"invalid rollout_id {rollout_id!r}", "invalid_request_error"
             )
-        raw = await request.body()
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            return _error_response(400, "request body is not valid JSON", "invalid_request_error")
-        if not isinstance(body, dict):
-            return _error_response(
-                400,
-                f"request body must be a JSON object, got {type(body).__name__}",
-                "invalid_request_error",
-            )
-        problem = _validate(body)
-        if problem is not None:
-            return _error_response(400, problem[0], "invalid_request_error", param=problem[1])
+        body = _parsed_body(await request.body())
+        if isinstance(body, Response):
+            return body
 
         started = time.perf_counter()
         stream = bool(body.get("stream"))
@@ -513,22 +494,14 @@ class PolicyServer:
         faults = self.faults
         if faults is not None:
             if call_number <= faults.fail_first:
-                message = f"injected fault: HTTP {faults.fail_status} on call {call_number}"
-                self._record(
-                    rollout_id,
-                    CallRecord(body, None, 0.0, message, stream, status_code=faults.fail_status),
-                )
-                headers = (
-                    {"retry-after-ms": str(faults.retry_after_ms)}
-                    if faults.retry_after_s is None
-                    else {"retry-after": str(faults.retry_after_s)}
-                )
-                error_type = "rate_limit_error" if faults.fail_status == 429 else "server_error"
-                return _error_response(faults.fail_status, message, error_type, headers=headers)
+                code, message, error_type, headers = faults.failure(call_number)
+                record = CallRecord(body, None, 0.0, message, stream, status_code=code)
+                self._record(rollout_id, record)
+                return _error_response(code, message, error_type, headers=headers)
             if faults.latency_s > 0:
-                await self._sleep(faults.latency_s)
+                await _sleep(faults.latency_s, self._stopping)
             if faults.hang_s > 0 and faults.applies_to(call_number):
-                await self._sleep(faults.hang_s)
+                await _sleep(faults.hang_s, self._stopping)
 
         model = body.get("model") or "osmosis-rollout"
         chat_request = self._chat_request(rollout_id, body)
@@ -559,7 +532,7 @@ class PolicyServer:
             if stream:
                 payload = _error_payload(status, message, "policy_error").decode()
                 error_events = [f"event: error\ndata: {payload}\n\n", "data: [DONE]\n\n"]
-                return self._sse(error_events, None, call_number)
+                return _sse(error_events, None, call_number)
             return _error_response(status, message, "policy_error")
 
         self._record(
@@ -579,48 +552,100 @@ class PolicyServer:
             )
         options = body.get("stream_options") or {}
         events = _stream_events(reply, model, bool(options.get("include_usage")))
-        return self._sse(events, faults, call_number)
-
-    def _sse(self, events: list[str], faults: Faults | None, call_number: int) -> StreamingResponse:
-        cut_at: int | None = None
-        if faults is not None and faults.applies_to(call_number):
-            if faults.malformed_chunk:
-                events = list(events)
-                events.insert(len(events) // 2, 'data: {"id": "chatcmpl-broken", "choices": [\n\n')
-            if faults.cut_stream:
-                cut_at = max(1, len(events) // 2)
-
-        async def body() -> AsyncIterator[str]:
-            for i, event in enumerate(events):
-                if cut_at is not None and i == cut_at:
-                    raise _StreamCut(f"injected fault: stream cut after {cut_at} events")
-                yield event
-
-        return StreamingResponse(
-            body(),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return _sse(events, faults, call_number)
 
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> PolicyServer:
         """Serve on ``host`` (a free port unless one was given); return once accepting connections."""
-        if self._thread is not None:
-            return self
+        if self._serving is None:
+            self._stopping.clear()
+            self._serving = _ServingThread(self.app, self.host, self.port)
+            self._base_url = self._serving.base_url
+        return self
+
+    def stop(self) -> None:
+        """Stop serving: in-flight calls get a short grace, hung ones are cut; bounded (~5 s)."""
+        serving, self._serving = self._serving, None
+        if serving is not None:
+            self._stopping.set()
+            serving.stop()
+            self._base_url = None
+
+    def __enter__(self) -> PolicyServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> PolicyServer:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.stop)
+
+
+async def _sleep(seconds: float, stopping: threading.Event) -> None:
+    """Sleep, but wake early once ``stopping`` is set (hung calls must not pin stop())."""
+    deadline = time.monotonic() + seconds
+    while not stopping.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        await asyncio.sleep(min(left, 0.05))
+
+
+def _sse(events: list[str], faults: Faults | None, call_number: int) -> StreamingResponse:
+    """The SSE response of ``events``, with the stream faults ``faults`` injects into this call."""
+    cut_at: int | None = None
+    if faults is not None and faults.applies_to(call_number):
+        if faults.malformed_chunk:
+            events = list(events)
+            events.insert(len(events) // 2, 'data: {"id": "chatcmpl-broken", "choices": [\n\n')
+        if faults.cut_stream:
+            cut_at = max(1, len(events) // 2)
+
+    async def body() -> AsyncIterator[str]:
+        for i, event in enumerate(events):
+            if cut_at is not None and i == cut_at:
+                raise _StreamCut(f"injected fault: stream cut after {cut_at} events")
+            yield event
+
+    return StreamingResponse(
+        body(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+class _ServingThread:
+    """``app`` under uvicorn on a daemon thread with an event loop of its own; construction
+    returns once it accepts connections (on ``port``, or a free one for 0)."""
+
+    def __init__(self, app: FastAPI, host: str, port: int) -> None:
         # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY on accepted sockets only when the
         # proto says TCP, and without it every response pays a ~40 ms delayed-ACK stall.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.bind((self.host, self.port))
+            sock.bind((host, port))
         except OSError:
             sock.close()
             raise
         host, port = sock.getsockname()[:2]
         config = uvicorn.Config(
-            self.app,
+            app,
             host=host,
             port=port,
             log_config=None,
@@ -633,8 +658,6 @@ class PolicyServer:
             backlog=4096,
         )
         server = uvicorn.Server(config)
-        self._uvicorn = server
-        self._stopping.clear()
         failure: list[BaseException] = []
 
         def run() -> None:
@@ -666,46 +689,16 @@ class PolicyServer:
                 thread.join(_STOP_TIMEOUT_S)
                 raise RuntimeError(f"policy server did not start within {_START_TIMEOUT_S} s")
             time.sleep(0.005)
-        self._thread = thread
-        self._base_url = f"http://{host}:{port}"
-        return self
+        self.thread, self.server = thread, server
+        self.base_url = f"http://{host}:{port}"
 
     def stop(self) -> None:
-        """Stop serving: in-flight calls get a short grace, hung ones are cut; bounded (~5 s)."""
-        thread, server = self._thread, self._uvicorn
-        if thread is None or server is None:
-            return
-        self._stopping.set()
-        server.should_exit = True
-        thread.join(_STOP_TIMEOUT_S - 0.5)
-        if thread.is_alive():
-            server.force_exit = True
-            thread.join(0.5)
-        self._thread = None
-        self._uvicorn = None
-        self._base_url = None
-
-    def __enter__(self) -> PolicyServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> PolicyServer:
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.stop)
+        """Stop serving, bounded (~5 s): hung calls are cut."""
+        self.server.should_exit = True
+        self.thread.join(_STOP_TIMEOUT_S - 0.5)
+        if self.thread.is_alive():
+            self.server.force_exit = True
+            self.thread.join(0.5)
 
 
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:

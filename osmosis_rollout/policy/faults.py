@@ -36,6 +36,20 @@ class Faults:
     hang_s: float = 0.0
     only_calls: frozenset[int] | None = None
 
+    def failure(self, call_number: int) -> tuple[int, str, str, dict[str, str]]:
+        """The injected HTTP failure of call ``call_number``: status, message, OpenAI error
+        type and headers."""
+        message = f"injected fault: HTTP {self.fail_status} on call {call_number}"
+        error_type = "rate_limit_error" if self.fail_status == 429 else "server_error"
+        if self.retry_after_s is None:
+            return (
+                self.fail_status,
+                message,
+                error_type,
+                {"retry-after-ms": str(self.retry_after_ms)},
+            )
+        return self.fail_status, message, error_type, {"retry-after": str(self.retry_after_s)}
+
     def applies_to(self, call_number: int) -> bool:
         """True when the stream and hang faults apply to call ``call_number`` (1-based)."""
         return self.only_calls is None or call_number in self.only_calls

@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from functools import cache
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.errors import PolicyError
+from osmosis_rollout.integrations._litellm import import_litellm, skip_mcp_handler_args
 from osmosis_rollout.policy.openai_compatible import OpenAICompatibleClient, openai_route
-from osmosis_rollout.policy.types import ChatReply, ChatRequest, ToolCall, Usage, new_call_id
+from osmosis_rollout.policy.types import ChatReply, ChatRequest, Usage, field_of, reply_tool_calls
 
 __all__ = ["LiteLLMPolicy"]
 
@@ -83,27 +80,6 @@ for _name in _LITELLM_LOGGERS:
     logging.getLogger(_name).addFilter(_LITELLM_KEYS)
 
 
-def _litellm() -> tuple[ModuleType, bool]:
-    # Never fetch the remote model cost map on import (tests and CI run offline).
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    litellm = require_extra("litellm", extra="litellm")
-    litellm.suppress_debug_info = True  # type: ignore[attr-defined]
-    skips_mcp = False
-    try:
-        main = require_extra("litellm.main", extra="litellm")
-        source = Path(main.__file__ or "").read_text(encoding="utf-8")
-        skips_mcp = "_skip_mcp_handler" in source
-    except (OSError, ImportError):
-        pass
-    return litellm, skips_mcp
-
-
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
 def _response_cost(response: Any) -> float | None:
     """The call's cost in US dollars as LiteLLM priced it, or None for a model it cannot price."""
     hidden = getattr(response, "_hidden_params", None)
@@ -114,33 +90,20 @@ def _response_cost(response: Any) -> float | None:
 
 
 def _reply_from_response(response: Any, model: str) -> ChatReply:
-    choices = _field(response, "choices") or []
+    choices = field_of(response, "choices") or []
     if not choices:
         raise PolicyError(f"LiteLLM model {model!r} returned no choices")
     choice = choices[0]
-    message = _field(choice, "message") or {}
-    calls: list[ToolCall] = []
-    for call in _field(message, "tool_calls") or []:
-        function = _field(call, "function") or {}
-        name = _field(function, "name")
-        if not name:
-            continue
-        arguments = _field(function, "arguments")
-        calls.append(
-            ToolCall(
-                name=str(name),
-                arguments=arguments if isinstance(arguments, str | dict) else "{}",
-                id=_field(call, "id") or new_call_id(),
-            )
-        )
-    content = _field(message, "content")
-    finish = _field(choice, "finish_reason") or ("tool_calls" if calls else "stop")
-    raw_usage = _field(response, "usage")
+    message = field_of(choice, "message") or {}
+    calls = reply_tool_calls(message)
+    content = field_of(message, "content")
+    finish = field_of(choice, "finish_reason") or ("tool_calls" if calls else "stop")
+    raw_usage = field_of(response, "usage")
     usage = None
     if raw_usage is not None:
         usage = Usage(
-            prompt_tokens=int(_field(raw_usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(_field(raw_usage, "completion_tokens", 0) or 0),
+            prompt_tokens=int(field_of(raw_usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(field_of(raw_usage, "completion_tokens", 0) or 0),
             cost=_response_cost(response),
         )
     return ChatReply(
@@ -229,8 +192,7 @@ class LiteLLMPolicy:
         if self._openai is not None:
             kwargs["stream"] = request.stream
             return await self._openai.complete(kwargs)
-        litellm, skips_mcp = _litellm()
-        if skips_mcp:
-            kwargs["_skip_mcp_handler"] = True
-        response = await litellm.acompletion(**kwargs)
+        # LiteLLM's own import, offline (the bundled cost map), and its MCP workaround.
+        litellm = import_litellm()
+        response = await litellm.acompletion(**kwargs, **skip_mcp_handler_args())
         return _reply_from_response(response, self.model)

@@ -41,7 +41,6 @@ one (:func:`~osmosis_rollout.policy.accounting.litellm_cost`).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import os
 import weakref
@@ -53,8 +52,9 @@ from urllib.parse import urlsplit
 from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.errors import PolicyError
 from osmosis_rollout.policy.accounting import litellm_cost
-from osmosis_rollout.policy.types import ChatReply, ToolCall, Usage, new_call_id
-from osmosis_rollout.transport.connection_pools import pool_sizes, pooled_transport
+from osmosis_rollout.policy.types import ChatReply, Usage, reply_tool_calls
+from osmosis_rollout.transport.chunks import StreamFold
+from osmosis_rollout.transport.connection_pools import keepalive_transport, openai_http
 
 __all__ = ["OpenAICompatibleClient", "OpenAIRoute", "openai_route"]
 
@@ -65,9 +65,6 @@ DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_MAX_CONNECTIONS = 32
 """Pool size when the policy is not told how many calls run at once."""
 
-# Below the 5 s keep-alive of uvicorn and most inference servers: an idle connection is
-# dropped by the pool before the server closes it, so no call goes out on a closing one.
-_KEEPALIVE_EXPIRY_S = 4.0
 _OPENAI_HOSTS = frozenset({"api.openai.com"})
 
 #: Keyword arguments that configure the call rather than travel in its body.
@@ -260,22 +257,9 @@ class OpenAICompatibleClient:
         if client is None:
             openai = require_extra("openai", extra="litellm")
             route = self.route
-            # The HTTP library the installed SDK is built on (httpx, or httpx2 from openai 3).
-            http = importlib.import_module(
-                type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
-            )
-            sizes = pool_sizes(self.max_connections)
-            tls = http.create_ssl_context()  # loaded once, not once per pool
-
-            def pool(size: int) -> Any:
-                limits = http.Limits(
-                    max_connections=size,
-                    max_keepalive_connections=size,
-                    keepalive_expiry=_KEEPALIVE_EXPIRY_S,
-                )
-                return http.AsyncHTTPTransport(verify=tls, limits=limits)
-
-            transport = pooled_transport(http, pool, sizes)
+            http = openai_http(openai)
+            # One TLS context, loaded once, not once per pool.
+            transport = keepalive_transport(http, self.max_connections, http.create_ssl_context())
             client = openai.AsyncOpenAI(
                 api_key=route.api_key,
                 organization=route.organization,
@@ -342,19 +326,7 @@ class OpenAICompatibleClient:
         message = choice.get("message")
         if not isinstance(message, dict):
             message = {}
-        calls: list[ToolCall] = []
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or not function.get("name"):
-                continue
-            arguments = function.get("arguments")
-            calls.append(
-                ToolCall(
-                    name=str(function["name"]),
-                    arguments=arguments if isinstance(arguments, str | dict) else "{}",
-                    id=call.get("id") or new_call_id(),
-                )
-            )
+        calls = reply_tool_calls(message)
         content = message.get("content")
         if isinstance(content, list):
             content = "".join(
@@ -385,39 +357,15 @@ class OpenAICompatibleClient:
 
 async def _assemble(chunks: Any) -> dict[str, Any]:
     """One ``chat.completion`` dict from a stream of ``chat.completion.chunk`` dicts."""
-    content: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    finish: str | None = None
-    usage: Any = None
-    role_seen = False
+    fold = StreamFold()
     async for chunk in chunks:
-        if not isinstance(chunk, dict):
-            continue
-        if chunk.get("usage"):
-            usage = chunk["usage"]
-        for choice in chunk.get("choices") or ():
-            delta = choice.get("delta") or {}
-            role_seen = role_seen or "role" in delta
-            if isinstance(delta.get("content"), str):
-                content.append(delta["content"])
-            for part in delta.get("tool_calls") or ():
-                index = part.get("index", len(calls))
-                call = calls.setdefault(
-                    index,
-                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
-                )
-                if part.get("id"):
-                    call["id"] = part["id"]
-                function = part.get("function") or {}
-                call["function"]["name"] += function.get("name") or ""
-                call["function"]["arguments"] += function.get("arguments") or ""
-            finish = choice.get("finish_reason") or finish
-    if not (content or calls or finish or role_seen):
+        fold.add(chunk)
+    if not (fold.content or fold.calls or fold.finish_reason or fold.role_seen):
         raise PolicyError("the model's stream ended without a choice")
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
-    if calls:
-        message["tool_calls"] = [calls[index] for index in sorted(calls)]
+    message: dict[str, Any] = {"role": "assistant", "content": fold.text()}
+    if fold.calls:
+        message["tool_calls"] = [fold.calls[index] for index in sorted(fold.calls)]
     return {
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": usage,
+        "choices": [{"index": 0, "message": message, "finish_reason": fold.finish_reason}],
+        "usage": fold.usage,
     }

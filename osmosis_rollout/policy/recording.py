@@ -51,6 +51,7 @@ __all__ = [
     "RecordMode",
     "RecordingPolicy",
     "cassette_path",
+    "known_secrets",
     "normalise_request",
     "row_folder",
 ]
@@ -178,10 +179,14 @@ def _scrub(value: Any, secrets: tuple[str, ...]) -> Any:
     return value
 
 
-def _env_secrets() -> set[str]:
-    return {
+def known_secrets(extra: Iterable[str | None] = ()) -> tuple[str, ...]:
+    """The values of environment variables named like a secret (KEY, TOKEN, SECRET or PASSWORD
+    in the name, 8 characters or more) and the ``extra`` strings, longest first."""
+    values = {
         value for name, value in os.environ.items() if _SECRET_NAME.search(name) and len(value) >= 8
     }
+    values.update(value for value in extra if value)
+    return tuple(sorted(values, key=len, reverse=True))
 
 
 def _short(value: Any, limit: int = 400) -> str:
@@ -266,10 +271,6 @@ class RecordingPolicy:
         text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         write_text_atomic(cassette.path, text)
 
-    def _secrets(self) -> tuple[str, ...]:
-        values = _env_secrets() | self._extra_secrets
-        return tuple(sorted(values, key=len, reverse=True))
-
     # -- the policy ----------------------------------------------------------------------
 
     async def complete(self, request: ChatRequest) -> ChatReply:
@@ -288,7 +289,7 @@ class RecordingPolicy:
         if self.inner is None:
             raise self._miss(cassette, normalised, request)
         reply = coerce_reply(await self.inner.complete(request))
-        secrets = self._secrets()
+        secrets = known_secrets(self._extra_secrets)
         interaction = {
             "key": key,
             "request": _scrub(normalised, secrets),
@@ -342,18 +343,15 @@ class RecordingPolicy:
             return CassetteMissError(f"{head}: {reason}.\n  fix: {fix}")
         difference = _nearest_difference(
             [i["request"] for i in cassette.interactions],
-            _scrub(normalised, self._secrets()),
+            _scrub(normalised, known_secrets(self._extra_secrets)),
         )
         return CassetteMissError(f"{head}; {difference}\n  fix: {fix}")
 
 
 def _common_prefix(a: list[Any], b: list[Any]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+    """How many leading items ``a`` and ``b`` share."""
+    unequal = (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+    return next(unequal, min(len(a), len(b)))
 
 
 def _nearest_difference(recorded: list[dict[str, Any]], now: dict[str, Any]) -> str:

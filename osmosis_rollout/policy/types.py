@@ -7,6 +7,7 @@ OpenAI chat-completions request into a :class:`ChatRequest` and each :class:`Cha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 from collections.abc import Mapping, Sequence
@@ -25,7 +26,9 @@ __all__ = [
     "Usage",
     "coerce_reply",
     "estimate_usage",
+    "field_of",
     "new_call_id",
+    "reply_tool_calls",
 ]
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
@@ -110,6 +113,15 @@ class Usage:
         """Prompt plus completion tokens."""
         return self.prompt_tokens + self.completion_tokens
 
+    @classmethod
+    def from_dict(cls, usage: Mapping[str, Any]) -> Usage:
+        """Read an OpenAI ``usage`` object (or :meth:`to_dict`'s); missing counts are 0."""
+        return cls(
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            estimated=bool(usage.get("estimated", False)),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The OpenAI ``usage`` object (plus ``estimated``)."""
         return {
@@ -166,13 +178,7 @@ class ChatReply:
                 for call in data.get("tool_calls") or []
             ],
             finish_reason=str(data.get("finish_reason") or "stop"),
-            usage=None
-            if not usage
-            else Usage(
-                prompt_tokens=int(usage.get("prompt_tokens", 0)),
-                completion_tokens=int(usage.get("completion_tokens", 0)),
-                estimated=bool(usage.get("estimated", False)),
-            ),
+            usage=Usage.from_dict(usage) if usage else None,
         )
 
 
@@ -188,6 +194,36 @@ class Policy(Protocol):
 def new_call_id() -> str:
     """A fresh OpenAI-style tool call id (``call_`` + 24 hex chars)."""
     return "call_" + secrets.token_hex(12)
+
+
+def field_of(obj: Any, name: str, default: Any = None) -> Any:
+    """``obj[name]`` of a dict, else ``obj.name``: a provider's reply as JSON or as SDK objects."""
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def reply_tool_calls(message: Any) -> list[ToolCall]:
+    """The tool calls of a provider's assistant message (a dict or an SDK object).
+
+    A call without a function name is skipped; arguments that are neither a JSON string nor
+    a dict become ``"{}"``; a call without an id gets a fresh one.
+    """
+    calls: list[ToolCall] = []
+    for call in field_of(message, "tool_calls") or []:
+        function = field_of(call, "function") or {}
+        name = field_of(function, "name")
+        if not name:
+            continue
+        arguments = field_of(function, "arguments")
+        calls.append(
+            ToolCall(
+                name=str(name),
+                arguments=arguments if isinstance(arguments, str | dict) else "{}",
+                id=field_of(call, "id") or new_call_id(),
+            )
+        )
+    return calls
 
 
 def _text_of(content: Any) -> str | None:
@@ -260,18 +296,11 @@ def _reply_from_message(message: Mapping[str, Any], finish_reason: Any, usage: A
         content = _text_of(content)
     calls = [_tool_call_from_dict(call) for call in message.get("tool_calls") or []]
     reason = finish_reason if isinstance(finish_reason, str) else None
-    parsed_usage = None
-    if isinstance(usage, Mapping):
-        parsed_usage = Usage(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            estimated=bool(usage.get("estimated", False)),
-        )
     return ChatReply(
         content=content,
         tool_calls=_with_ids(calls),
         finish_reason=reason or ("tool_calls" if calls else "stop"),
-        usage=parsed_usage,
+        usage=Usage.from_dict(usage) if isinstance(usage, Mapping) else None,
     )
 
 
@@ -287,12 +316,7 @@ def coerce_reply(value: Any) -> ChatReply:
     if isinstance(value, ChatReply):
         if all(call.id for call in value.tool_calls):
             return value
-        return ChatReply(
-            content=value.content,
-            tool_calls=_with_ids(value.tool_calls),
-            finish_reason=value.finish_reason,
-            usage=value.usage,
-        )
+        return dataclasses.replace(value, tool_calls=_with_ids(value.tool_calls))
     if isinstance(value, str):
         return ChatReply(content=value)
     if isinstance(value, Text):

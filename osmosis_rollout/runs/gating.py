@@ -31,7 +31,9 @@ when it is cheap (:func:`regression_test`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -46,9 +48,8 @@ from osmosis_rollout.runs.stats import (
     cmh_test,
     mh_risk_difference,
     mixture_radius,
-    normal_quantile,
     stratified_exact_test,
-    student_t_quantile,
+    two_sided_quantile,
     wilson_interval,
 )
 
@@ -162,14 +163,7 @@ def rule_gate(
     """The gate on the rate a row rule defines over ``attempts`` attempts a row (``any`` is
     pass@k): each row's verdict is one draw from the task, so Wilson's interval over rows."""
     decision = rows_gate(passed, scored, threshold, confidence)
-    return GateDecision(
-        decision.outcome,
-        decision.estimate,
-        decision.interval,
-        threshold,
-        f"row pass rate ({rule} of {attempts})",
-        rows=scored,
-    )
+    return dataclasses.replace(decision, measure=f"row pass rate ({rule} of {attempts})")
 
 
 def attempts_interval(
@@ -194,13 +188,7 @@ def attempts_interval(
     variance = centre * (1.0 - centre) / mean.effective_size
     # Tightest around four attempts a row at a 50% pass rate; loose by little elsewhere.
     radius = mixture_radius(variance, confidence, tuned_variance=0.25 / (4 * rows))
-    alpha = 1.0 - confidence
-    quantile = max(
-        radius / math.sqrt(variance),
-        student_t_quantile(1.0 - alpha / 2.0, rows - 1)
-        if rows > 1
-        else normal_quantile(1.0 - alpha / 2.0),
-    )
+    quantile = max(radius / math.sqrt(variance), two_sided_quantile(confidence, rows))
     anytime_mean = clustered_interval(fractions, confidence, max_size=attempts, quantile=quantile)
     interval = anytime_mean.interval
     return anytime_mean.estimate, Interval(
@@ -277,17 +265,7 @@ class RegressionTest:
     def as_dict(self) -> dict[str, Any]:
         """``{worse, better, p_value, significant, confidence, method, change, margin,
         alternative}``."""
-        return {
-            "worse": self.worse,
-            "better": self.better,
-            "p_value": self.p_value,
-            "significant": self.significant,
-            "confidence": self.confidence,
-            "method": self.method,
-            "change": self.change,
-            "margin": self.margin,
-            "alternative": self.alternative,
-        }
+        return dataclasses.asdict(self)
 
     def describe(self) -> str:
         """``regressions: 25 rows worse, 26 better: not significant (p = 0.61, one-sided)``."""
@@ -329,16 +307,18 @@ def regression_test(
         raise ValueError(f"margin must be in [0, 1), got {margin!r}")
     scored = [(before, after) for before, after in pairs if before[1] > 0 and after[1] > 0]
     differences = [after[0] / after[1] - before[0] / before[1] for before, after in scored]
+    worse = sum(1 for d in differences if d < 0)
+    better = sum(1 for d in differences if d > 0)
     tables: list[Table] = [(a[0], a[1], b[0], b[1]) for b, a in scored]
     if margin > 0.0:
         difference, variance = mh_risk_difference(tables)
         p_value = (
-            1.0 if variance == 0.0 else _normal_cdf((difference + margin) / math.sqrt(variance))
+            1.0
+            if variance == 0.0
+            else statistics.NormalDist().cdf((difference + margin) / math.sqrt(variance))
         )
         method = "Mantel-Haenszel risk difference by row against the margin"
     elif all(before[1] == 1 and after[1] == 1 for before, after in scored):
-        worse = sum(1 for d in differences if d < 0)
-        better = sum(1 for d in differences if d > 0)
         p_value = binomial_tail(better, worse + better) if worse + better else 1.0
         method = "exact McNemar"
     else:
@@ -350,8 +330,8 @@ def regression_test(
             p_value = cmh_test(tables)
             method = "Cochran-Mantel-Haenszel test stratified by row"
     return RegressionTest(
-        worse=sum(1 for d in differences if d < 0),
-        better=sum(1 for d in differences if d > 0),
+        worse=worse,
+        better=better,
         p_value=p_value,
         significant=p_value < 1.0 - confidence,
         confidence=confidence,
@@ -360,10 +340,6 @@ def regression_test(
         margin=margin,
         alternative=f"worse by more than {margin:g}" if margin else "worse",
     )
-
-
-def _normal_cdf(z: float) -> float:
-    return 0.5 * math.erfc(-z / math.sqrt(2.0))
 
 
 def summary_intervals(summary: Mapping[str, Any], confidence: float) -> dict[str, Any]:
@@ -423,12 +399,7 @@ def reward_interval(
         return None
     low, high = min(0.0, extremes[0]), max(1.0, extremes[1])
     width = high - low
-    alpha = 1.0 - confidence
-    quantile = (
-        student_t_quantile(1.0 - alpha / 2.0, count - 1)
-        if count > 1
-        else normal_quantile(1.0 - alpha / 2.0)
-    )
+    quantile = two_sided_quantile(confidence, count)
     scaled = clustered_interval_from_moments(
         (mean - low) / width, (population_std / width) ** 2, count, confidence, quantile=quantile
     ).interval

@@ -63,12 +63,7 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
 
 def powers_of_two(limit: int) -> list[int]:
     """1, 2, 4, ... up to ``limit``: the k values reported for ``limit`` attempts."""
-    values: list[int] = []
-    k = 1
-    while k <= limit:
-        values.append(k)
-        k *= 2
-    return values
+    return [1 << i for i in range(max(limit, 0).bit_length())]
 
 
 def _reward(value: Any) -> float | None:

@@ -56,6 +56,7 @@ method comes from:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -83,6 +84,7 @@ __all__ = [
     "stratified_exact_test",
     "student_t_cdf",
     "student_t_quantile",
+    "two_sided_quantile",
     "wilson_interval",
 ]
 
@@ -101,12 +103,7 @@ class Interval:
 
     def as_dict(self) -> dict[str, Any]:
         """``{low, high, confidence, method}``, as the JSON report holds it."""
-        return {
-            "low": self.low,
-            "high": self.high,
-            "confidence": self.confidence,
-            "method": self.method,
-        }
+        return dataclasses.asdict(self)
 
     def contains(self, value: float) -> bool:
         """True when ``low <= value <= high``."""
@@ -137,13 +134,7 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> In
     if trials == 0:
         return Interval(0.0, 1.0, confidence, "wilson")
     z = normal_quantile(1.0 - alpha / 2.0)
-    n = float(trials)
-    p = successes / n
-    denominator = 1.0 + z * z / n
-    centre = (p + z * z / (2.0 * n)) / denominator
-    half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / denominator
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == trials else min(1.0, centre + half)
+    low, high = _wilson_bounds(successes / trials, float(trials), z)
     return Interval(low, high, confidence, "wilson")
 
 
@@ -219,6 +210,15 @@ def student_t_quantile(p: float, df: float) -> float:
     while student_t_cdf(high, df) < p:
         high *= 2.0
     return _bisect(lambda t: student_t_cdf(t, df) - p, 0.0, high)
+
+
+def two_sided_quantile(confidence: float, count: int) -> float:
+    """The two-sided quantile for a mean of ``count`` values: Student's t on ``count - 1``
+    degrees of freedom, the normal one for a single value."""
+    alpha = _alpha(confidence)
+    if count > 1:
+        return student_t_quantile(1.0 - alpha / 2.0, count - 1)
+    return normal_quantile(1.0 - alpha / 2.0)
 
 
 def _bisect(f: Callable[[float], float], low: float, high: float) -> float:
@@ -422,7 +422,7 @@ def clustered_interval_from_moments(
     freedom unless ``quantile`` is given (a confidence sequence's). Values all at 0 or 1
     (variance ``mean (1 - mean)``) give Wilson's interval over them, exactly.
     """
-    alpha = _alpha(confidence)
+    _alpha(confidence)  # refuses a confidence outside (0, 1), before any early return
     if count < 1:
         return ClusteredMean(0.0, 0.0, Interval(0.0, 1.0, confidence, "no values"))
     mean = min(1.0, max(0.0, mean))
@@ -437,11 +437,7 @@ def clustered_interval_from_moments(
     size = min(count / effect, max_size) if effect > 0 else max_size
     size = max(size, float(count))
     if quantile is None:
-        quantile = (
-            student_t_quantile(1.0 - alpha / 2.0, count - 1)
-            if count > 1
-            else normal_quantile(1.0 - alpha / 2.0)
-        )
+        quantile = two_sided_quantile(confidence, count)
     low, high = _wilson_bounds(mean, size, quantile)
     return ClusteredMean(mean, size, Interval(low, high, confidence, "wilson, clustered"))
 

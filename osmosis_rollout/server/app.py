@@ -14,6 +14,7 @@ import logging
 import os
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -344,12 +345,10 @@ class _Server:
             }
         await self.registry.complete(entry, result)
 
-    def _overloaded(self, admission: AdmissionControl) -> Response:
+    def _overloaded(self, retry_after: str) -> Response:
         self.metrics.record_rejected("queue_full")
         return _detail(
-            429,
-            "rollout queue is full; retry later",
-            headers={"Retry-After": admission.retry_after()},
+            429, "rollout queue is full; retry later", headers={"Retry-After": retry_after}
         )
 
     async def admit(self, request: RolloutInitRequest) -> Response:
@@ -359,7 +358,7 @@ class _Server:
             admission.start()
             if self.accepting and not admission.admits(request.agent_timeout_sec):
                 # Refused without waiting for the lock (held across awaits by admissions).
-                return self._overloaded(admission)
+                return self._overloaded(admission.retry_after())
         async with self.admission_lock:
             if not self.accepting:
                 self.metrics.record_rejected("shutting_down")
@@ -371,14 +370,9 @@ class _Server:
                     headers={"Retry-After": RETRY_AFTER_SEC},
                 )
             if not self.backend.has_capacity():
-                self.metrics.record_rejected("queue_full")
-                return _detail(
-                    429,
-                    "rollout queue is full; retry later",
-                    headers={"Retry-After": RETRY_AFTER_SEC},
-                )
+                return self._overloaded(RETRY_AFTER_SEC)
             if admission is not None and not admission.admits(request.agent_timeout_sec):
-                return self._overloaded(admission)
+                return self._overloaded(admission.retry_after())
             try:
                 entry, token = await self.registry.register(request.rollout_id)
             except DuplicateRolloutError:
@@ -485,11 +479,8 @@ class _Server:
 
     def render_metrics(self) -> str:
         """The Prometheus exposition of this server's metrics."""
-        in_status: dict[str, int] = {}
-        for entry in list(self.registry.entries.values()):
-            if not entry.finished:
-                key = entry.progress.status.value
-                in_status[key] = in_status.get(key, 0) + 1
+        entries = list(self.registry.entries.values())
+        in_status = Counter(e.progress.status.value for e in entries if not e.finished)
         queued = in_status.get("queued", 0)
         try:
             concurrency = self.backend.health().get("concurrency")
@@ -685,25 +676,18 @@ def configure_rollout_app(
             "be set from outside; pass them where the app is built"
         )
     registry = server.registry
-    wait = (
-        result_wait_timeout_sec
-        if result_wait_timeout_sec is not None
-        else server.result_wait_timeout_sec
-    )
-    lease_timeout = (
-        polling_lease_timeout_sec
-        if polling_lease_timeout_sec is not None
-        else server.polling_lease_timeout_sec
-    )
-    retention = (
-        result_retention_sec if result_retention_sec is not None else registry.result_retention_sec
+    wait, lease_timeout, retention = (
+        given if given is not None else current
+        for given, current in (
+            (result_wait_timeout_sec, server.result_wait_timeout_sec),
+            (polling_lease_timeout_sec, server.polling_lease_timeout_sec),
+            (result_retention_sec, registry.result_retention_sec),
+        )
     )
     check_timeouts(wait, lease_timeout, retention)
-    body_limit = (
-        check_max_body_bytes(max_body_bytes)
-        if max_body_bytes is not None
-        else server.max_body_bytes
-    )
+    body_limit = server.max_body_bytes
+    if max_body_bytes is not None:
+        body_limit = check_max_body_bytes(max_body_bytes)
     if max_queue_depth is not None:
         set_queue_depth(server.backend, max_queue_depth)
     if max_concurrent is not None:

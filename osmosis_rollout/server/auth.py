@@ -67,6 +67,16 @@ class ControllerAuth:
         return f"ControllerAuth(api_key={'***' if self.api_key else None})"
 
 
+async def send_json(send: Any, status: int, body: bytes, *, close: bool = False) -> None:
+    """Answer with ``status`` and the JSON ``body`` from plain ASGI middleware (this one and
+    the body-size limit's)."""
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class BearerAuthMiddleware:
     """ASGI middleware answering 401 ``{"detail":"unauthorized"}`` to any unauthenticated request.
 
@@ -91,19 +101,9 @@ class BearerAuthMiddleware:
             await self.app(scope, receive, send)
             return
         scope[REFUSED_SCOPE_KEY] = True
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(UNAUTHORIZED_BODY)).encode()),
-                    # Kept alive as the official server does (the wire differential pins
-                    # it): the connection cap sheds an unauthenticated connection first.
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": UNAUTHORIZED_BODY})
+        # Kept alive as the official server does (the wire differential pins it): the
+        # connection cap sheds an unauthenticated connection first.
+        await send_json(send, 401, UNAUTHORIZED_BODY)
 
 
 __all__ = ["REFUSED_SCOPE_KEY", "SERVER_API_KEY_ENV", "BearerAuthMiddleware", "ControllerAuth"]

@@ -14,6 +14,8 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from osmosis_rollout.server.auth import send_json
+
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 """16 MiB: far above any real admission (prompts, metadata), far below a memory problem."""
 
@@ -124,19 +126,7 @@ async def _discard_body(receive: Receive) -> None:
 
 async def _send_413(send: Send, limit: int) -> None:
     payload: Any = {"detail": too_large_detail(limit)}
-    body = json.dumps(payload).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await send_json(send, 413, json.dumps(payload).encode(), close=True)
 
 
 __all__ = [

@@ -61,10 +61,13 @@ MAX_TEXT = 512
 SERVICE_NAME = "osmosis-rollout-server"
 # The official server's instrumentation scope: dashboards may select the events by it.
 SCOPE = "osmosis_ai.rollout.server.observability"
-MAX_QUEUE_SIZE = 1024
-MAX_EXPORT_BATCH_SIZE = 128
-SCHEDULE_DELAY_MILLIS = 1000
-EXPORT_TIMEOUT_MILLIS = 3000
+BATCHING: dict[str, Any] = {
+    "max_queue_size": 1024,
+    "max_export_batch_size": 128,
+    "schedule_delay_millis": 1000,
+    "export_timeout_millis": 3000,
+}
+"""The batch processors' settings (logs and spans alike)."""
 EXPORT_TIMEOUT_SEC = 2
 CLOSE_TIMEOUT_SEC = 2.0
 """At shutdown, how long the last events may take to reach the collector before they are dropped."""
@@ -145,10 +148,7 @@ class RolloutObservability:
         logs.add_log_record_processor(
             BatchLogRecordProcessor(
                 OTLPLogExporter(endpoint=f"{endpoint}/v1/logs", timeout=EXPORT_TIMEOUT_SEC),
-                max_queue_size=MAX_QUEUE_SIZE,
-                max_export_batch_size=MAX_EXPORT_BATCH_SIZE,
-                schedule_delay_millis=SCHEDULE_DELAY_MILLIS,
-                export_timeout_millis=EXPORT_TIMEOUT_MILLIS,
+                **BATCHING,
             )
         )
         self._providers.append(logs)
@@ -167,10 +167,7 @@ class RolloutObservability:
         spans.add_span_processor(
             BatchSpanProcessor(
                 OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces", timeout=EXPORT_TIMEOUT_SEC),
-                max_queue_size=MAX_QUEUE_SIZE,
-                max_export_batch_size=MAX_EXPORT_BATCH_SIZE,
-                schedule_delay_millis=SCHEDULE_DELAY_MILLIS,
-                export_timeout_millis=EXPORT_TIMEOUT_MILLIS,
+                **BATCHING,
             )
         )
         self._providers.append(spans)

@@ -89,7 +89,6 @@ class RolloutEntry:
     cancel_on_bind: bool = False
     delivered: bool = False
     """True once a poll has been answered with the fixed result."""
-    background: set[asyncio.Task[None]] = field(default_factory=set, repr=False)
 
     @property
     def finished(self) -> bool:

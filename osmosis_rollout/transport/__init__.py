@@ -1,1 +1,2 @@
-"""How rollout traffic moves: bounded connection pools, call tracing, the result's wire form."""
+"""How rollout traffic moves: bounded connection pools, streamed chunks, call tracing, the
+result's wire form."""

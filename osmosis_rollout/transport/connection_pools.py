@@ -14,14 +14,29 @@ makes many calls at once: the policy's ``AsyncOpenAI`` client
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import AsyncIterator, Callable
 from types import ModuleType
 from typing import Any
 
-__all__ = ["REQUESTS_PER_POOL", "pool_sizes", "pooled_transport"]
+__all__ = [
+    "KEEPALIVE_EXPIRY_SEC",
+    "LOOP_CONNECTIONS",
+    "REQUESTS_PER_POOL",
+    "keepalive_transport",
+    "openai_http",
+    "pool_sizes",
+    "pooled_transport",
+]
 
 REQUESTS_PER_POOL = 16
 """Connections per pool."""
+LOOP_CONNECTIONS = 1024
+"""Connections a rollout client holds per event loop at most, in pools opened as calls need
+them (none idle at start)."""
+KEEPALIVE_EXPIRY_SEC = 4.0
+"""Below the 5 s keep-alive of uvicorn and most inference servers: a pool drops an idle
+connection before the server closes it, so a call never goes out on one being closed."""
 
 
 def pool_sizes(max_connections: int) -> list[int]:
@@ -40,6 +55,28 @@ def pooled_transport(http: ModuleType, factory: Callable[[int], Any], sizes: lis
     it fails.
     """
     return _transport_type(http)(factory, sizes)
+
+
+def keepalive_transport(http: ModuleType, max_connections: int, tls: Any) -> Any:
+    """:func:`pooled_transport` of ``http`` holding ``max_connections`` kept-alive connections
+    (:data:`KEEPALIVE_EXPIRY_SEC`), verified with the TLS context ``tls``."""
+
+    def pool(size: int) -> Any:
+        limits = http.Limits(
+            max_connections=size,
+            max_keepalive_connections=size,
+            keepalive_expiry=KEEPALIVE_EXPIRY_SEC,
+        )
+        return http.AsyncHTTPTransport(verify=tls, limits=limits)
+
+    return pooled_transport(http, pool, pool_sizes(max_connections))
+
+
+def openai_http(openai: ModuleType) -> ModuleType:
+    """The HTTP library the installed ``openai`` SDK is built on (httpx, or httpx2 from openai 3)."""
+    return importlib.import_module(
+        type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]
+    )
 
 
 @functools.cache

@@ -29,7 +29,9 @@ from osmosis_rollout.backend.base import ExecutionBackend
 from osmosis_rollout.errors import EntrypointError
 from osmosis_rollout.grader import Grader
 from osmosis_rollout.types import AgentWorkflowConfig, GraderConfig
-from osmosis_rollout.workspace import rollout_entrypoints
+
+# The workspace's own finder, under the name this module has always exported.
+from osmosis_rollout.workspace import rollout_entrypoints as discover_entrypoints
 from osmosis_rollout.workspace.user_code import (
     import_user_file,
     import_user_module,
@@ -220,26 +222,18 @@ def _with_classes(
             f"{loaded_path}: found {len(graders)} Grader subclasses: {_names(graders)}; "
             "keep one grader per rollout entrypoint"
         )
-    grader = graders[0] if graders else None
-    workflow_config = _single(
-        _instances(module, AgentWorkflowConfig), "AgentWorkflowConfig instances", loaded_path
-    )
-    grader_config = _single(_instances(module, GraderConfig), "GraderConfig instances", loaded_path)
-    backend = LocalBackend(
-        workflow=workflow,
-        workflow_config=workflow_config,
-        grader=grader,
-        grader_config=grader_config,
-    )
+    parts: dict[str, Any] = {
+        "workflow": workflow,
+        "workflow_config": _single(
+            _instances(module, AgentWorkflowConfig), "AgentWorkflowConfig instances", loaded_path
+        ),
+        "grader": graders[0] if graders else None,
+        "grader_config": _single(
+            _instances(module, GraderConfig), "GraderConfig instances", loaded_path
+        ),
+    }
     return LoadedRollout(
-        path=loaded_path,
-        module=module,
-        found=found,
-        backend=backend,
-        workflow=workflow,
-        workflow_config=workflow_config,
-        grader=grader,
-        grader_config=grader_config,
+        path=loaded_path, module=module, found=found, backend=LocalBackend(**parts), **parts
     )
 
 
@@ -308,11 +302,6 @@ def load_entrypoint(spec: str, *, base_dir: Path | None = None) -> LoadedRollout
         f"(found {_inventory(module)}); define one, e.g. `app = create_rollout_server("
         "backend=LocalBackend(workflow=MyWorkflow, grader=MyGrader))`, or pass FILE:ATTR"
     )
-
-
-def discover_entrypoints(workspace: Path) -> list[Path]:
-    """The ``rollouts/*/main.py`` files of a workspace, sorted."""
-    return rollout_entrypoints(Path(workspace))
 
 
 __all__ = ["Found", "LoadedRollout", "discover_entrypoints", "load_entrypoint"]

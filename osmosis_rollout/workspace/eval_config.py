@@ -362,29 +362,26 @@ def check_env(table: Mapping[str, Any], issues: Issues) -> dict[str, str]:
     """``[env]``: upper-case names, none reserved, string values."""
     env: dict[str, str] = {}
     for name, value in table.items():
-        ok = True
+        found = len(issues.items)
         if not ENV_NAME_RE.fullmatch(name):
             issues.add(
                 f"env.{name}",
                 "is not a valid variable name (must match ^[A-Z_][A-Z0-9_]*$)",
                 "use upper-case letters, digits and underscores",
             )
-            ok = False
         elif name.startswith(RESERVED_ENV_PREFIX):
             issues.add(
                 f"env.{name}",
                 f"names starting with {RESERVED_ENV_PREFIX} are reserved",
                 "choose another name",
             )
-            ok = False
         if not isinstance(value, str):
             issues.add(
                 f"env.{name}",
                 f"must be a string, got {_describe(value)}",
                 f'quote the value: {name} = "{value}"',
             )
-            ok = False
-        if ok:
+        if len(issues.items) == found:  # no problem with this variable
             env[name] = value
     return env
 
@@ -485,26 +482,28 @@ def validate_document(
         return None
 
 
+def check_document(
+    raw: Mapping[str, Any], model: type[BaseModel], kind: str, source: str, *, secrets: bool
+) -> dict[str, Any]:
+    """The sections of a config file as ``model`` reads them, with its checked ``env`` and
+    ``secrets`` (``[secrets]`` required when ``secrets``) and the ``warnings``; one
+    :class:`ConfigError` naming ``source`` lists every problem."""
+    issues = Issues(kind)
+    parsed = validate_document(raw, model, issues)
+    env_table = raw.get("env")
+    env = check_env(env_table if isinstance(env_table, dict) else {}, issues)
+    required = check_secrets(raw, env, issues, required=secrets)
+    if issues.items or parsed is None:
+        raise issues.error(source)
+    warnings = advanced_warnings(getattr(parsed, "advanced", {}))
+    return {**dict(parsed), "path": source, "env": env, "secrets": required, "warnings": warnings}
+
+
 def parse_eval_config(
     raw: Mapping[str, Any], *, source: str = "<eval config>", require_secrets: bool = False
 ) -> EvalConfig:
     """Check an already-parsed TOML document; ``source`` names it in errors."""
-    issues = Issues("eval")
-    parsed = validate_document(raw, _EvalFile, issues)
-    env_table = raw.get("env")
-    env = check_env(env_table if isinstance(env_table, dict) else {}, issues)
-    secrets = check_secrets(raw, env, issues, required=require_secrets)
-    if issues.items or not isinstance(parsed, _EvalFile):
-        raise issues.error(source)
-    return EvalConfig(
-        path=source,
-        experiment=parsed.experiment,
-        evaluation=parsed.evaluation,
-        advanced=dict(parsed.advanced),
-        env=env,
-        secrets=secrets,
-        warnings=advanced_warnings(parsed.advanced),
-    )
+    return EvalConfig(**check_document(raw, _EvalFile, "eval", source, secrets=require_secrets))
 
 
 def read_toml(path: str | Path, kind: str) -> dict[str, Any]:

@@ -18,24 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
-__all__ = [
-    "DATASET_SUFFIXES",
-    "DATA_DIR",
-    "ENTRYPOINT",
-    "EVAL_CONFIG_DIR",
-    "ROLLOUTS_DIR",
-    "TRAINING_CONFIG_DIR",
-    "config_workspace",
-    "dataset_candidates",
-    "eval_config_for",
-    "find_local_dataset",
-    "find_workspace",
-    "rollout_entrypoints",
-    "rollout_name",
-    "workspace_files",
-    "workspace_of_config",
-]
-
 ROLLOUTS_DIR = "rollouts"
 EVAL_CONFIG_DIR = "configs/eval"
 TRAINING_CONFIG_DIR = "configs/training"

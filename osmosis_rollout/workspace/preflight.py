@@ -18,6 +18,7 @@ its own failure (an exit status, a failed item). The rules follow the official
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import requires as installed_requirements
@@ -97,29 +98,6 @@ def config_entrypoint(config_path: str | Path, experiment: ExperimentConfig) -> 
     return workspace / ROLLOUTS_DIR / experiment.rollout / experiment.entrypoint
 
 
-def _rollout_path_problems(
-    path: Path, experiment: ExperimentConfig, *, submit: bool, kind: str
-) -> tuple[list[str], list[str]]:
-    """(errors, warnings) about the rollout path a config names."""
-    entrypoint = config_entrypoint(path, experiment)
-    if entrypoint is None:
-        message = (
-            f"no workspace around {path} (no rollouts/ folder, and the file is not under "
-            f"configs/{kind}/), so rollouts/{experiment.rollout}/{experiment.entrypoint} "
-            "was not checked"
-        )
-        if submit:
-            return [message + f"\nfix: keep the config at <workspace>/configs/{kind}/"], []
-        return [], [message]
-    if not entrypoint.is_file():
-        return [
-            f"rollout path rollouts/{experiment.rollout}/{experiment.entrypoint} does not exist "
-            f"({entrypoint})\nfix: set [experiment].rollout to a folder of "
-            f"{entrypoint.parent.parent} and entrypoint to its main file"
-        ], []
-    return [], []
-
-
 def check_eval_config(
     path: str | Path, *, submit: bool = False, name: str | None = None
 ) -> CheckResult:
@@ -130,19 +108,7 @@ def check_eval_config(
     from osmosis_rollout.workspace.eval_config import load_eval_config
 
     name = name or f"eval-config[{path}]"
-    try:
-        config = load_eval_config(path, require_secrets=submit)
-    except ConfigError as exc:
-        return CheckResult(name, False, _without_source(str(exc), str(path)))
-    experiment = config.experiment
-    errors, warnings = _rollout_path_problems(Path(path), experiment, submit=submit, kind="eval")
-    if errors:
-        return CheckResult(name, False, "\n".join(errors), tuple(config.warnings))
-    detail = (
-        f"rollout {experiment.rollout!r}, entrypoint {experiment.entrypoint!r}, "
-        f"model {experiment.model_path!r}, dataset {experiment.dataset!r}"
-    )
-    return CheckResult(name, True, detail, (*config.warnings, *warnings))
+    return _check_config(name, path, lambda: load_eval_config(path, require_secrets=submit), submit)
 
 
 def check_training_config(
@@ -152,21 +118,42 @@ def check_training_config(
     from osmosis_rollout.workspace.training_config import load_training_config
 
     name = name or f"training-config[{path}]"
+    return _check_config(name, path, lambda: load_training_config(path), submit, kind="training")
+
+
+def _check_config(
+    name: str, path: str | Path, load: Callable[[], Any], submit: bool, kind: str = "eval"
+) -> CheckResult:
+    """A config that ``load`` reads, and the rollout path it names."""
     try:
-        config = load_training_config(path)
+        config = load()
     except ConfigError as exc:
         return CheckResult(name, False, _without_source(str(exc), str(path)))
-    experiment = config.experiment
-    errors, warnings = _rollout_path_problems(
-        Path(path), experiment, submit=submit, kind="training"
-    )
-    if errors:
-        return CheckResult(name, False, "\n".join(errors))
+    experiment, where = config.experiment, Path(path)
+    warnings = tuple(config.warnings)
+    entrypoint = config_entrypoint(where, experiment)
+    rollout = f"rollouts/{experiment.rollout}/{experiment.entrypoint}"
+    if entrypoint is None:
+        message = (
+            f"no workspace around {where} (no rollouts/ folder, and the file is not under "
+            f"configs/{kind}/), so {rollout} was not checked"
+        )
+        if submit:
+            fix = f"\nfix: keep the config at <workspace>/configs/{kind}/"
+            return CheckResult(name, False, message + fix, warnings)
+        warnings += (message,)
+    elif not entrypoint.is_file():
+        detail = (
+            f"rollout path {rollout} does not exist ({entrypoint})\nfix: set "
+            f"[experiment].rollout to a folder of {entrypoint.parent.parent} and entrypoint "
+            "to its main file"
+        )
+        return CheckResult(name, False, detail, warnings)
     detail = (
         f"rollout {experiment.rollout!r}, entrypoint {experiment.entrypoint!r}, "
         f"model {experiment.model_path!r}, dataset {experiment.dataset!r}"
     )
-    return CheckResult(name, True, detail, (*config.warnings, *warnings))
+    return CheckResult(name, True, detail, warnings)
 
 
 # --------------------------------------------------------------------------- entrypoint

@@ -15,15 +15,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from osmosis_rollout.workspace.eval_config import (
-    ExperimentConfig,
-    Issues,
-    advanced_warnings,
-    check_env,
-    check_secrets,
-    read_toml,
-    validate_document,
-)
+from osmosis_rollout.workspace.eval_config import ExperimentConfig, check_document, read_toml
 
 __all__ = [
     "CheckpointsSection",
@@ -98,21 +90,5 @@ class TrainingConfig(BaseModel):
 def load_training_config(path: str | Path) -> TrainingConfig:
     """Read and check a training TOML, or raise :class:`~osmosis_rollout.errors.ConfigError`."""
     raw = read_toml(path, "training")
-    issues = Issues("training")
-    parsed = validate_document(raw, _TrainingFile, issues)
-    env_table = raw.get("env")
-    env = check_env(env_table if isinstance(env_table, dict) else {}, issues)
-    secrets = check_secrets(raw, env, issues, required=False)
-    if issues.items or not isinstance(parsed, _TrainingFile):
-        raise issues.error(str(path))
-    return TrainingConfig(
-        path=str(path),
-        experiment=parsed.experiment,
-        training=parsed.training,
-        sampling=parsed.sampling,
-        checkpoints=parsed.checkpoints,
-        advanced=dict(parsed.advanced),
-        env=env,
-        secrets=secrets,
-        warnings=advanced_warnings(parsed.advanced),
-    )
+    fields = check_document(raw, _TrainingFile, "training", str(path), secrets=False)
+    return TrainingConfig(**fields)
