@@ -21,6 +21,9 @@ SESSION_PLUGIN = "osmosis-session"
 DATASETS_KEY = pytest.StashKey[set[Path]]()
 """The resolved dataset paths that pytest should collect as row items."""
 
+WORKER_RUN_NAME = "osmosis_run_name"
+"""The ``workerinput`` key under which xdist workers get the controller's run name."""
+
 
 @dataclass(frozen=True)
 class RowRef:

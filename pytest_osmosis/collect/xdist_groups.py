@@ -14,9 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_osmosis.keys import DATASETS_KEY
-
-WORKER_RUN_NAME = "osmosis_run_name"
+from pytest_osmosis.keys import DATASETS_KEY, WORKER_RUN_NAME
 
 
 def make_scheduler(config: pytest.Config, log: Any) -> Any:

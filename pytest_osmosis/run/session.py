@@ -26,7 +26,7 @@ import pytest
 
 from osmosis_rollout.errors import RunFolderError
 from osmosis_rollout.redaction import Redactor, redact_url
-from pytest_osmosis.keys import DATASETS_KEY, SESSION_PLUGIN, row_ref
+from pytest_osmosis.keys import DATASETS_KEY, SESSION_PLUGIN, WORKER_RUN_NAME, row_ref
 from pytest_osmosis.options import OsmosisSettings, resolve_path, resolve_settings
 from pytest_osmosis.results.report import RunReport
 from pytest_osmosis.results.report_redaction import REDACTION_PLUGIN, ReportRedaction
@@ -87,7 +87,7 @@ class OsmosisSession:
         self.is_worker = is_worker(config)
         # Under xdist, workers write into the controller's run directory. Two runs in one
         # second of one process (pytester, a plugin re-running pytest) get their own id.
-        self.run_name = getattr(config, "workerinput", {}).get("osmosis_run_name") or (
+        self.run_name = getattr(config, "workerinput", {}).get(WORKER_RUN_NAME) or (
             dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{secrets.token_hex(2)}"
         )
         named = settings.resume or settings.output
