@@ -163,7 +163,8 @@ class RowItem(pytest.Item):
         waited = self._waited
         if isinstance(waited, BaseException):
             raise waited
-        assert waited is not None, "pytest runs an item's setup before its test"
+        if waited is None:
+            raise OsmosisUsageFailure("the row's rollouts were not waited for (no setup ran)")
         verdict, builtin = waited
         if verdict.verdict != builtin:
             self._decided_by_hook(builtin, verdict.verdict, verdict)

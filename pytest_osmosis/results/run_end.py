@@ -153,8 +153,10 @@ def decide_run(
         finished_at=_utc_now(),
         tool_version=tool_version(),
     )
-    # Redacted as the rest of the document's head was.
-    document.update(report.redactor.redact_shared(extra))
+    # Redacted as the rest of the document's head was; the row lists stay last, as
+    # `osmosis-rollout report rebuild` writes them.
+    rows = {key: document.pop(key) for key in ("rows", "row_verdicts") if key in document}
+    document.update(report.redactor.redact_shared(extra), **rows)
     return decided
 
 
