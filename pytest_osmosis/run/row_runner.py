@@ -267,7 +267,9 @@ class RowRunner:
             why = ("item_timeout", f"no result within the item deadline ({deadline:g}s)")
             self._give_up(scheduler, state, why)
         except Exception:
-            pass  # decided, and failed: the item reports it
+            if not settled.done():
+                raise  # not the row's failure: drawing while waiting failed
+            # Decided, and failed: the item reports it.
         finally:
             if watcher is not None:
                 watcher.done_waiting()
