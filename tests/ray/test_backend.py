@@ -24,7 +24,10 @@ from osmosis_rollout.controller import PolicyServer
 from osmosis_rollout.errors import EntrypointError
 from osmosis_rollout.types import ExecutionOutcome, RolloutErrorCategory
 
-pytestmark = pytest.mark.timeout(300)
+#: One event loop for the module, as a server has one for its life: a dead actor's replacement
+#: is a task on the loop that saw it die, and it must outlive the test that killed the actor
+#: (with a loop per test, a test failing before it waits for the pool would cancel it).
+pytestmark = [pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
 
 @pytest.fixture(scope="module")
@@ -288,7 +291,7 @@ def _entry_module(rollout_dir: Path) -> str:
     return "main"
 
 
-def test_an_entrypoint_that_cannot_import_on_the_actor_names_the_error(
+async def test_an_entrypoint_that_cannot_import_on_the_actor_names_the_error(
     backend: RayBackend, ray_cluster: RayCluster, tmp_path: Path
 ) -> None:
     (tmp_path / "main.py").write_text("raise RuntimeError('cannot import on purpose')\n")
