@@ -1,12 +1,7 @@
-"""Fixtures and the ``osmosis_dataset`` marker for users' own tests.
+"""The ``osmosis_run`` fixture's rollout and the ``osmosis_dataset`` marker, for users' tests.
 
-- ``osmosis_policy(policy)`` serves a scripted policy on loopback for the test and returns
-  the started ``PolicyServer`` (stopped at teardown).
-- ``osmosis_run(workflow, grader=None, *, prompt=..., policy=..., ...)`` runs one rollout
-  in-process and returns a :class:`RunResult` (sample, reward, status, error, policy calls).
-- ``@pytest.mark.osmosis_dataset(path, rows=None)`` parametrizes a test by dataset rows; the
-  test receives ``osmosis_row`` and ``osmosis_result`` (the row's finished rollout, run by the
-  plugin's scheduler ahead of time, like ``--osmosis-dataset`` rows).
+The fixtures are declared in ``plugin.py``; the marker's rows run ahead of time on the plugin's
+scheduler, like ``--osmosis-dataset`` rows, and reach the test as ``osmosis_result``.
 """
 
 from __future__ import annotations
@@ -82,26 +77,8 @@ def parametrize_by_marker(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("osmosis_row", rows, ids=[row.key for row in rows])
 
 
-def osmosis_row_fixture(request: pytest.FixtureRequest) -> Any:
-    param = getattr(request, "param", None)
-    if param is None:
-        raise pytest.UsageError(
-            f"{request.node.nodeid}: osmosis_row is only available to tests marked "
-            "@pytest.mark.osmosis_dataset(path)"
-        )
-    return param
-
-
-def osmosis_result_fixture(request: pytest.FixtureRequest) -> Any:
-    from pytest_osmosis.run.session import ensure_session
-
-    row = request.getfixturevalue("osmosis_row")
-    record = ensure_session(request.config).rows.wait_for_row(request.node.nodeid, row)
-    return record.attempts[0] if len(record.attempts) == 1 else record
-
-
 @contextmanager
-def _policy_servers() -> Iterator[Callable[..., Any]]:
+def policy_servers() -> Iterator[Callable[..., Any]]:
     """``start(policy, **options)`` serves ``policy`` on loopback; every server stops on exit."""
     from osmosis_rollout.controller import PolicyServer
 
@@ -118,11 +95,6 @@ def _policy_servers() -> Iterator[Callable[..., Any]]:
     finally:
         for server in servers:
             server.stop()
-
-
-def osmosis_policy_fixture() -> Iterator[Any]:
-    with _policy_servers() as start:
-        yield start
 
 
 @dataclass
@@ -173,7 +145,7 @@ def osmosis_run_fixture() -> Iterator[Any]:
     # A private loop on its own thread, so the fixture works from sync and async tests.
     loop = RolloutScheduler(concurrency=1)
     try:
-        with _policy_servers() as start:
+        with policy_servers() as start:
             yield functools.partial(_run, loop, start)
     finally:
         loop.close()
@@ -220,9 +192,7 @@ def _run(
         grade=grade,
     )
     context = RolloutContext(
-        chat_completions_url=server.rollout_url(rollout_id),
-        api_key=key,
-        rollout_id=rollout_id,
+        chat_completions_url=server.rollout_url(rollout_id), api_key=key, rollout_id=rollout_id
     )
     result = loop.run(
         lambda: execute_in_process(backend, execution_request, context), RUN_TIMEOUT_SEC

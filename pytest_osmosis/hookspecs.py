@@ -1,22 +1,11 @@
 """Hooks pytest-osmosis calls, for users' ``conftest.py`` files and other plugins.
 
-Added to pytest's hook registry by ``pytest_addhooks`` (as pytest-xdist adds its own), so an
-implementation is checked against these signatures like any pytest hook. Every argument is
-made of JSON primitives (dicts, lists, strings, numbers), the same on a single process and
-under pytest-xdist.
-
-``row`` is the row's identity: ``{"nodeid", "dataset", "row_key"}``.
-``result`` is what the plugin recorded for the row: ``{"verdict", "attempts", "stats"}``, where
-``verdict`` is ``"passed" | "failed" | "skipped"`` and ``attempts`` holds one ``rows.jsonl``
-record per attempt (``reward``, ``status``, ``error_type``, ``tokens``, ``cost``, ...).
-
-Example, a ``conftest.py`` that sends each finished row to a JSONL sink::
-
-    import json
-
-    def pytest_osmosis_row_finished(row, result, report):
-        with open("results.jsonl", "a", encoding="utf-8") as sink:
-            sink.write(json.dumps({**row, "verdict": result["verdict"]}) + "\\n")
+Added by ``pytest_addhooks`` (as pytest-xdist adds its own), so an implementation is checked
+against these signatures like any pytest hook. Every argument but ``report`` is made of JSON
+values, the same on one process and under pytest-xdist: ``row`` is the row's identity,
+``{"nodeid", "dataset", "row_key"}``; ``result`` is ``{"verdict", "attempts", "stats"}``, with
+``verdict`` ``"passed" | "failed" | "skipped"`` and one ``rows.jsonl`` record per attempt
+(``reward``, ``status``, ``error_type``, ``tokens``, ``cost``, ...). Examples: ``docs/hooks.md``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Typed stash keys and the report attribute, in a module light enough for every pytest start-up.
+"""Typed stash keys and report attributes, in a module light enough for every pytest start-up.
 
-The session itself is not stashed: it is a plugin registered as :data:`SESSION_PLUGIN` (see
-:func:`pytest_osmosis.run.session.get_session`).
+The session itself is a plugin registered as :data:`SESSION_PLUGIN`, not a stash entry.
 """
 
 from __future__ import annotations

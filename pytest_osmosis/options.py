@@ -26,17 +26,6 @@ DEFAULT_CONCURRENCY = 32
 ROW_PASS_HELP = "all|any|majority|at_least:K|rate:R"
 
 
-GROUPS = {
-    "selection": "which rows run, and how many times",
-    "running": "what runs them, where, and how fast",
-    "policy": "the model that answers the rollouts' calls",
-    "gating": "when a row, and the run, passes",
-    "outputs": "the files a run writes",
-    "server": "driving rollout servers instead of running in-process",
-}
-"""The help groups, in the order ``pytest --help`` lists them (``osmosis: <name>``)."""
-
-
 def _flag_of(stem: str) -> str:
     return "--osmosis-" + stem.replace("_", "-")
 
@@ -45,23 +34,19 @@ def _flag_of(stem: str) -> str:
 class OptionSpec:
     """One option: ``--osmosis-<stem>`` on the command line, ``osmosis_<stem>`` in the ini.
 
-    Without a ``metavar`` it is an on/off flag; ``repeat`` options collect a list. ``alias``
-    is a clearer name the option is also known by (listed first in the help); the stem's
-    flag and its ini twin keep working.
+    Without a ``metavar`` it is an on/off flag; a :data:`REPEATABLE` one collects a list.
     """
 
     stem: str
     help: str
-    metavar: str | None = None
-    repeat: bool = False
-    alias: str | None = None
-    group: str = ""
+    metavar: str | None
+    group: str
 
     @property
     def kind(self) -> Literal["str", "list", "flag"]:
         if self.metavar is None:
             return "flag"
-        return "list" if self.repeat else "str"
+        return "list" if self.stem in REPEATABLE else "str"
 
     @property
     def flag(self) -> str:
@@ -71,14 +56,9 @@ class OptionSpec:
     def dest(self) -> str:
         return "osmosis_" + self.stem
 
-    @property
-    def flags(self) -> tuple[str, ...]:
-        """The names on the command line, the clearer one first."""
-        return (self.alias, self.flag) if self.alias else (self.flag,)
 
-
-OPTION_HELP: dict[str, dict[str, str]] = {
-    "selection": {
+OPTION_HELP: dict[tuple[str, str], dict[str, str]] = {
+    ("selection", "which rows run, and how many times"): {
         "dataset PATH": "dataset file (.jsonl, .csv, .parquet); repeatable (default: the eval "
         "config's [experiment].dataset, else no rows)",
         "rows SPEC": "only these dataset rows, e.g. 3,7,10-20 (default: every row)",
@@ -94,7 +74,7 @@ OPTION_HELP: dict[str, dict[str, str]] = {
         "preflight_only": "run only the preflight checks (dataset, entrypoint, eval config) "
         "(default: off)",
     },
-    "running": {
+    ("running", "what runs them, where, and how fast"): {
         "rollout ENTRYPOINT": "rollout entrypoint, FILE_OR_MODULE[:ATTR] (default: the eval "
         "config's, else the one rollouts/*/main.py)",
         "config PATH": "eval TOML (configs/eval/NAME.toml); its values are defaults (default: "
@@ -110,7 +90,7 @@ OPTION_HELP: dict[str, dict[str, str]] = {
         "a terminal, else a plain line per interval)",
         "progress_interval S": "seconds between plain progress lines (default 30)",
     },
-    "policy": {
+    ("policy", "the model that answers the rollouts' calls"): {
         "policy REF": "scripted policy MODULE_OR_FILE:CALLABLE serving the model calls (default: "
         "none; one of --osmosis-policy, --osmosis-model, cassettes or the eval config's model "
         "is needed)",
@@ -130,7 +110,7 @@ OPTION_HELP: dict[str, dict[str, str]] = {
         "price_out USD": "cost: US dollars per million completion tokens (default: the eval "
         "config's, else no cost)",
     },
-    "gating": {
+    ("gating", "when a row, and the run, passes"): {
         "pass_threshold X": "a row passes when reward >= X, X between 0 and 1 (default: the eval "
         "config's, else 1.0)",
         "row_pass RULE": f"a row's verdict over its attempts: {ROW_PASS_HELP} (default all)",
@@ -153,7 +133,7 @@ OPTION_HELP: dict[str, dict[str, str]] = {
         "require_grader": "fail the run when a row ran ungraded (no Grader, or no "
         "ground_truth/metadata) (default: off)",
     },
-    "outputs": {
+    ("outputs", "the files a run writes"): {
         "output DIR": "where trajectories, artifacts and the report go (default "
         ".osmosis/runs/<run>)",
         "report PATH": "also write the JSON report here (default: only <output>/report.json)",
@@ -164,14 +144,15 @@ OPTION_HELP: dict[str, dict[str, str]] = {
         "overwrite": "replace a report, HTML, markdown file or run folder an earlier run wrote "
         "(refused otherwise, exit 4) (default: off)",
     },
-    "server": {
+    ("server", "driving rollout servers instead of running in-process"): {
         "server URL": "drive this rollout server URL instead of running in-process; repeatable "
         "(default: in-process)",
         "serve": "start the workspace entrypoint's server as a subprocess and drive it "
         "(default: off)",
     },
 }
-"""Each option's ``stem METAVAR`` (an on/off flag has no metavar) and help, by help group."""
+"""Each option's ``stem METAVAR`` (an on/off flag has no metavar) and help, by help group
+(``osmosis: <name> (<about>)``), in the order ``pytest --help`` lists them."""
 REPEATABLE = frozenset({"dataset", "server"})
 ALIASES = {
     "report": "--osmosis-json-report",
@@ -179,11 +160,12 @@ ALIASES = {
     "server": "--osmosis-server-url",
     "serve": "--osmosis-start-server",
 }
-"""Clearer names some options are also known by."""
+"""Clearer names some options are also known by, listed first in the help (the stem's flag and
+its ini twin keep working)."""
 
 OPTIONS = tuple(
-    OptionSpec(stem, help, metavar or None, stem in REPEATABLE, ALIASES.get(stem), group)
-    for group, helps in OPTION_HELP.items()
+    OptionSpec(stem, help, metavar or None, group)
+    for (group, _), helps in OPTION_HELP.items()
     for usage, help in helps.items()
     for stem, _, metavar in [usage.partition(" ")]
 )
@@ -202,13 +184,14 @@ def add_options(parser: pytest.Parser) -> None:
     """Register every option in its ``osmosis: <group>`` help group, each with its ini twin."""
     groups = {
         name: parser.getgroup(f"osmosis: {name}", f"osmosis: {name} ({about})")
-        for name, about in GROUPS.items()
+        for name, about in OPTION_HELP
     }
     for spec in OPTIONS:
         action, ini_type, ini_default = _KINDS[spec.kind]
+        names = (ALIASES[spec.stem], spec.flag) if spec.stem in ALIASES else (spec.flag,)
         takes = {} if spec.metavar is None else {"metavar": spec.metavar}  # a flag takes none
         groups[spec.group].addoption(
-            *spec.flags, action=action, default=None, dest=spec.dest, help=spec.help, **takes
+            *names, action=action, default=None, dest=spec.dest, help=spec.help, **takes
         )
         parser.addini(
             spec.dest, f"{spec.help} (ini twin of {spec.flag})", type=ini_type, default=ini_default
@@ -238,9 +221,8 @@ def _from_ini(config: pytest.Config, stem: str, value: Any) -> Any:
         path = Path(text).expanduser()
         return text if path.is_absolute() else str(base / path)
 
-    if isinstance(value, list):
-        return [anchored(str(v)) for v in value]
-    return anchored(str(value)) if isinstance(value, str) else value
+    # Only string and list (repeatable) options name paths.
+    return [anchored(v) for v in value] if isinstance(value, list) else anchored(value)
 
 
 def raw_value(config: pytest.Config, stem: str) -> Any:
@@ -255,13 +237,6 @@ def raw_value(config: pytest.Config, stem: str) -> Any:
         return value
     ini = config.getini(dest)
     return None if ini in (None, [], "") else _from_ini(config, stem, ini)
-
-
-def _is_on(config: pytest.Config, stem: str) -> bool:
-    value = raw_value(config, stem)
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
 
 
 @dataclass(frozen=True)
@@ -297,97 +272,75 @@ def parse_row_pass(text: str) -> RowPassRule:
     text = text.strip()
     if text in ("all", "any", "majority"):
         return RowPassRule(text)  # type: ignore[arg-type]
-    match = re.fullmatch(r"(at_least|rate):(.+)", text)
-    if match:
-        kind, arg = match.groups()
-        try:
-            number = float(arg)
-        except ValueError:
-            number = math.nan
-        if kind == "at_least" and number.is_integer() and number >= 1:
-            return RowPassRule("at_least", number)
-        if kind == "rate" and 0.0 <= number <= 1.0:
-            return RowPassRule("rate", number)
+    kind, _, arg = text.partition(":")
+    try:
+        number = float(arg)
+    except ValueError:
+        number = math.nan
+    if kind == "at_least" and number.is_integer() and number >= 1:
+        return RowPassRule("at_least", number)
+    if kind == "rate" and 0.0 <= number <= 1.0:
+        return RowPassRule("rate", number)
     raise pytest.UsageError(
         f"--osmosis-row-pass: invalid rule {text!r}; expected one of {ROW_PASS_HELP} "
         "(K a whole number >= 1, R between 0 and 1)"
     )
 
 
-@dataclass(frozen=True)
-class _Number:
-    """The values a number option takes: ``>= minimum`` (``> minimum`` when ``above``), whole
-    when ``integer``; a value that fails ``within`` gets the ``outside`` error."""
-
-    minimum: float | None = None
-    above: bool = False
-    integer: bool = False
-    within: Callable[[float], bool] | None = None
-    outside: str = ""
-
-
-_CONFIDENCE = _Number(
-    0,
-    above=True,
-    within=lambda x: x < 1,
-    outside="must be between 0 and 1 (exclusive), e.g. 0.95, got {value!r}",
+_Check = tuple[Callable[[float], bool], str]
+"""A test a number option's value must pass, and the error (after the flag) when it fails."""
+_POSITIVE: _Check = (lambda x: x > 0, "must be > 0, got {value!r}")
+_AT_LEAST_ONE: _Check = (lambda x: x >= 1, "must be >= 1, got {value!r}")
+_NOT_NEGATIVE: _Check = (lambda x: x >= 0, "must be >= 0, got {value!r}")
+_BELOW_ONE = "must be between 0 and 1 (exclusive), e.g. 0.95, got {value!r}"
+_CONFIDENCE: tuple[_Check, ...] = (_POSITIVE, (lambda x: x < 1, _BELOW_ONE))
+_LIMIT = (
+    "must be >= 1, got {value!r}; drop --osmosis-limit to run every row, or select rows with "
+    "--osmosis-rows"
 )
-NUMBERS = {
-    "limit": _Number(
-        integer=True,
-        within=lambda x: x >= 1,
-        outside="must be >= 1, got {value!r}; drop --osmosis-limit to run every row, or "
-        "select rows with --osmosis-rows",
-    ),
-    "n": _Number(1, integer=True),
-    "max_n": _Number(1, integer=True),
-    "concurrency": _Number(1, integer=True),
-    "agent_timeout": _Number(0, above=True),
-    "grader_timeout": _Number(0, above=True),
-    "progress_interval": _Number(0, above=True),
-    "price_in": _Number(0),
-    "price_out": _Number(0),
-    "pass_threshold": _Number(
-        within=lambda x: 0 <= x <= 1,
-        outside="must be between 0 and 1, got {value!r}; a row passes when its reward is >= "
-        "the threshold, and rewards run from 0 to 1 (e.g. 0.5)",
-    ),
-    "min_pass_rate": _Number(
-        0, within=lambda x: x <= 1, outside="must be between 0 and 1, got {value!r}"
-    ),
+_THRESHOLD = (
+    "must be between 0 and 1, got {value!r}; a row passes when its reward is >= the threshold, "
+    "and rewards run from 0 to 1 (e.g. 0.5)"
+)
+_MARGIN = "a drop in pass rate, between 0 and 1 (exclusive), e.g. 0.02 for 2 points, got {value!r}"
+WHOLE_NUMBERS = frozenset({"limit", "n", "max_n", "concurrency"})
+NUMBERS: dict[str, tuple[_Check, ...]] = {
+    "limit": ((lambda x: x >= 1, _LIMIT),),
+    "n": (_AT_LEAST_ONE,),
+    "max_n": (_AT_LEAST_ONE,),
+    "concurrency": (_AT_LEAST_ONE,),
+    "agent_timeout": (_POSITIVE,),
+    "grader_timeout": (_POSITIVE,),
+    "progress_interval": (_POSITIVE,),
+    "price_in": (_NOT_NEGATIVE,),
+    "price_out": (_NOT_NEGATIVE,),
+    "pass_threshold": ((lambda x: 0 <= x <= 1, _THRESHOLD),),
+    "min_pass_rate": (_NOT_NEGATIVE, (lambda x: x <= 1, "must be between 0 and 1, got {value!r}")),
     "confidence": _CONFIDENCE,
     "gate_confidence": _CONFIDENCE,
-    "regression_margin": _Number(
-        0,
-        within=lambda x: x < 1,
-        outside="a drop in pass rate, between 0 and 1 (exclusive), e.g. 0.02 for 2 points, "
-        "got {value!r}",
-    ),
+    "regression_margin": (_NOT_NEGATIVE, (lambda x: x < 1, _MARGIN)),
 }
-"""The number options, each checked by :func:`_number`; the settings field has the stem's name."""
+"""The number options and their checks, in order; the settings field has the stem's name."""
 
 
 def _number(stem: str, value: Any) -> float:
     """``value`` as the number option ``stem`` takes (an ``int`` when whole), or a usage error."""
-    rule, flag = NUMBERS[stem], _flag_of(stem)
+    flag, whole = _flag_of(stem), stem in WHOLE_NUMBERS
     try:
         if isinstance(value, bool):
             raise ValueError
         number = float(value)
     except (TypeError, ValueError):
-        kind = "a whole number" if rule.integer else "a number"
+        kind = "a whole number" if whole else "a number"
         raise pytest.UsageError(f"{flag}: expected {kind}, got {value!r}") from None
     if not math.isfinite(number):
         raise pytest.UsageError(f"{flag}: expected a finite number, got {value!r}")
-    if rule.integer and not number.is_integer():
+    if whole and not number.is_integer():
         raise pytest.UsageError(f"{flag}: expected a whole number, got {value!r}")
-    low = rule.minimum
-    if low is not None and (number < low or (rule.above and number == low)):
-        relation = ">" if rule.above else ">="
-        raise pytest.UsageError(f"{flag}: must be {relation} {low:g}, got {value!r}")
-    if rule.within is not None and not rule.within(number):
-        raise pytest.UsageError(f"{flag}: " + rule.outside.format(value=value))
-    return int(number) if rule.integer else number
+    for holds, error in NUMBERS[stem]:
+        if not holds(number):
+            raise pytest.UsageError(f"{flag}: " + error.format(value=value))
+    return int(number) if whole else number
 
 
 def _choice(stem: str, value: Any, choices: tuple[str, ...], *, word: str = "mode") -> str:
@@ -459,7 +412,7 @@ class OsmosisSettings:
         return bool(self.datasets)
 
 
-PLAIN_STEMS = ("output", "report", "cassette_dir", "baseline", "resume", "html", "markdown")
+PLAIN_STEMS = ("output", "report", "cassette_dir", "baseline", "resume", "html", "markdown", "ray")
 """Options whose settings field (of the same name) is the value as given."""
 
 
@@ -474,7 +427,7 @@ def resolve_settings(
         value = raw_value(config, stem)
         return toml.get(stem) if value is None else value
 
-    record_mode = pick("record_mode")
+    record_mode = raw_value(config, "record_mode")
     if record_mode is not None and record_mode not in RECORD_MODES:
         raise pytest.UsageError(
             f"--osmosis-record-mode: invalid mode {record_mode!r}; choose one of {', '.join(RECORD_MODES)}"
@@ -506,7 +459,7 @@ def resolve_settings(
     ray, servers = raw_value(config, "ray"), raw_value(config, "server") or []
     if ray:
         _check_ray_address(str(ray))
-    if ray and (servers or _is_on(config, "serve")):
+    if ray and (servers or raw_value(config, "serve")):
         raise pytest.UsageError(
             "--osmosis-ray runs the rows on a Ray cluster and --osmosis-server/--osmosis-serve "
             "drive rollout servers: choose one (a server can itself run on Ray: "
@@ -526,13 +479,13 @@ def resolve_settings(
             "the address rollouts reach this machine at, without scheme or port, e.g. "
             "192.168.1.20 (default 127.0.0.1)"
         )
-    rows = pick("rows")
+    rows = raw_value(config, "rows")
     if rows is not None:
         from osmosis_rollout.dataset.selection import parse_ranges
         from osmosis_rollout.errors import DatasetError
 
         try:
-            parse_ranges(str(rows))
+            parse_ranges(rows)
         except DatasetError as exc:
             raise pytest.UsageError(f"--osmosis-rows: {exc}") from None
     if (pick("price_in") is None) != (pick("price_out") is None):
@@ -551,8 +504,9 @@ def resolve_settings(
             "missed row then fails the run) or give a rate above 0, e.g. 0.5 (1 means every "
             "row must pass)"
         )
+    # A flag's ini twin is read as a bool by pytest (``getini`` parses yes/no, on/off, 1/0).
     flags: dict[str, Any] = {
-        spec.stem: _is_on(config, spec.stem) for spec in OPTIONS if spec.kind == "flag"
+        spec.stem: bool(raw_value(config, spec.stem)) for spec in OPTIONS if spec.kind == "flag"
     }
     return OsmosisSettings(
         # The eval config's own dataset counts when no --osmosis-dataset is given.
@@ -561,15 +515,14 @@ def resolve_settings(
         policy=policy,
         model=model,
         toml_model=toml.get("model"),
-        rows=None if rows is None else str(rows),
+        rows=rows,
         record_mode=record_mode,
         n_auto=auto,
         row_pass=RowPassRule("all") if rule_text is None else parse_row_pass(str(rule_text)),
         row_pass_set=rule_text is not None,
         pass_threshold_set="pass_threshold" in numbers,
         gate_undecided=undecided,
-        servers=tuple(str(u) for u in servers),
-        ray=str(ray) if ray else None,
+        servers=tuple(servers),
         policy_host=policy_host,
         progress=_choice("progress", raw_value(config, "progress") or "auto", PROGRESS_MODES),
         **numbers,
@@ -579,10 +532,8 @@ def resolve_settings(
 
 
 def _refuse_empty_values(config: pytest.Config) -> None:
-    """``--osmosis-rows ''`` and the like: an empty value given on purpose is a mistake.
-
-    Left alone it would read as "not given" and, for a selection, run every row.
-    """
+    """``--osmosis-rows ''`` and the like: an empty value given on purpose is a mistake (left
+    alone it would read as "not given" and, for a selection, run every row)."""
     for spec in OPTIONS:
         value = config.getoption(spec.dest, default=None)
         values = value if isinstance(value, list) else [value]
@@ -647,10 +598,8 @@ def _policy_or_model(config: pytest.Config) -> tuple[Any, Any]:
     the command line overrides the other's ini value (the command line beats the ini file)."""
     policy, model = raw_value(config, "policy"), raw_value(config, "model")
     on_cli = {stem for stem in ("policy", "model") if config.getoption("osmosis_" + stem, None)}
-    if on_cli == {"policy"}:
-        model = None
-    elif on_cli == {"model"}:
-        policy = None
+    if len(on_cli) == 1:
+        policy, model = (policy, None) if "policy" in on_cli else (None, model)
     if policy and model:
         if on_cli:
             raise pytest.UsageError(
@@ -681,14 +630,14 @@ def check_ini_keys(config: pytest.Config) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Config.inicfg is deprecated in pytest 9, not gone
-        keys = list(config.inicfg)
+        keys = sorted(config.inicfg)
     known = sorted(spec.dest for spec in OPTIONS)
-    unknown = sorted(k for k in keys if k.startswith("osmosis_") and k not in known)
-    if unknown:
-        lines = []
-        for key in unknown:
-            near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-            hint = f"; did you mean {near[0]}?" if near else ""
-            lines.append(f"{config.inipath or 'the ini file'}: unknown option {key}{hint}")
+    lines = [
+        f"{config.inipath or 'the ini file'}: unknown option {key}"
+        + "".join(f"; did you mean {near}?" for near in difflib.get_close_matches(key, known, 1))
+        for key in keys
+        if key.startswith("osmosis_") and key not in known
+    ]
+    if lines:
         lines.append("pytest-osmosis's ini options are listed as osmosis_* in pytest --help")
         raise pytest.UsageError("\n".join(lines))

@@ -1,13 +1,9 @@
 """pytest-osmosis hooks, fixtures and marker registration (registered via ``pytest11``).
 
-Only what pytest must find on the entry-point module is here; each hook hands over to the
-module that owns the work. The run's state and its per-run hooks belong to the session
-plugin (``run/session.py``), registered by ``startup`` when datasets are configured. Rows
-become items in ``collect/items.py``, preflight checks in ``collect/preflight.py``, user
-fixtures and the marker in ``fixtures``, pytest-xdist glue in ``collect/xdist_groups.py``.
-
-Nothing heavy is imported here: ``pytest --help`` and runs without rows pay only for this
-module, ``keys``, ``options`` and ``fixtures``.
+Each hook hands over to the module that owns the work: the session plugin (``run/session.py``,
+registered by ``startup`` when datasets are configured), ``collect/`` for items, preflight
+and pytest-xdist, ``fixtures`` for the marker. Nothing heavy is imported here: ``pytest --help``
+and runs without rows pay only for this module, ``keys``, ``options`` and ``fixtures``.
 """
 
 from __future__ import annotations
@@ -19,6 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_osmosis import fixtures as _fixtures
+from pytest_osmosis import hookspecs
 from pytest_osmosis.keys import DATASETS_KEY, SESSION_PLUGIN
 from pytest_osmosis.options import add_options, check_ini_keys, raw_value
 
@@ -57,8 +54,6 @@ def pytest_load_initial_conftests(
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_osmosis import hookspecs
-
     pluginmanager.add_hookspecs(hookspecs)
 
 
@@ -125,7 +120,8 @@ def osmosis_policy() -> Iterator[Any]:
 
     Call it with a callable or a list of replies; it returns a started PolicyServer.
     """
-    yield from _fixtures.osmosis_policy_fixture()
+    with _fixtures.policy_servers() as start:
+        yield start
 
 
 @pytest.fixture
@@ -137,10 +133,20 @@ def osmosis_run() -> Iterator[Any]:
 @pytest.fixture
 def osmosis_row(request: pytest.FixtureRequest) -> Any:
     """osmosis_row: the dataset row of a test parametrized by @pytest.mark.osmosis_dataset."""
-    return _fixtures.osmosis_row_fixture(request)
+    param = getattr(request, "param", None)
+    if param is None:
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: osmosis_row is only available to tests marked "
+            "@pytest.mark.osmosis_dataset(path)"
+        )
+    return param
 
 
 @pytest.fixture
 def osmosis_result(request: pytest.FixtureRequest) -> Any:
     """osmosis_result: the finished rollout of osmosis_row, run by the plugin's scheduler."""
-    return _fixtures.osmosis_result_fixture(request)
+    from pytest_osmosis.run.session import ensure_session
+
+    row = request.getfixturevalue("osmosis_row")
+    record = ensure_session(request.config).rows.wait_for_row(request.node.nodeid, row)
+    return record.attempts[0] if len(record.attempts) == 1 else record

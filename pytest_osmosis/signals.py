@@ -1,19 +1,18 @@
 """What SIGINT, SIGTERM and SIGHUP mean for a run: the one module that installs their handlers.
 
-SIGHUP is what a closed terminal or a cancelled CI job sends: it is handled as SIGTERM is.
-While the rows run, any of them stops the run the way Ctrl-C stops pytest: the handler
-raises ``KeyboardInterrupt`` on the main thread, pytest stops running items, writes its
-reports and exits 2, and the run's files name the signal (``stopped_by``). The rollouts run on
-the scheduler's own thread, so the exception interrupts pytest's code, never a rollout's;
-closing the scheduler then cancels them. Once the rows are over (pytest is writing the run's
-reports), a signal is remembered, not raised, so the reports are written whole and say the
-run was interrupted; :meth:`SignalWatch.exit_status` makes the exit status 2. A signal the
-process ignored when the run began stays ignored, and every previous handler is put back
-when the run is done.
+SIGHUP (a closed terminal, a cancelled CI job) is handled as SIGTERM is. While the rows run,
+any of them stops the run as Ctrl-C stops pytest: the handler raises ``KeyboardInterrupt`` on
+the main thread (rollouts run on the scheduler's thread, so it never lands in a rollout's
+code; closing the scheduler cancels them), pytest writes its reports and exits 2, and the
+run's files name the signal (``stopped_by``). Once the rows are over, a signal is remembered,
+not raised, so the reports are written whole; :meth:`SignalWatch.exit_status` makes the exit
+status 2. A signal ignored when the run began stays ignored; the previous handlers are put
+back when the run is done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from types import FrameType
@@ -45,10 +44,8 @@ class SignalWatch:
         for signum in HANDLED:
             if signal.getsignal(signum) is signal.SIG_IGN:
                 continue  # e.g. started under nohup: the user asked for this one to be ignored
-            try:
+            with contextlib.suppress(ValueError, OSError):
                 self._previous[signum] = signal.signal(signum, self._handle)
-            except (ValueError, OSError):
-                continue
 
     def rows_over(self) -> None:
         """No row runs any more: a signal from now on is remembered, not raised."""
@@ -67,8 +64,6 @@ class SignalWatch:
     def restore(self) -> None:
         """Put the previous handlers back."""
         for signum, handler in self._previous.items():
-            try:
+            with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(signum, handler)
-            except (ValueError, OSError, TypeError):
-                continue
         self._previous.clear()

@@ -63,12 +63,11 @@ def _toml_defaults(path: Path) -> dict[str, Any]:
 def check_rootdir_kept(config: pytest.Config) -> None:
     """Refuse a run whose rootdir or ini file an ``--osmosis-*`` value moved.
 
-    pytest finds its rootdir and ini file before any plugin loads, so it reads the value of
-    ``--osmosis-dataset ../shared/ext.jsonl`` (given after a space) as a test path: a path
-    outside the workspace moves the rootdir to a common ancestor, and the workspace's
-    ``pyproject.toml`` is silently not loaded (its policy, its model). pytest's own rule is
-    run again without those values; when it finds another rootdir or ini file, the run
-    stops before anything is written, naming the ``--flag=value`` form, which pytest skips.
+    pytest finds its rootdir and ini file before plugins load, reading the value in
+    ``--osmosis-dataset ../shared/ext.jsonl`` as a test path: that can move the rootdir and
+    leave the workspace's ``pyproject.toml`` (its policy, its model) unread. pytest's rule is
+    run again without such values; when it finds another rootdir or ini file, the run stops
+    before anything is written, naming the ``--flag=value`` form, which pytest skips.
     """
     from _pytest.config.findpaths import determine_setup
 
@@ -108,9 +107,8 @@ def configure_session(config: pytest.Config) -> None:
     """Resolve settings and register the session; when datasets are given, collect them."""
     if not is_worker(config):
         check_rootdir_kept(config)
-    datasets = [str(p) for p in (raw_value(config, "dataset") or [])]
-    from_eval_config = [] if datasets else dataset_from_eval_config(config)
-    datasets = datasets or from_eval_config
+    from_eval_config = [] if raw_value(config, "dataset") else dataset_from_eval_config(config)
+    datasets = raw_value(config, "dataset") or from_eval_config
     if not datasets:
         ensure_session(config)
         return
@@ -202,15 +200,12 @@ def _check_outputs(
     if is_worker(config):
         return
     base = Path(config.invocation_params.dir)
+    refs = {"the rollout entrypoint": entrypoint, "the policy": settings.policy}
+    read = {what: reference_file(ref, base=base)[1] for what, ref in refs.items() if ref}
+    read["the eval config"] = eval_config
+    read["the baseline"] = resolve_path(config, settings.baseline) if settings.baseline else None
     inputs = [Input("the dataset", path) for path in datasets]
-    for what, ref in (("the rollout entrypoint", entrypoint), ("the policy", settings.policy)):
-        path = reference_file(ref, base=base)[1] if ref else None
-        if path is not None:
-            inputs.append(Input(what, path))
-    if eval_config is not None:
-        inputs.append(Input("the eval config", eval_config))
-    if settings.baseline:
-        inputs.append(Input("the baseline", resolve_path(config, settings.baseline)))
+    inputs += [Input(what, path) for what, path in read.items() if path is not None]
     inputs.append(Input("cassettes", cassette_dir(config, settings), folder=True))
     report, html, markdown = (
         resolve_path(config, value) if value else None
@@ -218,24 +213,15 @@ def _check_outputs(
     )
     check_output_paths(config, output=output, report=report, html=html, inputs=inputs)
     if not settings.resume and not config.option.collectonly:
-        refuse_overwrites(
-            [
-                ("--osmosis-report", report),
-                ("--osmosis-html", html),
-                ("--osmosis-markdown", markdown),
-            ],
-            overwrite=settings.overwrite,
-        )
+        flags = ("--osmosis-report", "--osmosis-html", "--osmosis-markdown")
+        files = list(zip(flags, (report, html, markdown), strict=True))
+        refuse_overwrites(files, overwrite=settings.overwrite)
 
 
 def _point_collection_at_datasets(config: pytest.Config, dataset_paths: list[Path]) -> None:
-    """Decide what pytest collects when datasets are configured.
-
-    No paths on the command line: just the datasets (not the whole tree). Explicit paths:
-    those, plus the datasets given by ``--osmosis-dataset`` on the command line that no path
-    already names; datasets set only in the ini do not join an explicit selection, so
-    ``pytest tests/unit`` or ``pytest data/test.jsonl::row-3`` run just what was named.
-    """
+    """No paths on the command line: collect just the datasets (not the whole tree). Explicit
+    paths: those, plus the command line's ``--osmosis-dataset`` files no path names; ini
+    datasets do not join them, so ``pytest data/test.jsonl::row-3`` runs just that row."""
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(p) for p in dataset_paths]
         return
@@ -250,8 +236,7 @@ def _point_collection_at_datasets(config: pytest.Config, dataset_paths: list[Pat
 
 def dataset_collector(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     """A :class:`~pytest_osmosis.collect.items.DatasetFile` for a configured dataset, else ``None``."""
-    datasets = parent.config.stash.get(DATASETS_KEY, None)
-    if not datasets or file_path.resolve() not in datasets:
+    if file_path.resolve() not in parent.config.stash[DATASETS_KEY]:
         return None
     from pytest_osmosis.collect.items import DatasetFile
 
