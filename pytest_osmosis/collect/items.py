@@ -18,35 +18,33 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from osmosis_rollout.dataset import DatasetRow, load_dataset
+from osmosis_rollout.errors import DatasetError
+from osmosis_rollout.runs.report_model import RowRecord
+from osmosis_rollout.sample_text import first_user_text
 from pytest_osmosis.keys import ROW_KEY, RowRef
 from pytest_osmosis.options import OPTIONS
 from pytest_osmosis.results.verdict import VerdictHookError, failure_message
 from pytest_osmosis.run.policy_choice import CassetteKeys
-from pytest_osmosis.run.session import ensure_session
+from pytest_osmosis.run.session import OsmosisSession, ensure_session
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
-
-    from osmosis_rollout.dataset import DatasetRow
-    from osmosis_rollout.runs.report_model import RowRecord
-    from pytest_osmosis.run.session import OsmosisSession
 
 
 def rerun_command(config: pytest.Config, path: Path, name: str) -> str:
     """The command that runs just this row, from where pytest was invoked.
 
-    The ``--osmosis-*`` options of the command line come along (the dataset and the policy
-    often are among them), but not those naming where this run writes (:data:`DESTINATIONS`),
-    and those the ini file names are emptied (``-o osmosis_<name>=``): pasted, the line writes
-    a fresh run folder of its own and never replaces (nor resumes) this run. A dataset outside
-    the rootdir would move pytest's rootdir and ini file once its path is an argument, so the
-    line then pins the ini file this run loaded (``-c``), or the rootdir.
+    It keeps the command line's ``--osmosis-*`` options but those naming where this run writes,
+    and empties those the ini file names, so the pasted line never replaces (nor resumes) this
+    run. A dataset outside the rootdir would move pytest's rootdir and ini file once its path is
+    an argument, so the line then pins this run's ini file (``-c``), or the rootdir.
     """
     invocation = config.invocation_params.dir
     nodeid = f"{Path(os.path.relpath(path, invocation)).as_posix()}::{name}"
     from_ini = [
         f"-o osmosis_{stem}="
-        for stem in sorted(DESTINATIONS)
+        for stem in sorted(_DESTINATIONS)
         if config.getini(f"osmosis_{stem}") not in (None, "", [])
     ]
     pinned: list[str] = []
@@ -59,33 +57,20 @@ def rerun_command(config: pytest.Config, path: Path, name: str) -> str:
     return " ".join([command, *from_ini, "'" + nodeid.replace("'", "'\\''") + "'"])
 
 
-DESTINATIONS = frozenset({"output", "report", "html", "markdown", "resume"})
-"""The options naming a file or folder the run writes: never in a rerun line."""
-
+_DESTINATIONS = frozenset({"output", "report", "html", "markdown", "resume"})
 _FLAGS = frozenset(spec.flag for spec in OPTIONS if spec.kind == "flag")
-_DESTINATION_FLAGS = frozenset(f"--osmosis-{stem}" for stem in DESTINATIONS)
 
 
 def _osmosis_args(args: Sequence[str]) -> list[str]:
-    """The ``--osmosis-*`` options among ``args`` with their values, but :data:`DESTINATIONS`."""
+    """The ``--osmosis-*`` options among ``args`` with their values, but the destinations."""
     kept: list[str] = []
     rest = iter(args)
     for arg in rest:
         if arg.startswith("--osmosis-"):
             option = [arg] if "=" in arg or arg in _FLAGS else [arg, *itertools.islice(rest, 1)]
-            if arg.split("=", 1)[0] not in _DESTINATION_FLAGS:
+            if arg.split("=", 1)[0].removeprefix("--osmosis-") not in _DESTINATIONS:
                 kept += option
     return kept
-
-
-def _prompt_text(row: DatasetRow) -> str | None:
-    """The row's task as a person reads it: the first user message's text."""
-    from osmosis_rollout import sample_text
-
-    try:
-        return sample_text.first_user_text(row.initial_messages) or None
-    except Exception:
-        return None
 
 
 class OsmosisUsageFailure(Exception):
@@ -96,9 +81,6 @@ class DatasetFile(pytest.File):
     """A dataset file given by ``--osmosis-dataset``; its rows are the items."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        from osmosis_rollout.dataset import load_dataset
-        from osmosis_rollout.errors import DatasetError
-
         settings = ensure_session(self.config).settings
         try:
             rows = load_dataset(self.path, rows=settings.rows, limit=settings.limit)
@@ -124,20 +106,17 @@ class RowItem(pytest.Item):
         self.row = row
         # The key its cassettes are recorded under (see ``policy_choice.CassetteKeys``).
         self.stash[ROW_KEY] = RowRef(row, cassette_key=cassette_key, dataset=str(self.path))
+        # What setup waited for: the verdict and the threshold's own outcome, or why there is none.
         self._waited: tuple[RowRecord, str] | BaseException | None = None
-        """What :meth:`setup` waited for: the verdict and the threshold's own outcome, or
-        why there is none."""
 
     def describe(self) -> str:
         line = f" line {self.row.line}" if self.row.line else ""
         return f"{self.name} ({self.path.name}{line})"
 
     def setup(self) -> None:
-        """Wait for the row's rollouts (started ahead), as a test waits for its fixtures.
-
-        A row whose rollout errored never reached its assertion (the reward), so it fails
-        here: an error (``E``, JUnit's ``<error>``), as a broken fixture is; unless a pass-rate
-        gate counts it (see :meth:`runtest`)."""
+        """Wait for the row's rollouts (started ahead), as a test waits for its fixtures: a row
+        whose rollout errored never reached its assertion (the reward), so it errors here (``E``,
+        JUnit's ``<error>``) as a broken fixture does, unless a pass-rate gate counts it."""
         super().setup()
         session = ensure_session(self.config)
         ref = self.stash[ROW_KEY]
@@ -154,32 +133,46 @@ class RowItem(pytest.Item):
         row = session.book.get(self.nodeid)
         builtin = row.builtin if row is not None and row.builtin is not None else verdict.verdict
         self._waited = (verdict, builtin)
-        if builtin == verdict.verdict and verdict.errored() and not _gated(session):
+        gated = session.settings.min_pass_rate is not None  # the gate counts errored rows too
+        if builtin == verdict.verdict and verdict.errored() and not gated:
             self._show_printed(verdict, "setup")
             pytest.fail(self._failure_message(session, verdict), pytrace=False)
 
     def runtest(self) -> None:
-        session = ensure_session(self.config)
         waited = self._waited
         if isinstance(waited, BaseException):
             raise waited
         if waited is None:
             raise OsmosisUsageFailure("the row's rollouts were not waited for (no setup ran)")
         verdict, builtin = waited
-        if verdict.verdict != builtin:
-            self._decided_by_hook(builtin, verdict.verdict, verdict)
+        by_hook = verdict.verdict != builtin  # a pytest_osmosis_row_verdict hook overrode it
         if verdict.verdict == "skipped":
             raise pytest.skip.Exception(
-                "the grader removed the sample (remove_sample=True)", _use_item_location=True
+                "skipped by a pytest_osmosis_row_verdict hook"
+                if by_hook
+                else "the grader removed the sample (remove_sample=True)",
+                _use_item_location=True,
             )
-        if verdict.verdict == "failed":
+        if verdict.verdict != "failed":
+            return
+        session = ensure_session(self.config)
+        if by_hook:
+            rewards = ", ".join(
+                "-" if a.reward is None else f"{a.reward:g}" for a in verdict.attempts
+            )
+            message = (
+                f"{self.describe()}: failed by a pytest_osmosis_row_verdict hook "
+                f"(the threshold alone said {builtin}; rewards: {rewards})"
+            )
+        else:
             message = self._failure_message(session, verdict)
-            if _gated(session):
-                # A pass-rate gate counts this miss and decides the run (its own test case,
-                # see gate_cases): the row is an expected failure, as pytest's xfail is.
-                pytest.xfail(message.splitlines()[0])
+        if session.settings.min_pass_rate is not None:
+            # A pass-rate gate counts this miss and decides the run (its own test case, see
+            # gate_cases): the row is an expected failure, as pytest's xfail is.
+            pytest.xfail(message.splitlines()[0])
+        if not by_hook:
             self._show_printed(verdict, "call")
-            pytest.fail(message, pytrace=False)
+        pytest.fail(message, pytrace=False)
 
     def _failure_message(self, session: OsmosisSession, verdict: RowRecord) -> str:
         return failure_message(
@@ -193,12 +186,12 @@ class RowItem(pytest.Item):
             if session.settings.servers or session.settings.serve
             else str(session.output / "rollouts.log"),
             rerun=rerun_command(self.config, self.path, self.name),
-            prompt=_prompt_text(self.row),
+            prompt=first_user_text(self.row.initial_messages),
         )
 
     def _show_printed(self, verdict: RowRecord, when: str) -> None:
-        """What this row's rollouts printed, as the failure's "Captured rollout output"
-        section (with ``-s`` it went to the terminal as it was printed)."""
+        # What the rollouts printed, as the failure's "Captured rollout output" section (with
+        # ``-s`` it went to the terminal as it was printed).
         printed = [a for a in verdict.attempts if a.printed]
         if not printed or self.config.getoption("capture", None) == "no":
             return
@@ -209,17 +202,12 @@ class RowItem(pytest.Item):
         self.add_report_section(when, "rollout output", text + "\n")
 
     def teardown(self) -> None:
-        """Let go of the row's content: its rollouts have run and its report is written.
-
-        What the item still shows (its key, line and label) stays; the prompt, metadata and
-        parsed record do not, so a 10,000-row run does not hold every row until it ends.
-        """
+        """Let go of the row's content (prompt, metadata, parsed record) once it is reported, so
+        a 10,000-row run does not hold every row until it ends; its key, line and label stay."""
         super().teardown()
         self._waited = None
-        row = self.row
-        if row.raw or row.initial_messages or row.metadata:
-            self.row = dataclasses.replace(row, raw={}, initial_messages=[], metadata=None)
-            self.stash[ROW_KEY] = dataclasses.replace(self.stash[ROW_KEY], row=self.row)
+        self.row = dataclasses.replace(self.row, raw={}, initial_messages=[], metadata=None)
+        self.stash[ROW_KEY] = dataclasses.replace(self.stash[ROW_KEY], row=self.row)
 
     def _properties(self, verdict: RowRecord) -> None:
         # Flat properties, for JUnit XML readers.
@@ -235,25 +223,6 @@ class RowItem(pytest.Item):
             if value is not None:
                 self.user_properties.append((name, value))
 
-    def _decided_by_hook(self, builtin: str, outcome: str, verdict: RowRecord) -> None:
-        """A ``pytest_osmosis_row_verdict`` hook overrode the threshold's verdict: say so."""
-        if outcome == "skipped":
-            raise pytest.skip.Exception(
-                "skipped by a pytest_osmosis_row_verdict hook", _use_item_location=True
-            )
-        if outcome != "failed":
-            return
-        rewards = ", ".join(
-            "-" if a.reward is None else format(a.reward, "g") for a in verdict.attempts
-        )
-        message = (
-            f"{self.describe()}: failed by a pytest_osmosis_row_verdict hook "
-            f"(the threshold alone said {builtin}; rewards: {rewards})"
-        )
-        if _gated(ensure_session(self.config)):
-            pytest.xfail(message)  # the gate counts it, as any row that missed
-        pytest.fail(message, pytrace=False)
-
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
     ) -> str | TerminalRepr:
@@ -265,8 +234,3 @@ class RowItem(pytest.Item):
         # The row's line in the dataset (0-based, as pytest counts), so skips point at it. The
         # domain must be the tail of the node id: pytest's verbose line is built from it.
         return self.path, (self.row.line - 1 if self.row.line else 0), self.name
-
-
-def _gated(session: OsmosisSession) -> bool:
-    """A pass-rate gate decides the run: a row that misses is an expected failure."""
-    return session.settings.min_pass_rate is not None

@@ -1,10 +1,8 @@
 """pytest-xdist integration: one run directory, and every worker gets its rows up front.
 
-xdist's default ``load`` mode hands items to workers in small batches, which would starve
-the in-process scheduler of rows to run concurrently. With datasets configured (and no
-explicit ``--dist``) the plugin groups dataset rows into one chunk per worker (by a stable
-hash of the node id) with ``LoadScope`` scheduling, so each worker receives its whole share
-at once and runs it concurrently; other tests keep their usual module scopes.
+xdist's default ``load`` mode hands items out in small batches, starving each worker's
+scheduler of rows to run concurrently; so under it, dataset rows go in one chunk per worker
+(a stable hash of the node id) with ``LoadScope`` scheduling; other tests keep their modules.
 """
 
 from __future__ import annotations

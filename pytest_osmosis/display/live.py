@@ -1,11 +1,10 @@
 """The live progress display wired into a pytest session (controller only).
 
-:class:`LiveProgress` (the ``osmosis-progress`` plugin) counts a row as soon as its rollouts
-finish (told on the rollouts' thread, so one slow early row does not hold the count back)
-and again, authoritatively, from its report (the only way under pytest-xdist). It draws only
-while pytest is not writing: in-process while the main thread waits for a row (with pytest's
-capturing suspended, as live logging does), under xdist after pytest wrote an item's result;
-and it erases its line before any hook through which pytest writes.
+:class:`LiveProgress` counts a row when its rollouts finish (on the rollouts' thread, so one slow
+early row does not hold the count back) and again, authoritatively, from its report (the only
+way under pytest-xdist). It draws only while pytest is not writing (in-process while the main
+thread waits for a row, capture suspended as live logging does; under xdist after pytest wrote
+an item's result) and erases its line before any hook through which pytest writes.
 """
 
 from __future__ import annotations
@@ -13,37 +12,18 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import time
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pytest
 
+from osmosis_rollout.runs.report_model import RowRecord
 from pytest_osmosis.display.progress import ProgressDisplay, ProgressState, Terminal
 from pytest_osmosis.keys import DATASETS_KEY, REPORT_ATTR, ROW_KEY
 
-if TYPE_CHECKING:
-    from osmosis_rollout.runs.report_model import RowRecord
-
-
-def display_mode(config: pytest.Config, mode: str) -> Literal["bar", "line"] | None:
-    """``bar`` or ``line`` for ``mode`` on this terminal; None when nothing is shown."""
-    if mode == "off" or config.option.collectonly:
-        return None
-    if not config.pluginmanager.has_plugin("terminalreporter"):
-        return None  # -p no:terminal: there is no terminal output to keep in step with
-    if mode in ("bar", "line"):
-        return mode  # type: ignore[return-value]
-    tw = config.get_terminal_writer()
-    stream = getattr(tw, "_file", None)
-    isatty = getattr(stream, "isatty", None)
-    on_terminal = bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
-    return "bar" if on_terminal else "line"
-
-
+# The attempt fields the progress line counts.
 _TALLIED = {"status", "tokens", "tokens_estimated", "cost_usd", "cost_estimated"}
-"""The attempt fields the progress line counts."""
 
 
 def _erase_first(*, optional: bool = False) -> Any:
@@ -67,18 +47,17 @@ class LiveProgress:
         *,
         interval: float,
         running: Callable[[], int],
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.running = running
-        self.state = ProgressState(total=0, clock=clock)
+        self.state = ProgressState(total=0)
         self.xdist = False
         self._tw = tw = config.get_terminal_writer()
         self._capman = config.pluginmanager.get_plugin("capturemanager")
         self.display = ProgressDisplay(
             self.state,
             Terminal(
-                write=self._write_raw if mode == "bar" else self._write_tracked,
+                write=self._write_raw if mode == "bar" else lambda text, m: tw.write(text, **m),
                 column=lambda: tw.width_of_current_line,
                 width=lambda: tw.fullwidth,
                 flush=tw.flush,
@@ -88,35 +67,26 @@ class LiveProgress:
         )
         self._finished: collections.deque[tuple[str, RowRecord]] = collections.deque()
 
-    # -- writing -------------------------------------------------------------------------
-
     def _write_raw(self, text: str, markup: dict[str, bool]) -> None:
         # Straight to the stream: pytest's writer must not count our line as its own.
-        stream = getattr(self._tw, "_file", None)
-        if stream is not None:
-            stream.write(self._tw.markup(text, **markup) if markup else text)
-
-    def _write_tracked(self, text: str, markup: dict[str, bool]) -> None:
-        self._tw.write(text, **markup)
+        self._tw._file.write(self._tw.markup(text, **markup) if markup else text)
 
     def _uncaptured(self, action: Callable[[], Any]) -> None:
         capman = self._capman
         with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
             action()
 
-    # -- what the session tells us -------------------------------------------------------
-
     def row_done(self, key: str, verdict: RowRecord) -> None:
         """A row's rollouts finished (on the rollouts' thread): count it at the next draw."""
         self._finished.append((key, verdict))
 
-    def waiting(self) -> None:
-        """The main thread waits for a row: count what finished and maybe redraw."""
-        self._redraw(force=False)
-
-    def startup(self, step: str) -> None:
-        """Show a start-up step (``importing rollouts/x/main.py…``) until the counts replace it."""
-        self._uncaptured(lambda: self.display.status(f"osmosis: {step}"))
+    def waiting(self, *, force: bool = False) -> None:
+        """The main thread waits for a row: count what finished and redraw when due; ``force``
+        draws at once when the last row is in."""
+        self._drain()
+        self.state.running = self.running()
+        last = force and self.state.done >= self.state.total
+        self._uncaptured(lambda: self.display.update(force=last))
 
     def done_waiting(self) -> None:
         """Pytest is about to write: erase the line."""
@@ -141,23 +111,13 @@ class LiveProgress:
             cost_estimated=any(a.get("cost_estimated") for a in attempts),
         )
 
-    def _redraw(self, *, force: bool) -> None:
-        self._drain()
-        self.state.running = self.running()
-        # The last row may have come in with the drain: then ``force`` draws it at once.
-        last = force and self.state.done >= self.state.total
-        self._uncaptured(lambda: self.display.update(force=last))
-
-    # -- totals --------------------------------------------------------------------------
-
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.state.total = sum(1 for item in session.items if ROW_KEY in item.stash)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtestloop(self) -> Generator[None, object, object]:
-        # Inside the other wrappers: in-process, the session's has started the engine by now,
-        # so the rate counts from here, not from the first row to finish (which made it
-        # thousands of rows/s); and the line is gone before pytest's writes its final [100%].
+        # Inside the other wrappers, so the engine has started: the rate counts from here (not
+        # from the first row to finish), and the line is gone before pytest writes its [100%].
         self._clear()
         self.state.start()
         try:
@@ -204,20 +164,13 @@ class LiveProgress:
         try:
             return (yield)
         finally:
-            self._after_item()
-
-    def _after_item(self) -> None:
-        """Pytest wrote an item's result: a moment to draw.
-
-        Under xdist this is the only moment (the controller waits for nothing), so every
-        report from a worker is drawn at once; in-process the display keeps to its refresh,
-        and fast rows that never make the main thread wait still get their lines.
-        """
-        if self.xdist:
-            self.display.update(force=True)
-        elif self.display.due(force=self.state.done >= self.state.total):
-            # Only then: for most items, suspending pytest's capture costs more than the check.
-            self._redraw(force=True)
+            # Pytest wrote an item's result: under xdist the one moment to draw (the controller
+            # waits for nothing); in-process, fast rows that never make the main thread wait
+            # still get their lines, but only when due: suspending capture costs more.
+            if self.xdist:
+                self.display.update(force=True)
+            elif self.display.due(force=self.state.done >= self.state.total):
+                self.waiting(force=True)
 
     pytest_runtest_logstart = _erase_first()
     pytest_internalerror = _erase_first()
@@ -235,16 +188,21 @@ def show_startup_step(config: pytest.Config, step: str) -> None:
     """Show ``step`` on the live progress line while the run starts (nothing without one)."""
     live = config.pluginmanager.get_plugin("osmosis-progress")
     if isinstance(live, LiveProgress):
-        live.startup(step)
+        live._uncaptured(lambda: live.display.status(f"osmosis: {step}"))
 
 
 def start_live_progress(
     config: pytest.Config, mode: str, interval: float, running: Callable[[], int]
 ) -> LiveProgress | None:
-    """Register the display when the mode shows something here; ``running`` counts rollouts."""
-    shown = display_mode(config, mode)
-    if shown is None:
+    """Register the display when ``mode`` shows something here; ``running`` counts rollouts."""
+    if mode == "off" or config.option.collectonly:
         return None
-    live = LiveProgress(config, shown, interval=interval, running=running)
+    if not config.pluginmanager.has_plugin("terminalreporter"):
+        return None  # -p no:terminal: there is no terminal output to keep in step with
+    bar = mode == "bar"
+    if mode == "auto":
+        isatty = getattr(config.get_terminal_writer()._file, "isatty", None)
+        bar = bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+    live = LiveProgress(config, "bar" if bar else "line", interval=interval, running=running)
     config.pluginmanager.register(live, "osmosis-progress")
     return live

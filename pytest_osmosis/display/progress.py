@@ -1,16 +1,9 @@
 """Live progress while rows run: the counts, the line that shows them, and how it is drawn.
 
-:class:`ProgressState` counts finished rows and knows the rate and the ETA, reading time only
-through an injected clock; :func:`fit` keeps the fields of its line that fit the terminal.
-:class:`ProgressDisplay` draws the line in one of two modes:
-
-- ``bar``: on a terminal, redrawn in place a few times a second on the line *below* pytest's
-  current one, and erased before pytest writes again (the cursor goes back to where pytest
-  left it), so pytest's dots, ``-v`` lines and percentages stay intact.
-- ``line``: without a terminal (CI logs), one plain line every ``interval`` seconds at most.
-
-Nothing here touches pytest: the display writes through callables (:class:`Terminal`), so
-tests drive it with a fake clock.
+:class:`ProgressState` counts finished rows on an injected clock; :func:`fit` keeps the fields
+that fit the terminal; :class:`ProgressDisplay` draws them in place below pytest's line (``bar``,
+erased before pytest writes again) or as one plain line per interval (``line``, for CI logs),
+through a :class:`Terminal`: nothing here touches pytest, so tests use a fake clock and screen.
 """
 
 from __future__ import annotations
@@ -23,14 +16,9 @@ from typing import Literal, NamedTuple
 
 from pytest_osmosis.results.report import Segment, format_cost
 
-DEFAULT_INTERVAL_SEC = 30.0
-"""Seconds between two plain lines (``--osmosis-progress-interval``)."""
-BAR_REFRESH_SEC = 0.25
-"""Seconds between two redraws of the in-place line: a few times a second."""
-
 _ERASE_LINE = "\r\x1b[K"
-_UP = "\x1b[1A"
 _SEPARATOR = "  "
+_ESTIMATED = " (estimated)"
 
 
 def format_duration(seconds: float | None) -> str:
@@ -56,11 +44,7 @@ def format_rate(rate: float | None) -> str:
 
 
 class Field(NamedTuple):
-    """One field of the status line: its text, its pytest markup, and how long it is kept.
-
-    When the line does not fit, fields go whole, lowest ``keep`` first, so a narrow terminal
-    shows fewer fields rather than one cut mid-word.
-    """
+    """One field of the status line: its text, its pytest markup, and how long it is kept."""
 
     text: str
     markup: dict[str, bool]
@@ -79,10 +63,8 @@ class _Row:
 @dataclass
 class ProgressState:
     """Counts of one run so far; every figure derived from them reads the injected clock.
-
-    ``running`` is how many rollouts are in flight, or None where it is not known (the
-    pytest-xdist controller sees rows finish, not rollouts start).
-    """
+    ``running`` is the rollouts in flight, or None where it is not known (the pytest-xdist
+    controller sees rows finish, not rollouts start)."""
 
     total: int
     clock: Callable[[], float] = time.monotonic
@@ -90,28 +72,13 @@ class ProgressState:
     running: int | None = 0
     _rows: dict[str, _Row] = field(default_factory=dict, repr=False)
 
+    passed = property(lambda self: self._count("passed"), doc="Rows that passed.")
+    failed = property(lambda self: self._count("failed"), doc="Rows below the threshold.")
+    errored = property(lambda self: self._count("errored"), doc="Rows whose rollouts errored.")
+    skipped = property(lambda self: self._count("skipped"), doc="Rows the grader removed.")
+
     def _count(self, category: str) -> int:
         return sum(1 for row in self._rows.values() if row.category == category)
-
-    @property
-    def passed(self) -> int:
-        """Rows that passed."""
-        return self._count("passed")
-
-    @property
-    def failed(self) -> int:
-        """Rows that scored below the threshold."""
-        return self._count("failed")
-
-    @property
-    def errored(self) -> int:
-        """Rows whose rollouts errored."""
-        return self._count("errored")
-
-    @property
-    def skipped(self) -> int:
-        """Rows the grader removed."""
-        return self._count("skipped")
 
     @property
     def done(self) -> int:
@@ -139,13 +106,9 @@ class ProgressState:
         cost: float | None = None,
         cost_estimated: bool = False,
     ) -> None:
-        """Count one finished row; a later call for the same ``key`` replaces the earlier one.
-
-        ``verdict`` is ``passed``, ``failed`` or ``skipped``; a failed row whose rollouts
-        errored (rather than scoring below the threshold) is counted as ``errored``. The
-        plugin counts a row when its rollouts finish and again, authoritatively, when pytest
-        reports it.
-        """
+        """Count one finished row (``passed``, ``failed`` or ``skipped``; a failed row whose
+        rollouts errored counts as ``errored``); a later call for its ``key`` replaces this one,
+        as pytest's report of a row replaces its early count."""
         self.start()
         category = "errored" if verdict == "failed" and errored else verdict
         self._rows[key] = _Row(category, tokens, tokens_estimated, cost, cost_estimated)
@@ -165,12 +128,8 @@ class ProgressState:
         return None if rate is None else (self.total - self.done) / rate
 
     def fields(self) -> list[Field]:
-        """The status line's fields, in the order they are shown.
-
-        What a narrow terminal keeps longest (``keep``): the counts, then the ETA and the
-        rate, then tokens and cost. "running" and a zero "errored" say least of the counts,
-        so they give way to the ETA.
-        """
+        """The status line's fields, in order. A narrow terminal keeps the counts longest, then
+        the ETA, the rate, tokens and cost; "running" and a zero "errored" give way to the ETA."""
         passed, failed, errored, skipped = self.passed, self.failed, self.errored, self.skipped
         fields = [Field(f"osmosis {self.done}/{self.total} rows", {"bold": True}, 100)]
         if self.running is not None:
@@ -187,26 +146,20 @@ class ProgressState:
         fields.append(Field(f"ETA {format_duration(self.eta())}", {}, 80))
         rows = self._rows.values()
         if self.tokens:
-            estimated = any(row.tokens_estimated for row in rows if row.tokens)
-            fields.append(Field(f"tokens {self.tokens:,}{_estimated(estimated)}", {}, 30))
+            mark = _ESTIMATED if any(row.tokens_estimated for row in rows if row.tokens) else ""
+            fields.append(Field(f"tokens {self.tokens:,}{mark}", {}, 30))
         priced = [row for row in rows if row.cost is not None]
         if priced:
+            mark = _ESTIMATED if any(row.cost_estimated for row in priced) else ""
             cost = format_cost(sum(row.cost or 0.0 for row in priced))
-            estimated = any(row.cost_estimated for row in priced)
-            fields.append(Field(f"cost {cost}{_estimated(estimated)}", {}, 20))
+            fields.append(Field(f"cost {cost}{mark}", {}, 20))
         return fields
 
 
-def _estimated(estimated: bool) -> str:
-    return " (estimated)" if estimated else ""
-
-
 def fit(fields: list[Field], width: int | None = None) -> list[Segment]:
-    """The fields that fit in ``width`` characters, as pieces to write (all of them without one).
-
-    Fields are dropped whole, lowest ``keep`` first, until the rest fit with their separators;
-    only a first field wider than the whole terminal is cut.
-    """
+    """The fields that fit in ``width`` characters (all without one), as pieces to write. Fields
+    go whole, lowest ``keep`` first, so a narrow terminal shows fewer fields rather than one cut
+    mid-word; only a first field wider than the terminal is cut."""
     kept = list(fields)
     if width is not None:
         while len(kept) > 1 and len(_SEPARATOR.join(f.text for f in kept)) > width:
@@ -228,12 +181,8 @@ def progress_line(state: ProgressState, width: int | None = None) -> str:
 
 @dataclass
 class Terminal:
-    """Where and how the display writes.
-
-    ``write(text, markup)`` writes to the terminal (with pytest's capturing suspended);
-    ``column()`` is where pytest left the cursor on its current line; ``width()`` is the
-    terminal's width.
-    """
+    """Where the display writes: ``write(text, markup)``, ``column()`` (where pytest left the
+    cursor on its current line), the terminal's ``width()``, and ``flush()``."""
 
     write: Callable[[str, dict[str, bool]], None]
     column: Callable[[], int]
@@ -249,10 +198,9 @@ class ProgressDisplay:
     terminal: Terminal
     _: KW_ONLY
     mode: Literal["bar", "line"]
-    interval: float = DEFAULT_INTERVAL_SEC
-    refresh: float = BAR_REFRESH_SEC
-    shown: bool = field(default=False, init=False)
-    """True while the in-place line is on the screen (and pytest must not write)."""
+    interval: float = 30.0  # seconds between plain lines (--osmosis-progress-interval)
+    refresh: float = 0.25  # seconds between redraws of the in-place line
+    shown: bool = field(default=False, init=False)  # the in-place line is on the screen
     lines_written: int = field(default=0, init=False)
     _column: int = field(default=0, init=False)
     _last_draw: float | None = field(default=None, init=False)
@@ -272,10 +220,7 @@ class ProgressDisplay:
 
     def update(self, *, force: bool = False) -> bool:
         """Draw when it is time to (a few times a second, or once per interval); True if drawn.
-
-        ``force`` redraws the in-place line now (the last row is in); plain lines still keep
-        to one per interval.
-        """
+        ``force`` redraws the in-place line now; plain lines still keep to one per interval."""
         self.state.start()
         if not self.due(force=force):
             return False
@@ -290,10 +235,8 @@ class ProgressDisplay:
         return True
 
     def status(self, text: str) -> None:
-        """Show ``text`` (a start-up step) on the in-place line until the counts replace it.
-
-        Plain-line mode shows nothing: its lines keep to one per interval.
-        """
+        """Show ``text`` (a start-up step) on the in-place line until the counts replace it
+        (not in plain lines: they keep to one per interval)."""
         if self.mode == "bar":
             self._draw_bar([Field(text, {}, 100)])
 
@@ -321,5 +264,5 @@ class ProgressDisplay:
         if not self.shown:
             return
         back = f"\x1b[{self._column}C" if self._column else ""
-        self._write([(_ERASE_LINE + _UP + back, {})])
+        self._write([(_ERASE_LINE + "\x1b[1A" + back, {})])  # erase, up one line, to the column
         self.shown = False
