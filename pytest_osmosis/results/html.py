@@ -233,10 +233,10 @@ def _attempt_block(
     if status == "failed" and (diagnostics := attempt.get("diagnostics_path")):
         parts.append(_div("meta", f"diagnostics: {_e(diagnostics)}"))
     said = attempt.get("grader") or {}
-    if said.get("reason") or said.get("metrics"):
-        reason = f"<pre>{_clipped(str(said['reason']))}</pre>" if said.get("reason") else ""
-        if said.get("metrics"):
-            reason += _div("meta", f"metrics: {_clipped(json.dumps(said['metrics'], default=str))}")
+    reason = f"<pre>{_clipped(str(said['reason']))}</pre>" if said.get("reason") else ""
+    if said.get("metrics"):
+        reason += _div("meta", f"metrics: {_clipped(json.dumps(said['metrics'], default=str))}")
+    if reason:
         parts.append(_div("reason", f"<b>grader said</b>{reason}"))
     where = attempt.get("trajectory_filename")
     meta = [f"rollout {_e(attempt.get('rollout_id'))}", *([_e(where)] if where else [])]
@@ -405,21 +405,20 @@ def _cards(summary: dict[str, Any], outcomes: Counter[str]) -> str:
 def _banners(head: dict[str, Any]) -> str:
     """The run's verdict (as the exit status and JUnit hold it), then whether the run is
     incomplete or ungraded, then a gate's line in a report without a verdict."""
-    summary = head["summary"]
-    verdict = head.get("verdict")
+    summary, verdict = head["summary"], head.get("verdict")
     parts = []
-    if isinstance(verdict, dict):
+    if verdict:
         # Each reason that is not a plain pass: the verdict holds every gate's line.
-        outcome = str(verdict.get("outcome"))
+        outcome = verdict["outcome"]
         lines = "".join(
-            f"<br>{_e(r.get('line'))}"
-            for r in verdict.get("reasons") or []
-            if isinstance(r, dict) and (r.get("outcome") != "passed" or r.get("kind") == "gate")
+            f"<br>{_e(r['line'])}"
+            for r in verdict["reasons"]
+            if r["outcome"] != "passed" or r["kind"] == "gate"
         )
         parts.append(
             f'<div class="banner {"good" if outcome == "passed" else "bad"}" '
-            f'data-verdict="{_e(outcome)}">Verdict: {_e(outcome.upper())} '
-            f"(exit status {_e(verdict.get('exit_status'))}){lines}</div>"
+            f'data-verdict="{outcome}">Verdict: {outcome.upper()} '
+            f"(exit status {verdict['exit_status']}){lines}</div>"
         )
     if summary.get("complete") is False:
         not_run = summary.get("not_run")
@@ -429,7 +428,7 @@ def _banners(head: dict[str, Any]) -> str:
         parts.append(_div("banner bad", f"Incomplete run ({_e(reason)}): {shown} row(s) not run"))
     if ungraded := ungraded_line(summary, (head.get("config") or {}).get("entrypoint")):
         parts.append(_div("banner bad", _e(ungraded)))
-    if isinstance(gate := head.get("gate"), dict) and not isinstance(verdict, dict):
+    if (gate := head.get("gate")) and not verdict:
         parts.append(_gate_banner(gate))
     return "".join(parts)
 
@@ -437,10 +436,11 @@ def _banners(head: dict[str, Any]) -> str:
 def _gate_banner(gate: dict[str, Any]) -> str:
     """The gate's line and what it judges (``gate.estimand``)."""
     ok = bool(gate.get("passed"))
+    word = "passed" if ok else "failed"
     if isinstance(gate.get("interval"), dict):
         # Decided at a stated confidence (--osmosis-gate-confidence): its interval and outcome.
         estimate = f"{float(gate.get('estimate') or 0):.1%}{_e(interval_text(gate['interval']))}"
-        decided = f" ({'passed' if ok else 'failed'})" if gate.get("outcome") == "undecided" else ""
+        decided = f" ({word})" if gate.get("outcome") == "undecided" else ""
         line = (
             f"{_e(gate.get('measure'))} {estimate} vs {float(gate.get('min_pass_rate') or 0):.1%}: "
             f"{_e(gate.get('outcome'))}{decided}"
@@ -449,7 +449,7 @@ def _gate_banner(gate: dict[str, Any]) -> str:
         rate, need = _num(gate.get("pass_rate")) or 0, _num(gate.get("min_pass_rate")) or 0
         line = (
             f"{_e(gate.get('measure', 'pass rate'))} {rate:.1%} {'&gt;=' if ok else '&lt;'} "
-            f"{need:.1%}: {'passed' if ok else 'failed'}"
+            f"{need:.1%}: {word}"
         )
     if gate.get("estimand"):
         line += _div("estimand", f"judges {_e(gate['estimand'])}")

@@ -82,12 +82,9 @@ class RunFolder:
         return self._fd is not None
 
     def claim(self, *, resume: bool, overwrite: bool = True) -> None:
-        """Check the folder is ours, lock it, and (``resume``) cut a torn journal tail.
-
-        Raises :class:`RunFolderError` naming the holder or the foreign files, or (unless
-        ``overwrite``) the earlier run a fresh run would replace; nothing was created or
-        changed then.
-        """
+        """Check the folder is ours, lock it, and (``resume``) cut a torn journal tail; else
+        :class:`RunFolderError` naming the holder, the foreign files or (unless ``overwrite``)
+        the earlier run a fresh run would replace, with nothing created or changed."""
         if self.path.is_dir():
             self._check_ours(resume=resume)
         else:
