@@ -71,8 +71,7 @@ class FailureGroups:
 
     def add(self, report: pytest.TestReport, value: dict[str, Any]) -> None:
         """Note a row's call report (``value`` is its record as the report carries it)."""
-        failure = _what_failed(value) if report.failed else None
-        if failure is None:
+        if not report.failed or (failure := _what_failed(value)) is None:
             return
         key, description = failure
         if key not in self.groups:

@@ -1,13 +1,11 @@
 """A self-contained HTML report: summary, histograms, baseline, and a table of rows to explore.
 
-One file with inline CSS, inline SVG histograms (reward, latency, tokens) and a little inline
-JavaScript that sorts, searches and filters the rows (by outcome, error type, baseline change).
-A content security policy forbids every request: the page opens from disk, never the network.
-
-Each collapsed row says why it failed (the error, or the grader's reason) beside the answer and
-the label. It opens (click, Enter or Space; it takes keyboard focus) to its attempts' tracebacks,
-output and conversations, read from their ATIF trajectory files. ``report.html#row-<key>``
-opens a row.
+Inline CSS, SVG histograms (reward, latency, tokens) and a little JavaScript that sorts,
+searches and filters the rows (by outcome, error type, baseline change); a content security
+policy forbids every request. A collapsed row says why it failed (the error or the grader's
+reason) beside the answer and the label; it opens (click, Enter or Space) to its attempts'
+tracebacks, output and conversations, read from their ATIF trajectory files.
+``report.html#row-<key>`` opens a row.
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ from osmosis_rollout.runs.gating import RegressionTest, percent
 from osmosis_rollout.runs.run_verdict import failed_parts
 from pytest_osmosis.results.gates import baseline_counts
 from pytest_osmosis.results.report import format_cost, interval_text, ungraded_line
+from pytest_osmosis.results.run_folder import read_json_object
 
 MAX_MESSAGE_CHARS = 4000
 """A conversation message longer than this is cut in the report (the trajectory has it all)."""
@@ -36,15 +35,13 @@ MAX_WHY_CHARS = 240
 
 OUTCOMES = ("passed", "failed", "errored", "skipped")
 OUTCOME_WORDS = {"failed": "below threshold"}
-"""What a row's outcome is called on the page: a ``failed`` row that did not error scored
-below the threshold; "failed" is the card that counts both, as the terminal summary does."""
+"""The page's word for a ``failed`` row that did not error (the "failed" card counts both)."""
 
 _HEADS = ("row", "outcome", "reward", "pass@k", "vs baseline", "why", "latency s", "tokens", "cost")
 """The table's column heads; ``pass@k``, ``vs baseline`` and ``cost`` only when a row has one."""
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
-"""Nothing is fetched: the page's stylesheet and script (``html.css``, ``html.js``, shipped beside
-this module) are inlined, and its images are inline SVG."""
+"""Nothing is fetched: ``html.css`` and ``html.js`` are inlined, the images are inline SVG."""
 
 
 def _asset(name: str) -> str:
@@ -56,7 +53,6 @@ def _e(value: Any) -> str:
 
 
 def _clipped(text: str) -> str:
-    """``text`` escaped, cut at :data:`MAX_MESSAGE_CHARS`."""
     if len(text) > MAX_MESSAGE_CHARS:
         text = text[:MAX_MESSAGE_CHARS] + f"... [{len(text) - MAX_MESSAGE_CHARS} more chars]"
     return _e(text)
@@ -73,7 +69,6 @@ def _div(css: str, body: str) -> str:
 
 
 def _folded(summary: str, text: str, *, opened: bool = False) -> str:
-    """A ``<details>`` block: a traceback (opened) or what an attempt printed or logged."""
     head = "<details open>" if opened else "<details>"
     return f'{head}<summary>{summary}</summary><pre class="tb">{_clipped(text)}</pre></details>'
 
@@ -99,7 +94,6 @@ def _g(value: float | None) -> str:
 
 
 def _estimated(summary: dict[str, Any], what: str) -> str:
-    """`` (estimated)`` when the summary says ``what`` (tokens, cost) was estimated."""
     return " (estimated)" if summary.get(f"{what}_estimated") else ""
 
 
@@ -128,29 +122,17 @@ def _histogram(
         x = 6 + i * 34
         label = f"{lo + i * width:.3g}-{lo + (i + 1) * width:.3g}" if hi > lo else f"{lo:.3g}"
         bars.append(
-            f'<rect x="{x}" y="{122 - h:.1f}" width="30" height="{h:.1f}" fill="#0969da">'
-            f"<title>{counts[i]} from {_e(label + unit)}</title></rect>"
-            f'<text x="{x + 15}" y="{118 - h:.1f}" font-size="10" text-anchor="middle">'
-            f"{counts[i] or ''}</text>"
+            f'<rect x="{x}" y="{122 - h:.1f}" width="30" height="{h:.1f}"><title>{counts[i]} '
+            f'from {_e(label + unit)}</title></rect><text x="{x + 15}" y="{118 - h:.1f}" '
+            f'text-anchor="middle">{counts[i] or ""}</text>'
         )
     return (
         f'{head}<svg class="histogram" width="350" height="142" role="img" '
         f'aria-label="{_e(title)} histogram">{"".join(bars)}'
-        f'<text x="6" y="138" font-size="10">{_e(f"{lo:.3g}{unit}")}</text>'
-        f'<text x="346" y="138" font-size="10" text-anchor="end">{_e(f"{hi:.3g}{unit}")}</text>'
+        f'<text x="6" y="138">{_e(f"{lo:.3g}{unit}")}</text>'
+        f'<text x="346" y="138" text-anchor="end">{_e(f"{hi:.3g}{unit}")}</text>'
         "</svg></div>"
     )
-
-
-def _read_trajectory(path: str | None) -> dict[str, Any] | None:
-    """The attempt's ATIF trajectory; None when it was not written or cannot be read."""
-    if not path:
-        return None
-    try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return document if isinstance(document, dict) else None
 
 
 def _osmosis(document: dict[str, Any] | None) -> dict[str, Any]:
@@ -159,14 +141,11 @@ def _osmosis(document: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
+    """A message's content (a string or text parts) as text; anything else as JSON."""
+    if value is None or isinstance(value, str):
+        return value or ""
     if isinstance(value, list):
-        return "\n".join(
-            _text(part.get("text") if isinstance(part, dict) else part) for part in value
-        )
+        return "\n".join(_text(p.get("text") if isinstance(p, dict) else p) for p in value)
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
@@ -249,16 +228,15 @@ def _attempt_block(
         if text := attempt.get(key):
             parts.append(_folded(f"{name} ({len(str(text)):,} chars)", str(text)))
     # An errored rollout may have no trajectory: its prompt and diagnostics say what ran.
-    if status == "failed" and attempt.get("prompt"):
-        prompt = _div("who", "prompt") + _clipped(str(attempt["prompt"]))
-        parts.append(_div("step user", prompt))
-    if status == "failed" and attempt.get("diagnostics_path"):
-        parts.append(_div("meta", f"diagnostics: {_e(attempt['diagnostics_path'])}"))
+    if status == "failed" and (prompt := attempt.get("prompt")):
+        parts.append(_div("step user", _div("who", "prompt") + _clipped(str(prompt))))
+    if status == "failed" and (diagnostics := attempt.get("diagnostics_path")):
+        parts.append(_div("meta", f"diagnostics: {_e(diagnostics)}"))
     said = attempt.get("grader") or {}
-    if said.get("reason") or said.get("metrics"):
-        reason = f"<pre>{_clipped(str(said['reason']))}</pre>" if said.get("reason") else ""
-        if said.get("metrics"):
-            reason += _div("meta", f"metrics: {_clipped(json.dumps(said['metrics'], default=str))}")
+    reason = f"<pre>{_clipped(str(said['reason']))}</pre>" if said.get("reason") else ""
+    if said.get("metrics"):
+        reason += _div("meta", f"metrics: {_clipped(json.dumps(said['metrics'], default=str))}")
+    if reason:
         parts.append(_div("reason", f"<b>grader said</b>{reason}"))
     where = attempt.get("trajectory_filename")
     meta = [f"rollout {_e(attempt.get('rollout_id'))}", *([_e(where)] if where else [])]
@@ -293,13 +271,9 @@ def _why_cell(attempts: list[dict[str, Any]], errors: list[str], labels: list[st
     missed = [a for a in attempts if a.get("passed") is not True] or attempts
     reason = next((str(r) for a in missed if (r := (a.get("grader") or {}).get("reason"))), "")
     answer = next((str(a["last_assistant"]) for a in missed if a.get("last_assistant")), "")
-    parts = [_div("err", _short(error_text))] if error_text else []
-    if reason:
-        parts.append(_div("said", _short(reason)))
     label = labels[0] if labels else ""
-    said = [
-        f"{name}: {_short(text)}" for name, text in (("answer", answer), ("label", label)) if text
-    ]
+    parts = [_div(c, _short(t)) for c, t in (("err", error_text), ("said", reason)) if t]
+    said = [f"{k}: {_short(v)}" for k, v in (("answer", answer), ("label", label)) if v]
     if said:
         parts.append(_div("meta", " &middot; ".join(said)))
     return _td(" ".join(errors) or reason, "".join(parts), "why")
@@ -319,7 +293,11 @@ def _row_group(
     """A row's ``<tbody>``: the collapsed row (one cell per column) and its opened detail."""
     nodeid = verdict["nodeid"]
     anchor = _anchor(str(verdict.get("row_key") or nodeid), anchors)
-    documents = [_read_trajectory(a.get("trajectory_filename")) for a in attempts]
+    # Each attempt's ATIF trajectory: None when it was not written or cannot be read.
+    documents = [
+        read_json_object(Path(a["trajectory_filename"])) if a.get("trajectory_filename") else None
+        for a in attempts
+    ]
     labels = [label for d in documents if (label := _text(_osmosis(d).get("label")))]
     outcome = row_outcome(verdict["verdict"], attempts)
     failed = [a for a in attempts if a.get("status") == "failed"]
@@ -335,10 +313,8 @@ def _row_group(
     at_k = " ".join(f"@{k} {float(v):.2f}" for k, v in pass_at_k.items())
     passed = f"{verdict.get('passed_attempts', 0)}/{verdict.get('scored_attempts', 0)} {at_k}"
     delta = _num((baseline.get("reward_deltas") or {}).get(nodeid))
-    moved = [
-        "" if delta is None else f"{delta:+.3g}",
-        *(_BEFORE[c] for c in changes if c in _BEFORE),
-    ]
+    moved = [] if delta is None else [f"{delta:+.3g}"]
+    moved += [_BEFORE[c] for c in changes if c in _BEFORE]
     moved_css = "num passed" if (delta or 0) > 0 else "num failed"
     durations = _numbers(attempts, "duration_ms")
     latency = sum(durations) / len(durations) / 1000 if durations else None
@@ -350,7 +326,7 @@ def _row_group(
         "outcome": _td(rank, OUTCOME_WORDS.get(outcome, outcome), outcome),
         "reward": _td(mean_reward, _e(each_reward)),
         "pass@k": _td(_num(pass_at_k.get("1")), _e(passed)),
-        "vs baseline": _td(delta, _e(" ".join(moved).strip()), moved_css),
+        "vs baseline": _td(delta, _e(" ".join(moved)), moved_css),
         "why": _why_cell(attempts, errors, labels),
         "latency s": _td(latency, _g(latency)),
         "tokens": _td(tokens, f"{tokens:,}" if tokens else ""),
@@ -429,21 +405,20 @@ def _cards(summary: dict[str, Any], outcomes: Counter[str]) -> str:
 def _banners(head: dict[str, Any]) -> str:
     """The run's verdict (as the exit status and JUnit hold it), then whether the run is
     incomplete or ungraded, then a gate's line in a report without a verdict."""
-    summary = head["summary"]
-    verdict = head.get("verdict")
+    summary, verdict = head["summary"], head.get("verdict")
     parts = []
-    if isinstance(verdict, dict):
+    if verdict:
         # Each reason that is not a plain pass: the verdict holds every gate's line.
-        outcome = str(verdict.get("outcome"))
+        outcome = verdict["outcome"]
         lines = "".join(
-            f"<br>{_e(r.get('line'))}"
-            for r in verdict.get("reasons") or []
-            if isinstance(r, dict) and (r.get("outcome") != "passed" or r.get("kind") == "gate")
+            f"<br>{_e(r['line'])}"
+            for r in verdict["reasons"]
+            if r["outcome"] != "passed" or r["kind"] == "gate"
         )
         parts.append(
             f'<div class="banner {"good" if outcome == "passed" else "bad"}" '
-            f'data-verdict="{_e(outcome)}">Verdict: {_e(outcome.upper())} '
-            f"(exit status {_e(verdict.get('exit_status'))}){lines}</div>"
+            f'data-verdict="{outcome}">Verdict: {outcome.upper()} '
+            f"(exit status {verdict['exit_status']}){lines}</div>"
         )
     if summary.get("complete") is False:
         not_run = summary.get("not_run")
@@ -453,7 +428,7 @@ def _banners(head: dict[str, Any]) -> str:
         parts.append(_div("banner bad", f"Incomplete run ({_e(reason)}): {shown} row(s) not run"))
     if ungraded := ungraded_line(summary, (head.get("config") or {}).get("entrypoint")):
         parts.append(_div("banner bad", _e(ungraded)))
-    if isinstance(gate := head.get("gate"), dict) and not isinstance(verdict, dict):
+    if (gate := head.get("gate")) and not verdict:
         parts.append(_gate_banner(gate))
     return "".join(parts)
 
@@ -461,10 +436,11 @@ def _banners(head: dict[str, Any]) -> str:
 def _gate_banner(gate: dict[str, Any]) -> str:
     """The gate's line and what it judges (``gate.estimand``)."""
     ok = bool(gate.get("passed"))
+    word = "passed" if ok else "failed"
     if isinstance(gate.get("interval"), dict):
         # Decided at a stated confidence (--osmosis-gate-confidence): its interval and outcome.
         estimate = f"{float(gate.get('estimate') or 0):.1%}{_e(interval_text(gate['interval']))}"
-        decided = f" ({'passed' if ok else 'failed'})" if gate.get("outcome") == "undecided" else ""
+        decided = f" ({word})" if gate.get("outcome") == "undecided" else ""
         line = (
             f"{_e(gate.get('measure'))} {estimate} vs {float(gate.get('min_pass_rate') or 0):.1%}: "
             f"{_e(gate.get('outcome'))}{decided}"
@@ -473,7 +449,7 @@ def _gate_banner(gate: dict[str, Any]) -> str:
         rate, need = _num(gate.get("pass_rate")) or 0, _num(gate.get("min_pass_rate")) or 0
         line = (
             f"{_e(gate.get('measure', 'pass rate'))} {rate:.1%} {'&gt;=' if ok else '&lt;'} "
-            f"{need:.1%}: {'passed' if ok else 'failed'}"
+            f"{need:.1%}: {word}"
         )
     if gate.get("estimand"):
         line += _div("estimand", f"judges {_e(gate['estimand'])}")
@@ -486,14 +462,9 @@ def _baseline_section(baseline: dict[str, Any]) -> str:
         return ""
     where = f"(against {_e(baseline.get('path'))})"
     parts = [f"<h2>Baseline</h2><p>{baseline_counts(baseline)} {where}</p>"]
-    test: Any = baseline.get("test")
-    try:
-        line = RegressionTest(**test).describe() if isinstance(test, dict) else None
-    except TypeError:
-        line = None  # written by another version: the counts still say what changed
-    if line is not None:
-        how = f"{_e(test.get('method'))}, {_e(percent(test['confidence']))}"
-        parts.append(f"<p><b>{_e(line)}</b> ({how})</p>")
+    if test := baseline.get("test"):
+        how = f"{_e(test['method'])}, {_e(percent(test['confidence']))}"
+        parts.append(f"<p><b>{_e(RegressionTest(**test).describe())}</b> ({how})</p>")
     for name in ("regressed", "improved", "gone"):
         if keys := baseline.get(name) or []:
             shown = ", ".join(_e(k) for k in keys[:50]) + (" ..." if len(keys) > 50 else "")
@@ -578,7 +549,5 @@ def write_html(path: Path, document: dict[str, Any]) -> None:
     """Write the report ``document`` (as ``report.json`` holds it) to ``path`` atomically."""
     from osmosis_rollout._internal.atomic import atomic_file
 
-    parts = render_parts(document)
     with atomic_file(path) as handle:
-        for part in parts:
-            handle.write(part)
+        handle.writelines(render_parts(document))

@@ -1,16 +1,11 @@
 """The run's output paths: checked before any row runs, written without hiding the results.
 
 At start-up every path the run will write (``--osmosis-output``, ``--osmosis-report``,
-``--osmosis-html``, ``--junitxml``) is checked: a directory that would have to be created
-under a plain file, a report path that is a directory, a place this process may not write.
-A bad one is a usage error naming the flag, the path and why, before any rollout runs. So is
-a report path that names one of the run's inputs (the dataset, the entrypoint, the policy, the
-baseline, a cassette): the run would overwrite what it reads.
-
-At the end, a file that still cannot be written (the disk filled up, something replaced a
-directory meanwhile) is reported as one line after the summary, naming the file and why, and
-the run exits 12 (:data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`, set by
-:mod:`~pytest_osmosis.results.run_end`): a run whose outcome is not on disk is never green.
+``--osmosis-html``, ``--junitxml``) is checked: one that cannot be written (under a plain file,
+a directory, no permission) or that names one of the run's inputs (the dataset, the policy, the
+baseline, a cassette...) is a usage error naming the flag, the path and why. At the end, a file
+that still cannot be written is one line after the summary, and the run exits 12
+(:data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`): its outcome is not on disk.
 """
 
 from __future__ import annotations
@@ -107,13 +102,8 @@ def check_output_paths(
 
 def refuse_overwrites(files: list[tuple[str, Path | None]], *, overwrite: bool) -> None:
     """Raise ``pytest.UsageError`` (exit 4) for the first report, HTML or markdown file an
-    earlier run wrote, which this run would replace.
-
-    A run only replaces what it creates in this invocation: pasting a printed command again,
-    or running twice with the same ``--osmosis-report``, must not destroy the first run's
-    result or a baseline kept there. ``overwrite`` (``--osmosis-overwrite``) allows it. (The
-    run folder's own check is :meth:`~pytest_osmosis.results.run_folder.RunFolder.claim`.)
-    """
+    earlier run wrote (a baseline kept there, say), unless ``overwrite``
+    (``--osmosis-overwrite``)."""
     if overwrite:
         return
     for flag, path in files:

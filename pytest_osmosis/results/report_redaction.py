@@ -35,13 +35,10 @@ class ReportRedaction:
         self.redactor = redactor
 
     def redact_pytest_logs(self) -> None:
-        """Make pytest's log file, live logs and captured-log sections redact secrets, and
-        leave the rollouts' own log records to ``rollouts.log``.
-
-        pytest hangs its handlers on every logger that does not propagate, the one the engine
-        routes to ``rollouts.log`` included: without the filter, each record a rollout logs
-        on another thread would also land in whichever item pytest runs at that moment.
-        """
+        """Make pytest's log handlers redact secrets and leave the rollouts' own records to
+        ``rollouts.log``: pytest hangs its handlers on every logger that does not propagate
+        (the engine's route included), so without the filter a record a rollout logs on
+        another thread would land in whichever item pytest runs at that moment."""
         logging_plugin = self.config.pluginmanager.get_plugin("logging-plugin")
         leave_out = _RolloutRecords(threading.get_ident())
         for name in _PYTEST_LOG_HANDLERS:

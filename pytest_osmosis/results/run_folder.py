@@ -1,19 +1,14 @@
 """The run's output folder: one run's alone while it runs, and never holding foreign files.
 
-A run claims its folder before it writes anything there (:meth:`RunFolder.claim`):
+A run claims its folder before it writes anything there (:meth:`RunFolder.claim`). The folder
+is the run's when the run creates it, when it is empty, or when its ``run.json`` has our schema
+and a run id (an earlier run's); any other folder is refused, naming what is there. An
+exclusive ``flock`` on ``run.lock``, held until the run ends, makes a second run fail at start,
+naming the holder. A fresh run removes an earlier run's journal and report only once its own
+rows are about to run (:meth:`RunFolder.start`); a resumed run cuts a torn last journal line.
 
-- **Ownership.** The folder is the run's when the run creates it, when it is empty, or when
-  its ``run.json`` has our schema and a run id (an earlier run's). Any other folder is
-  refused, naming what is there: ``evals/rows.jsonl`` under ``--osmosis-output evals`` stays.
-- **One run at a time.** An exclusive ``fcntl.flock`` on ``run.lock``, held until the run
-  ends: a second run fails at start, naming the holder's pid and start time.
-- **What is replaced.** A fresh run in an earlier run's folder removes only that run's
-  journal and report, once its own rows are about to run (:meth:`RunFolder.start`); a
-  resumed run cuts a torn last journal line back to the last newline.
-
-A run that never ran a row leaves the folder as it found it (:meth:`RunFolder.abandon`). A
-run file that cannot be written (a full disk) is remembered (:meth:`RunFolder.write_failed`):
-the run takes no new rows and exits :data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`.
+A run that never ran a row leaves the folder as it found it (:meth:`RunFolder.abandon`). A run
+file that cannot be written (a full disk) stops the run (:meth:`RunFolder.write_failed`).
 """
 
 from __future__ import annotations
@@ -40,7 +35,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: no flock, the folder is not locked
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILENAME", "REPORT_FILENAME", "RunFolder"]
+__all__ = ["LOCK_FILENAME", "REPORT_FILENAME", "RunFolder", "read_json_object"]
 
 LOCK_FILENAME = "run.lock"
 REPORT_FILENAME = "report.json"
@@ -66,9 +61,8 @@ class RunFolder:
 
     def write_failed(self, exc: OSError, name: str) -> None:
         """``name`` could not be written: remember why (the first failure stops the run)."""
-        if self.write_failure is None:
-            full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
-            self.write_failure = f"{'disk full' if full else exc.strerror or exc} writing {name}"
+        full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+        self.failed_elsewhere(f"{'disk full' if full else exc.strerror or exc} writing {name}")
 
     def file_failed(self, path: Path, exc: OSError) -> None:
         """A cassette or trajectory at ``path`` could not be written: as :meth:`write_failed`,
@@ -88,12 +82,9 @@ class RunFolder:
         return self._fd is not None
 
     def claim(self, *, resume: bool, overwrite: bool = True) -> None:
-        """Check the folder is ours, lock it, and (``resume``) cut a torn journal tail.
-
-        Raises :class:`RunFolderError` naming the holder or the foreign files, or (unless
-        ``overwrite``) the earlier run a fresh run would replace; nothing was created or
-        changed then.
-        """
+        """Check the folder is ours, lock it, and (``resume``) cut a torn journal tail; else
+        :class:`RunFolderError` naming the holder, the foreign files or (unless ``overwrite``)
+        the earlier run a fresh run would replace, with nothing created or changed."""
         if self.path.is_dir():
             self._check_ours(resume=resume)
         else:
@@ -116,14 +107,16 @@ class RunFolder:
 
     def _check_ours(self, *, resume: bool) -> None:
         names = sorted(p.name for p in self.path.iterdir() if p.name != LOCK_FILENAME)
-        if not names or resume or _is_run_file(self.path / RUN_FILENAME):
+        run = read_json_object(self.path / RUN_FILENAME) or {}
+        ours = run.get("schema") == RUN_SCHEMA
+        if not names or resume or (ours and isinstance(run.get("run_id"), str)):
             return
         shown = ", ".join(names[:SHOWN_FILES])
         more = len(names) - SHOWN_FILES
         older = (
             " (its run.json, written before runs had an id, is an earlier version's: remove "
             "the folder to reuse it)"
-            if _is_run_file(self.path / RUN_FILENAME, need_id=False)
+            if ours
             else ""
         )
         raise RunFolderError(
@@ -226,8 +219,9 @@ def _make_dirs(path: Path) -> Path:
     return outermost
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path``; None when it cannot be read as one."""
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (a run file, a lock, a trajectory); None when it cannot
+    be read as one."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -235,17 +229,9 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-def _is_run_file(path: Path, *, need_id: bool = True) -> bool:
-    """True when ``path`` is a ``run.json`` a run of ours wrote (our schema and, unless not
-    ``need_id``, a run id)."""
-    document = _read_json(path) or {}
-    has_id = isinstance(document.get("run_id"), str)
-    return document.get("schema") == RUN_SCHEMA and (has_id or not need_id)
-
-
 def _holder(path: Path) -> str:
     """``pid 123, started 2026-01-01 12:00:00 UTC`` from a lock file (as far as it says)."""
-    document = _read_json(path)
+    document = read_json_object(path)
     if document is None:
         return "pid unknown"
     return f"pid {document.get('pid', 'unknown')}, started {document.get('started', 'unknown')}"
