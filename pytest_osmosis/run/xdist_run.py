@@ -1,23 +1,20 @@
 """The run across pytest-xdist's processes: which rows it sets out to run, and failed writes.
 
-The controller collects nothing under pytest-xdist, so it learns the run's rows from the
-workers' collection (and clears an earlier run's journal before any worker journals a row).
-A worker that cannot write a file of the run (a full disk) stops, and hands the failure to
-the controller, which ends the run on it as it would on its own failed write (exit 12).
+The controller learns the run's rows from the workers' collection. A worker that cannot write
+a file of the run stops and hands the failure to the controller, which ends the run on it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_osmosis.keys import DATASETS_KEY
 
 if TYPE_CHECKING:
-    from pytest_osmosis.options import OsmosisSettings
-    from pytest_osmosis.results.run_folder import RunFolder
+    from pytest_osmosis.run.row_runner import RunHost
 
 __all__ = ["WRITE_FAILURE_OUTPUT", "XDIST_PLUGIN", "XdistRun"]
 
@@ -26,23 +23,10 @@ WRITE_FAILURE_OUTPUT = "osmosis_write_failure"
 """The ``workeroutput`` key carrying a worker's failed write to the controller."""
 
 
-class XdistHost(Protocol):
-    """What this needs of the session (:class:`~pytest_osmosis.run.session.OsmosisSession`)."""
-
-    config: pytest.Config
-    settings: OsmosisSettings
-    folder: RunFolder
-    is_worker: bool
-    selected: list[str]
-
-    def set_out(self, selected: list[str]) -> None:
-        """The run sets out to run ``selected``."""
-
-
 class XdistRun:
     """pytest-xdist's hooks for the run (registered as ``osmosis-xdist``)."""
 
-    def __init__(self, session: XdistHost) -> None:
+    def __init__(self, session: RunHost) -> None:
         self.session = session
 
     @pytest.hookimpl(optionalhook=True)
