@@ -151,11 +151,8 @@ def start_engine(
     on_write_failure: WriteFailureCallback,
 ) -> Engine:
     """Import, start and wire everything the rows need; what was started is stopped on error.
-
-    Nothing is written under ``output`` before the rollout and the policy loaded (a usage
-    error leaves no run directory). The policy endpoint's key joins ``redactor``'s secrets; a
-    cassette or trajectory that cannot be written goes to ``on_write_failure``.
-    """
+    Nothing is written under ``output`` before the rollout and the policy loaded. The policy
+    endpoint's key joins ``redactor``; a file that cannot be written goes to ``on_write_failure``."""
     from osmosis_rollout.controller import PolicyServer
 
     s = settings

@@ -31,12 +31,9 @@ def cassette_dir(config: pytest.Config, settings: OsmosisSettings) -> Path:
 
 class CassetteKeys:
     """The cassette key of each dataset row: ``<dataset path from the rootdir>::<row key>``
-    (``_outside/<absolute path>`` for a dataset not under the rootdir).
-
-    A row recorded in the old layout, ``<cassette_dir>/<dataset file name>.<row key>/``, keeps
-    that key while no new-layout folder exists, so old cassettes still replay (README,
-    "Record and replay").
-    """
+    (``_outside/<absolute path>`` for a dataset not under the rootdir). A row recorded in the old
+    layout, ``<cassette_dir>/<dataset file name>.<row key>/``, keeps that key while no new-layout
+    folder exists, so old cassettes still replay."""
 
     def __init__(self, config: pytest.Config, settings: OsmosisSettings) -> None:
         self.rootdir = config.rootpath

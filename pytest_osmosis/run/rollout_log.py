@@ -130,10 +130,8 @@ def _put_back(owner: Any, name: str, router: _Router) -> None:
 
 
 def install_router() -> Callable[[], None]:
-    """Put the router in front of ``sys.stdout`` and ``sys.stderr``; return the undo.
-
-    Idempotent: a stream that is already a router (a nested pytest run) is left as it is.
-    """
+    """Put the router in front of ``sys.stdout`` and ``sys.stderr`` (unless one is there
+    already: a nested pytest run); return the undo."""
     undo = contextlib.ExitStack()
     for name in ("stdout", "stderr"):
         current = getattr(sys, name)
@@ -162,7 +160,6 @@ def rollout_output(rollout_id: str) -> Iterator[RolloutOutput]:
 
 def route_pytest_capture(capman: Any) -> Callable[[], None]:
     """Wrap the streams pytest's global capturing swaps into ``sys`` in routers; return the undo.
-
     Only under fd capturing (pytest's default), whose ``syscapture.tmpfile`` pytest writes to and
     never reads back. ``--capture=sys`` reads its stream back and must keep it: there, prints
     land in the running item's captured output, redacted like the rest of its report.

@@ -294,7 +294,7 @@ class RowRunner:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """Under xdist, start the rollouts of every row queued on this worker, not just this one."""
-        if not hasattr(item.config, "workerinput"):
+        if not self.session.is_worker:
             return
         queued: list[int] = []
         for plugin in item.config.pluginmanager.get_plugins():
@@ -314,11 +314,10 @@ class RowRunner:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
+        self, item: pytest.Item
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """Put a dataset row's record on its outcome report (its call's, or its setup's when
-        the row errored there), as JSON primitives, which pytest-xdist ships to the
-        controller, with what ``-v`` shows beside the outcome."""
+        """Put a dataset row's record on its outcome report (call, or setup when it errored
+        there) as JSON primitives pytest-xdist ships, with what ``-v`` shows beside the outcome."""
         report = yield
         if not (report.when == "call" or (report.when == "setup" and report.failed)):
             return report

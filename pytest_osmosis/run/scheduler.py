@@ -42,8 +42,6 @@ class RolloutScheduler:
     """A bounded pool of coroutines on a background event loop, keyed for idempotent submits."""
 
     def __init__(self, concurrency: int) -> None:
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         self.concurrency = concurrency
         self.running = 0
         """How many rollouts hold a slot right now (changed only on the loop's thread)."""

@@ -251,7 +251,7 @@ class OsmosisSession:
 
     # -- hooks -----------------------------------------------------------------------------
 
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    def pytest_sessionstart(self) -> None:
         """Claim the run folder (controller only) and show live progress while rows run."""
         if self.is_worker or not self.settings.active:
             return

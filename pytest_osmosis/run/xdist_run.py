@@ -30,10 +30,9 @@ class XdistRun:
         self.session = session
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        """The first worker's collection names the rows this run sets out to run. Workers
-        get no item before every worker has collected, so the folder is cleared before any
-        of them journals a row."""
+    def pytest_xdist_node_collection_finished(self, ids: list[str]) -> None:
+        """The first worker's collection names the rows this run sets out to run (before any
+        worker gets an item, so before any journals a row)."""
         osmosis = self.session
         if osmosis.selected or not osmosis.settings.active or osmosis.config.option.collectonly:
             return
@@ -61,7 +60,7 @@ class XdistRun:
             osmosis.config.workeroutput[WRITE_FAILURE_OUTPUT] = osmosis.folder.write_failure  # type: ignore[attr-defined]
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: object) -> None:
+    def pytest_testnodedown(self, node: Any) -> None:
         """The controller takes over a worker's failed write (the run exits 12 on it)."""
         failure = getattr(node, "workeroutput", {}).get(WRITE_FAILURE_OUTPUT)
         if isinstance(failure, str):
