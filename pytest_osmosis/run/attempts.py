@@ -33,7 +33,7 @@ from pytest_osmosis.run.rollout_log import rollout_output
 if TYPE_CHECKING:
     from osmosis_rollout.controller import PolicyServer, RolloutClient
     from osmosis_rollout.dataset import DatasetRow
-    from osmosis_rollout.policy import RolloutCallLog, TokenPrices
+    from osmosis_rollout.policy import TokenPrices
     from osmosis_rollout.trajectory.save import WriteFailureCallback
     from pytest_osmosis.run.rollout_servers import ServedServer
 
@@ -58,17 +58,6 @@ def make_rollout_id(row_key: str, attempt: int) -> str:
     safe = _UNSAFE.sub("_", row_key).strip("._") or "row"
     # 8 random hex digits, as the first 8 of a uuid4 are, without building the UUID.
     return f"{safe[:80]}.{attempt}.{os.urandom(4).hex()}"
-
-
-@dataclass
-class RunPaths:
-    """Where one run writes: ``<output>/rollouts/<rollout_id>/{trajectory.json,artifacts/}``."""
-
-    output: Path
-
-    @property
-    def rollouts(self) -> Path:
-        return self.output / "rollouts"
 
 
 def _read_sample(read: Any, messages: Any) -> Any:
@@ -102,7 +91,6 @@ class Ended:
     what it left behind."""
 
     status: str
-    """The wire status: ``success``, ``failure``, ..."""
     reward: float | None = None
     remove_sample: bool = False
     err_category: str | None = None
@@ -111,8 +99,7 @@ class Ended:
     metrics: Any = None
     notes: dict[str, str] | None = None
     """What a server of ours sends beyond the official result (an in-process rollout, the
-    same: :meth:`~osmosis_rollout.execution.ExecutedRollout.wire_notes`): the grader's
-    reason, and the phase, user frame and short traceback of a failure in user code."""
+    same): the grader's reason, and the phase, user frame and short traceback of a failure."""
     trajectory: Path | None = None
     diagnostics: str | None = None
     workflow_log: str | None = None
@@ -163,11 +150,16 @@ class AttemptRunner(abc.ABC):
     endpoint, runs it (each mode its own way: :meth:`_run`) and classifies how it ended."""
 
     policy_server: PolicyServer
-    paths: RunPaths
+    rollouts: Path
+    """Where each rollout writes: ``<rollouts>/<rollout_id>/{trajectory.json,artifacts/}``."""
     agent_timeout: float | None
     grader_timeout: float | None
     prices: TokenPrices | None = None
     """Configured token prices; without them, the cost the provider reported (if any)."""
+
+    @abc.abstractmethod
+    async def _run(self, row: DatasetRow, attempt: int, rollout_id: str, key: str) -> Ended:
+        """Run the attempt bound as ``rollout_id`` (its policy key: ``key``): how it ended."""
 
     async def run_attempt(
         self, row: DatasetRow, attempt: int, *, cassette_key: str
@@ -181,21 +173,6 @@ class AttemptRunner(abc.ABC):
         ended = await self._run(row, attempt, rollout_id, key)
         log = self.policy_server.release(rollout_id)
         duration = time.perf_counter() - started
-        return self._record(row, attempt, rollout_id, ended, log, duration)
-
-    @abc.abstractmethod
-    async def _run(self, row: DatasetRow, attempt: int, rollout_id: str, key: str) -> Ended:
-        """Run the attempt bound as ``rollout_id`` (its policy key: ``key``): how it ended."""
-
-    def _record(
-        self,
-        row: DatasetRow,
-        attempt: int,
-        rollout_id: str,
-        ended: Ended,
-        log: RolloutCallLog,
-        duration: float,
-    ) -> AttemptRecord:
         status, reward, error_type = classify(
             ended.status, ended.reward, ended.remove_sample, ended.err_category, ended.err_message
         )
@@ -285,7 +262,7 @@ class InProcessRunner(AttemptRunner):
                 self.backend,
                 request,
                 context,
-                trajectory_root=self.paths.rollouts,
+                trajectory_root=self.rollouts,
                 on_write_failure=self.on_write_failure,
             )
         # Why a rollout that ran has no reward (see ``AttemptRecord.ungraded``).
@@ -300,13 +277,9 @@ class InProcessRunner(AttemptRunner):
 
 @dataclass(kw_only=True)
 class ServerRunner(AttemptRunner):
-    """Plays the controller: admits each attempt to a rollout server and long-polls its result.
-
-    Several servers spread attempts round-robin. Trajectories are the server's business; the
-    report points at those of the server ``--osmosis-serve`` started (``served``, which writes
-    them under the run's output). An attempt on ``served`` fails at once, with its cause,
-    when that server's process is gone.
-    """
+    """Plays the controller: admits each attempt to a rollout server (round-robin) and
+    long-polls its result. The report points at the trajectories of the server
+    ``--osmosis-serve`` started (``served``), and an attempt on it fails once it is gone."""
 
     clients: list[RolloutClient]
     served: ServedServer | None = None
@@ -321,7 +294,7 @@ class ServerRunner(AttemptRunner):
             ended = await _unless_it_died(self.served, admitted)
         else:
             ended = await admitted
-        trajectory = self.paths.rollouts / rollout_id / "trajectory.json"
+        trajectory = self.rollouts / rollout_id / "trajectory.json"
         diagnostics = trajectory.with_name("diagnostics.json")
         return dataclasses.replace(
             ended,

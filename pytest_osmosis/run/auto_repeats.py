@@ -1,16 +1,11 @@
 """``--osmosis-n auto``: attempts spent only while the confidence gate is undecided.
 
-Every row runs once; then, while the gate (``--osmosis-min-pass-rate`` at
-``--osmosis-gate-confidence``) is undecided, a quarter of the rows at a time, the least
-measured first, get one more attempt, until it is decided or every row has
-``--osmosis-max-n`` attempts (:func:`osmosis_rollout.runs.gating.auto_round` decides both, as it
-does in ``bench/bench_gate_sim.py``).
-
-The rounds run on the scheduler before pytest reports the first row, under the future keys
-(``<nodeid>#<attempt>``) the row runner gives a row's attempts, so each row's item finds its
-attempts already finished and reports them as it would a fixed ``--osmosis-n``: items, ids,
-the journal and the report do not change, only the number of attempts per row
-(:attr:`~pytest_osmosis.run.session.OsmosisSession.auto`).
+Every row runs once; then, while the gate is undecided, a quarter of the rows at a time, the
+least measured first, get one more attempt, until it is decided or every row has
+``--osmosis-max-n`` attempts (:func:`osmosis_rollout.runs.gating.auto_round` decides both).
+The rounds run before pytest reports the first row, under the keys the row runner gives a
+row's attempts (``<nodeid>#<attempt>``), so each item finds its attempts finished and reports
+them as it would a fixed ``--osmosis-n``.
 """
 
 from __future__ import annotations
@@ -40,11 +35,8 @@ def run_rounds(
     deadline: float,
 ) -> dict[str, int]:
     """Run every row once, then further attempts while the gate is undecided; return how
-    many attempts each row (by node id) got.
-
-    ``deadline``: how long one attempt may take (the item deadline); an attempt that gives no
-    result within it counts as a miss here, and its item reports what became of it.
-    """
+    many attempts each row (by node id) got. An attempt with no result within ``deadline``
+    (the item deadline) counts as a miss here; its item reports what became of it."""
     keys = [item.nodeid for item, _ in rows]
     attempts = dict.fromkeys(keys, 0)
     counts: list[RowCounts] = [(0, 0)] * len(rows)

@@ -6,21 +6,19 @@ how it stops (:meth:`Engine.stop`).
 from __future__ import annotations
 
 import contextlib
-import logging
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from osmosis_rollout.redaction import Redactor, redact_handler
+from osmosis_rollout.redaction import Redactor
 from osmosis_rollout.rollout_notes import taking_notes
 from pytest_osmosis.display.live import show_startup_step
 from pytest_osmosis.options import DEFAULT_CONCURRENCY, OsmosisSettings
-from pytest_osmosis.run.attempts import AttemptRunner, InProcessRunner, RunPaths, ServerRunner
+from pytest_osmosis.run.attempts import AttemptRunner, InProcessRunner, ServerRunner
 from pytest_osmosis.run.policy_choice import choose_policy
-from pytest_osmosis.run.rollout_log import RolloutsLogHandler
+from pytest_osmosis.run.rollout_log import RolloutsLogHandler, rollouts_log
 from pytest_osmosis.run.rollout_servers import (
     ServedServer,
     check_servers,
@@ -44,11 +42,9 @@ class Engine:
     entrypoint: str | None
     """The rollout entrypoint in use (discovered when none was configured)."""
     log: RolloutsLogHandler
-    """The handler writing ``rollouts.log`` (its :attr:`~RolloutsLogHandler.failure` says
-    why the log stopped, if it did)."""
+    """The handler writing ``rollouts.log`` (its ``failure`` says why the log stopped)."""
     closers: contextlib.ExitStack
-    """What stops it, the last started first: the HTTP clients made on the loop (while it
-    still runs), the scheduler, the servers, then the rollouts' logs and notes."""
+    """What stops it, the last started first (the loop outlives the clients made on it)."""
 
     def stop(self) -> None:
         """Cancel what still runs, then stop every server and thread (best effort, bounded)."""
@@ -61,16 +57,12 @@ def load_backend(
     config: pytest.Config,
     settings: OsmosisSettings,
     entrypoint: str | None,
-    paths: RunPaths,
+    rollouts: Path,
     started: contextlib.ExitStack,
 ) -> tuple[ExecutionBackend, str]:
     """The entrypoint's backend and the entrypoint (the workspace's rollout when none was
-    configured: marker-driven rows): module-level, from its app, or built from its classes.
-
-    With ``--osmosis-ray``, a pool of Ray actors (stopped with ``started``) runs it, writing
-    artifacts under the run's output; each actor may take the run's whole concurrency, as
-    the scheduler bounds the total.
-    """
+    configured). With ``--osmosis-ray``, a pool of Ray actors (stopped with ``started``) runs
+    it; each actor may take the run's whole concurrency, as the scheduler bounds the total."""
     from osmosis_rollout.errors import EntrypointError, UsageError
     from osmosis_rollout.workspace.entrypoint import load_entrypoint
 
@@ -87,7 +79,7 @@ def load_backend(
                 entrypoint,
                 address=None if settings.ray == "local" else settings.ray,
                 max_concurrent=settings.concurrency or DEFAULT_CONCURRENCY,
-                artifact_root=paths.rollouts,
+                artifact_root=rollouts,
                 base_dir=base_dir,
                 log_to_driver=False,
             )
@@ -104,11 +96,10 @@ def load_backend(
         raise pytest.UsageError(f"pytest-osmosis: {exc}") from exc
     if loaded.backend is None:
         raise pytest.UsageError(f"pytest-osmosis: {entrypoint} exposes no rollout backend")
-    backend: ExecutionBackend = loaded.backend
-    return backend, entrypoint
+    return loaded.backend, entrypoint
 
 
-def _concurrency(settings: OsmosisSettings, backend: ExecutionBackend, paths: RunPaths) -> int:
+def _concurrency(settings: OsmosisSettings, backend: ExecutionBackend, rollouts: Path) -> int:
     """The run's concurrency: the flag, else the workflow's configured one, else the default.
     A LocalBackend writes under the run's output."""
     from osmosis_rollout._internal.limiter import ConcurrencyLimiter
@@ -116,7 +107,7 @@ def _concurrency(settings: OsmosisSettings, backend: ExecutionBackend, paths: Ru
 
     if not isinstance(backend, LocalBackend):
         return settings.concurrency or DEFAULT_CONCURRENCY
-    backend.artifact_root = paths.rollouts
+    backend.artifact_root = rollouts
     if settings.concurrency is None and backend.workflow_config is not None:
         configured = backend.workflow_config.concurrency.max_concurrent
         if configured is not None:
@@ -126,34 +117,7 @@ def _concurrency(settings: OsmosisSettings, backend: ExecutionBackend, paths: Ru
     return settings.concurrency or DEFAULT_CONCURRENCY
 
 
-@contextlib.contextmanager
-def _rollout_logs(path: Path, redactor: Redactor) -> Iterator[RolloutsLogHandler]:
-    """Send osmosis_rollout's logs to ``<output>/rollouts.log`` within this block, redacted.
-
-    Rollouts run concurrently on another thread, so their log records would otherwise land in
-    whichever item pytest is reporting at that moment. Yields the handler (which says whether
-    the log could be written).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = RolloutsLogHandler(path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    redact_handler(handler, redactor)
-    logger = logging.getLogger("osmosis_rollout")
-    propagate, level = logger.propagate, logger.level
-    logger.addHandler(handler)
-    logger.propagate = False
-    if logger.level == logging.NOTSET or logger.level > logging.INFO:
-        logger.setLevel(logging.INFO)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        handler.close()
-        logger.propagate = propagate
-        logger.setLevel(level)
-
-
-def _before_the_clock(paths: RunPaths, *, in_process: bool) -> None:
+def _before_the_clock(rollouts: Path, *, in_process: bool) -> None:
     """Do once, before the first rollout starts, what the first rollouts would each wait on
     (so the first rows' times do not include it); nothing a row does is skipped or changed."""
     from osmosis_rollout._internal.gc_freeze import freeze_startup_heap
@@ -163,7 +127,7 @@ def _before_the_clock(paths: RunPaths, *, in_process: bool) -> None:
     if in_process:
         import osmosis_rollout.trajectory  # noqa: F401 - imported by the first row's save
 
-        paths.rollouts.mkdir(parents=True, exist_ok=True)  # else the first rollout's mkdir -p
+        rollouts.mkdir(parents=True, exist_ok=True)  # else the first rollout's mkdir -p
     freeze_startup_heap()  # user code and frameworks are imported: keep them out of GC
 
 
@@ -172,10 +136,8 @@ def _shown(config: pytest.Config, entrypoint: str | None) -> str:
     if entrypoint is None:
         return "the workspace's rollout"
     path, sep, attr = entrypoint.partition(":")
-    try:
+    with contextlib.suppress(ValueError):
         path = str(Path(path).resolve().relative_to(Path(config.invocation_params.dir).resolve()))
-    except ValueError:
-        pass
     return path + sep + attr
 
 
@@ -185,27 +147,18 @@ def start_engine(
     *,
     output: Path,
     entrypoint: str | None,
-    redactor: Redactor | None = None,
-    on_write_failure: WriteFailureCallback | None = None,
+    redactor: Redactor,
+    on_write_failure: WriteFailureCallback,
 ) -> Engine:
     """Import, start and wire everything the rows need; what was started is stopped on error.
-
-    Nothing is written under ``output`` before the rollout and the policy loaded (a usage
-    error leaves no run directory). The policy endpoint's key joins ``redactor``'s secrets; a
-    cassette or trajectory that cannot be written goes to ``on_write_failure``.
-    """
+    Nothing is written under ``output`` before the rollout and the policy loaded. The policy
+    endpoint's key joins ``redactor``; a file that cannot be written goes to ``on_write_failure``."""
     from osmosis_rollout.controller import PolicyServer
 
     s = settings
-    redactor = redactor if redactor is not None else Redactor.from_environment()
     started = contextlib.ExitStack()
-    paths = RunPaths(output)
+    rollouts = output / "rollouts"
     runner: AttemptRunner
-    prices = None
-    if s.price_in is not None and s.price_out is not None:
-        from osmosis_rollout.policy import TokenPrices
-
-        prices = TokenPrices(s.price_in, s.price_out)
     try:
         show_startup_step(config, "starting the policy endpoint…")
         # Each rollout gets its own key, which opens only its own URL (the policy endpoint
@@ -218,6 +171,17 @@ def start_engine(
         policy_server.start()
         started.callback(policy_server.stop)
         redactor.add_family("POLICY_API_KEY", policy_server.api_key)
+        shared: dict[str, Any] = {
+            "policy_server": policy_server,
+            "rollouts": rollouts,
+            "agent_timeout": s.agent_timeout,
+            "grader_timeout": s.grader_timeout,
+            "prices": None,
+        }
+        if s.price_in is not None and s.price_out is not None:
+            from osmosis_rollout.policy import TokenPrices
+
+            shared["prices"] = TokenPrices(s.price_in, s.price_out)
         if s.servers or s.serve:
             urls = list(s.servers)
             if urls:
@@ -233,7 +197,7 @@ def start_engine(
                     entrypoint,
                     cwd=Path(config.invocation_params.dir),
                     output=output,
-                    artifact_root=paths.rollouts,
+                    artifact_root=rollouts,
                 )
                 started.callback(served.stop)
                 urls.append(served.url)
@@ -241,30 +205,14 @@ def start_engine(
             started.callback(scheduler.close)
             clients = make_clients(scheduler, urls)
             started.callback(close_clients, scheduler, clients)
-            runner = ServerRunner(
-                clients=clients,
-                served=served,
-                policy_server=policy_server,
-                paths=paths,
-                agent_timeout=s.agent_timeout,
-                grader_timeout=s.grader_timeout,
-                prices=prices,
-            )
+            runner = ServerRunner(clients=clients, served=served, **shared)
         else:
             show_startup_step(config, f"importing {_shown(config, entrypoint)}…")
-            backend, entrypoint = load_backend(config, s, entrypoint, paths, started)
-            scheduler = RolloutScheduler(_concurrency(settings, backend, paths))
+            backend, entrypoint = load_backend(config, s, entrypoint, rollouts, started)
+            scheduler = RolloutScheduler(_concurrency(settings, backend, rollouts))
             started.callback(scheduler.close)
-            runner = InProcessRunner(
-                backend=backend,
-                on_write_failure=on_write_failure,
-                policy_server=policy_server,
-                paths=paths,
-                agent_timeout=s.agent_timeout,
-                grader_timeout=s.grader_timeout,
-                prices=prices,
-            )
-        _before_the_clock(paths, in_process=not (s.servers or s.serve or s.ray))
+            runner = InProcessRunner(backend=backend, on_write_failure=on_write_failure, **shared)
+        _before_the_clock(rollouts, in_process=not (s.servers or s.serve or s.ray))
     except BaseException:
         with contextlib.suppress(Exception):
             started.close()
@@ -273,11 +221,8 @@ def start_engine(
     closers = contextlib.ExitStack()
     # What each rollout logs is kept on its own row too (the grader's reason).
     closers.enter_context(taking_notes())
-    if config.getoption("capture", None) == "no":
-        # -s: the user asked to see what runs print; rollouts' prints join the terminal.
-        from pytest_osmosis.run.rollout_log import echo_to_terminal
-
-        closers.callback(echo_to_terminal(redactor))
-    log = closers.enter_context(_rollout_logs(output / "rollouts.log", redactor))
+    # With -s, the user asked to see what runs print: rollouts' prints join the terminal.
+    echo = config.getoption("capture", None) == "no"
+    log = closers.enter_context(rollouts_log(output / "rollouts.log", redactor, echo=echo))
     closers.push(started)
     return Engine(scheduler, runner, entrypoint, log, closers)

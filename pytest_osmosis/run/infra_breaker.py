@@ -1,11 +1,9 @@
 """Stop starting rows once the infrastructure is plainly down.
 
 A model server that refuses connections, or a rollout server that is gone, fails every row
-the same way: running 500 more rows only repeats the first failure 500 times. Once
-:data:`TRIP_AFTER` consecutive attempts failed with the same infrastructure error (a
-connection refused or reset, a server that exited; not a workflow's or grader's own
-exception), the row runner starts no new rollout and pytest stops after the item it is on:
-the rows not started are "not run", and the summary says why.
+the same way. Once :data:`TRIP_AFTER` consecutive attempts failed with the same
+infrastructure error (not a workflow's or grader's own exception), the row runner starts no
+new rollout and pytest stops after the item it is on: the rows not started are "not run".
 """
 
 from __future__ import annotations

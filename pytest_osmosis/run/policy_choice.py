@@ -30,14 +30,10 @@ def cassette_dir(config: pytest.Config, settings: OsmosisSettings) -> Path:
 
 
 class CassetteKeys:
-    """The cassette key of each dataset row: ``<dataset path from the rootdir>::<row key>``.
-
-    The dataset path is ``_outside/<absolute path>`` for a dataset not under the rootdir. Its
-    folder is ``<cassette_dir>/<dataset path>/<row key>/`` (``suite_a/data/test.jsonl``
-    and ``suite_b/data/test.jsonl`` never share one). A row recorded in the old layout,
-    ``<cassette_dir>/<dataset file name>.<row key>/``, keeps that key while no new-layout
-    folder exists, so old cassettes still replay (README, "Record and replay").
-    """
+    """The cassette key of each dataset row: ``<dataset path from the rootdir>::<row key>``
+    (``_outside/<absolute path>`` for a dataset not under the rootdir). A row recorded in the old
+    layout, ``<cassette_dir>/<dataset file name>.<row key>/``, keeps that key while no new-layout
+    folder exists, so old cassettes still replay."""
 
     def __init__(self, config: pytest.Config, settings: OsmosisSettings) -> None:
         self.rootdir = config.rootpath
@@ -61,21 +57,22 @@ class CassetteKeys:
         return key
 
 
-def _has_cassettes(directory: Path) -> bool:
-    return directory.is_dir() and any(directory.rglob("*.json"))
+def _replays(settings: OsmosisSettings, cassettes: Path) -> bool:
+    """Without a record mode, cassettes already recorded are replayed."""
+    return (
+        settings.record_mode in (None, "none")
+        and cassettes.is_dir()
+        and any(cassettes.rglob("*.json"))
+    )
 
 
 def check_policy_given(config: pytest.Config, settings: OsmosisSettings) -> None:
-    """Raise ``UsageError`` when :func:`choose_policy` would find nothing to answer the calls.
-
-    Checked at start-up, so the mistake is said as a usage error before any row runs.
-    """
+    """Raise ``UsageError`` at start-up when :func:`choose_policy` would find nothing to
+    answer the calls."""
     s = settings
-    if s.policy or s.model or s.toml_model:
-        return
     cassettes = cassette_dir(config, settings)
-    if s.record_mode in (None, "none") and _has_cassettes(cassettes):
-        return  # replay
+    if s.policy or s.model or s.toml_model or _replays(s, cassettes):
+        return
     raise pytest.UsageError(
         "pytest-osmosis: no policy to answer the rollouts' model calls. Pass "
         "--osmosis-policy FILE:CALLABLE (a scripted policy), --osmosis-model LITELLM_ID (a real "
@@ -99,23 +96,20 @@ def choose_policy(
         inner = as_policy(load_callable(s.policy, base=base, what="--osmosis-policy"))
     elif s.model:
         inner = _litellm_policy(s.model, "--osmosis-model", s)
-    elif s.record_mode in (None, "none") and _has_cassettes(cassettes):
+    elif _replays(s, cassettes):
         return RecordingPolicy(None, cassettes, "none")
     else:
         check_policy_given(config, settings)
         inner = _litellm_policy(str(s.toml_model), "the eval TOML's model_path", s)
-    if s.record_mode is None or (s.record_mode == "none" and not _has_cassettes(cassettes)):
+    if s.record_mode is None or (s.record_mode == "none" and not _replays(s, cassettes)):
         return inner
     mode = cast("RecordMode", s.record_mode)
     return RecordingPolicy(inner, cassettes, mode, on_write_failure=on_write_failure)
 
 
 def _litellm_policy(model: str, source: str, settings: OsmosisSettings) -> Any:
-    """A LiteLLM policy, refused up front when LiteLLM finds no credentials for the model.
-
-    Its pool to an OpenAI-compatible server holds one connection per rollout in flight;
-    ``--osmosis-force-litellm`` keeps every call on LiteLLM.
-    """
+    """A LiteLLM policy, refused up front when LiteLLM finds no credentials for the model;
+    ``--osmosis-force-litellm`` keeps every call on LiteLLM."""
     from osmosis_rollout.integrations._litellm import import_litellm
     from osmosis_rollout.policy import LiteLLMPolicy
 

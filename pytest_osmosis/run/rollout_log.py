@@ -1,30 +1,25 @@
 """What a rollout prints goes to ``rollouts.log``, redacted, never straight to the terminal.
 
-Rows run on the scheduler's thread while pytest waits for a row, reports other items or runs
-other tests. While pytest's capturing is suspended (between an item's phases, while the live
-progress line is drawn) a rollout's print would reach the terminal past the redactor (a
-workflow echoing a model reply that holds a key, say); while it is active, the text would be
-filed under whichever item happens to be running.
-
-So routers stand in front of ``sys.stdout`` and ``sys.stderr`` (:func:`install_router`, before
-pytest's capturing starts, so pytest saves and puts back the router rather than the terminal
-stream) and of the streams pytest's capturing swaps in (:func:`route_pytest_capture`). A write
-made inside a row's rollout (:func:`rollout_output`, a context variable its tasks and
-``asyncio.to_thread`` threads inherit) goes, a line at a time, to the ``osmosis_rollout.output``
-logger, which the engine routes to ``rollouts.log`` through the redactor under the rollout's
-id; any other write goes to the stream wrapped.
+Rows run on the scheduler's thread while pytest reports other items: a rollout's print would
+reach the terminal past the redactor while capturing is suspended, or be filed under whichever
+item is running while it is active. So routers stand in front of ``sys.stdout`` and
+``sys.stderr`` (:func:`install_router`, before pytest's capturing starts) and of the streams
+pytest's capturing swaps in (:func:`route_pytest_capture`). A write made inside a rollout
+(:func:`rollout_output`, a context variable its tasks and threads inherit) goes, a line at a
+time, to the ``osmosis_rollout.output`` logger; any other write goes to the stream wrapped.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import logging
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
+
+from osmosis_rollout.redaction import Redactor, redact_handler
 
 logger = logging.getLogger("osmosis_rollout.output")
 
@@ -108,12 +103,8 @@ class _Router:
 
 class RolloutsLogHandler(logging.FileHandler):
     """The handler writing ``rollouts.log``: the first record it cannot write (a full disk)
-    stops it, and is remembered in :attr:`failure` for the run's summary.
-
-    logging's own error handling prints a traceback to ``sys.stderr``; inside a rollout that
-    is routed back to this very log, which fails again: one full disk became hundreds of
-    tracebacks. Here a failure is said once, by the run, and nothing is logged about it.
-    """
+    stops it, and is remembered in :attr:`failure` for the run's summary (logging's own
+    traceback to ``sys.stderr`` would be routed back to this very log, and fail again)."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path, encoding="utf-8")
@@ -139,10 +130,8 @@ def _put_back(owner: Any, name: str, router: _Router) -> None:
 
 
 def install_router() -> Callable[[], None]:
-    """Put the router in front of ``sys.stdout`` and ``sys.stderr``; return the undo.
-
-    Idempotent: a stream that is already a router (a nested pytest run) is left as it is.
-    """
+    """Put the router in front of ``sys.stdout`` and ``sys.stderr`` (unless one is there
+    already: a nested pytest run); return the undo."""
     undo = contextlib.ExitStack()
     for name in ("stdout", "stderr"):
         current = getattr(sys, name)
@@ -169,34 +158,11 @@ def rollout_output(rollout_id: str) -> Iterator[RolloutOutput]:
         output.flush()
 
 
-def echo_to_terminal(redactor: Any) -> Callable[[], None]:
-    """With capturing off (``-s``), rollouts' printed lines reach the terminal too, redacted,
-    each prefixed by its rollout id (``row-3.0.1a2b3c4d stdout: ...``); return the undo.
-
-    They are written, a whole line at a time from the rollout's thread, to the terminal's
-    stream, under the routers in front of it.
-    """
-    from osmosis_rollout.redaction import redact_handler
-
-    terminal = sys.stdout
-    while isinstance(terminal, _Router):
-        terminal = terminal._inner
-    handler = logging.StreamHandler(terminal)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    redact_handler(handler, redactor)
-    logger.addHandler(handler)
-    return functools.partial(logger.removeHandler, handler)
-
-
 def route_pytest_capture(capman: Any) -> Callable[[], None]:
     """Wrap the streams pytest's global capturing swaps into ``sys`` in routers; return the undo.
-
-    Only under fd capturing (pytest's default), where pytest keeps them on the ``SysCapture``
-    each ``FDCapture`` holds (``syscapture.tmpfile``), writes to them and never reads them
-    back (the fd's file is read), and sets ``sys.stdout`` to them on every resume.
-    ``--capture=sys`` reads its stream back as a ``CaptureIO`` and must keep it, and a pytest
-    whose capture objects look otherwise is left alone: prints made while capturing is active
-    then land in the running item's captured output, redacted like the rest of its report.
+    Only under fd capturing (pytest's default), whose ``syscapture.tmpfile`` pytest writes to and
+    never reads back. ``--capture=sys`` reads its stream back and must keep it: there, prints
+    land in the running item's captured output, redacted like the rest of its report.
     """
     capturing = getattr(capman, "_global_capturing", None)
     undo = contextlib.ExitStack()
@@ -212,3 +178,37 @@ def route_pytest_capture(capman: Any) -> Callable[[], None]:
         undo.callback(_put_back, holder, "tmpfile", router)
         undo.callback(_put_back, sys, stream, router)  # set by pytest on a resume, too
     return undo.close
+
+
+@contextlib.contextmanager
+def rollouts_log(path: Path, redactor: Redactor, *, echo: bool) -> Iterator[RolloutsLogHandler]:
+    """Send osmosis_rollout's logs to ``path`` (``rollouts.log``) within this block, redacted:
+    rollouts run on another thread, so their records would otherwise land in whichever item
+    pytest is reporting. With ``echo`` (``-s``), rollouts' printed lines reach the terminal
+    too, redacted, each prefixed by its rollout id (``row-3.0.1a2b3c4d stdout: ...``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = RolloutsLogHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    redact_handler(handler, redactor)
+    package = logging.getLogger("osmosis_rollout")
+    propagate, level = package.propagate, package.level
+    package.addHandler(handler)
+    package.propagate = False
+    if package.level == logging.NOTSET or package.level > logging.INFO:
+        package.setLevel(logging.INFO)
+    terminal = sys.stdout
+    while isinstance(terminal, _Router):
+        terminal = terminal._inner
+    echoed = logging.StreamHandler(terminal)
+    echoed.setFormatter(logging.Formatter("%(message)s"))
+    redact_handler(echoed, redactor)
+    if echo:
+        logger.addHandler(echoed)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(echoed)
+        package.removeHandler(handler)
+        handler.close()
+        package.propagate = propagate
+        package.setLevel(level)

@@ -20,13 +20,13 @@ import httpx
 import pytest
 
 from osmosis_rollout.redaction import redact_url
+from osmosis_rollout.runs.artifacts import ARTIFACT_ROOT_ENV
 from osmosis_rollout.server.auth import SERVER_API_KEY_ENV
 from pytest_osmosis.run.scheduler import RolloutScheduler
 
 SERVE_START_TIMEOUT_SEC = 180.0
 """How long a started server may take to answer /health. Generous: importing a framework
-(openai-agents, strands) takes over a minute with both cores busy, and a server that exits
-early is noticed at once, so a longer bound costs nothing when the start goes well."""
+takes over a minute on a busy machine, and a server that exits early is noticed at once."""
 SERVE_STOP_TIMEOUT_SEC = 10.0
 
 ROLLOUTS_PER_CLIENT = 16
@@ -37,13 +37,9 @@ _SERVING_ON = re.compile(rb"osmosis-rollout serve: .* on http://127\.0\.0\.1:(\d
 _SIGNAL_NAMES = {s.value: s.name for s in signal.Signals}
 
 
-def _server_api_key() -> str | None:
-    """The rollout server's inbound key, from the same variable ``osmosis-rollout serve`` reads."""
-    return os.environ.get(SERVER_API_KEY_ENV) or None
-
-
 def _auth_headers() -> dict[str, str]:
-    key = _server_api_key()
+    """The rollout server's inbound key (from the variable ``osmosis-rollout serve`` reads)."""
+    key = os.environ.get(SERVER_API_KEY_ENV)
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
@@ -70,14 +66,14 @@ def check_servers(urls: list[str]) -> None:
 
 
 def make_clients(scheduler: RolloutScheduler, urls: list[str]) -> list[Any]:
-    """Enough ``RolloutClient``s for the scheduler's concurrency, made on its loop.
-
-    Interleaved, so round-robin spreads rows over the replicas first.
-    """
+    """Enough ``RolloutClient``s for the scheduler's concurrency, made on its loop, interleaved
+    so that round-robin spreads rows over the servers first."""
     from osmosis_rollout.controller import RolloutClient
 
     async def make(url: str) -> Any:
-        return RolloutClient(url, admission_timeout_sec=120.0, api_key=_server_api_key())
+        return RolloutClient(
+            url, admission_timeout_sec=120.0, api_key=os.environ.get(SERVER_API_KEY_ENV) or None
+        )
 
     per_url = max(1, -(-scheduler.concurrency // (ROLLOUTS_PER_CLIENT * len(urls))))
     return [
@@ -95,24 +91,18 @@ def close_clients(scheduler: RolloutScheduler, clients: list[Any]) -> None:
 
 
 class ServedServer:
-    """The ``--osmosis-serve`` subprocess: its URL, how to stop it, and why it died.
-
-    Rows admitted to it wait on :meth:`exited` beside their own polls, so a server that dies
-    fails every remaining row at once with :meth:`exit_cause`, rather than after each row's
-    admission and poll retries.
-    """
+    """The ``--osmosis-serve`` subprocess: its URL, how to stop it, and why it died (rows
+    admitted to it wait on :meth:`exited` beside their polls, so its death fails them at once)."""
 
     LAST_LINES = 15
 
     def __init__(self, process: subprocess.Popen[bytes], log_path: Path, log: IO[bytes]) -> None:
-        self.url = ""
-        """Known once the server named its port."""
+        self.url = ""  # known once the server named its port
         self.process = process
         self.log_path = log_path
         self._log = log
         self._exited: asyncio.Event | None = None
-        self.stopping = False
-        """True once :meth:`stop` was called: an exit then is ours, not a death."""
+        self.stopping = False  # an exit after stop() is ours, not a death
 
     def stop(self) -> None:
         """Stop the server (its exit from now on is ours, not a death)."""
@@ -165,14 +155,10 @@ class ServedServer:
 def start_server_subprocess(
     entrypoint: str, *, cwd: Path, output: Path, artifact_root: Path
 ) -> ServedServer:
-    """Run ``osmosis-rollout serve <entrypoint>`` on a loopback port, until healthy.
-
-    The server binds port 0 and names the port the system chose in its first line, so no
-    other process can take the port between choosing and binding it (a port picked here
-    and handed over could be, under load). The server writes trajectories under
-    ``artifact_root`` and its log to ``<output>/server.log``.
-    """
-    env = dict(os.environ, _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(artifact_root), PYTHONUNBUFFERED="1")
+    """Run ``osmosis-rollout serve <entrypoint>`` on a loopback port, until healthy; it writes
+    trajectories under ``artifact_root`` and its log to ``<output>/server.log``. It binds port 0
+    and names the port in its first line, so no other process can take it in between."""
+    env = {**os.environ, ARTIFACT_ROOT_ENV: str(artifact_root), "PYTHONUNBUFFERED": "1"}
     log_path = output / "server.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("ab")

@@ -3,9 +3,8 @@
 :class:`RowRunner` (the ``osmosis-rows`` plugin object) keeps a window of rows submitted
 ahead of the item pytest is running. As a row's last attempt ends, the loop's thread decides
 its verdict, journals it and tells the live progress; the item that waits for the row only
-takes the record, and when it gives up waiting (its deadline) it hands the loop the row to
-settle with what it has. Only when the loop is gone does another thread decide, and
-:meth:`~pytest_osmosis.results.rows.Row.claim` lets exactly one (see docs/architecture.md).
+takes the record, and when it gives up waiting it hands the loop the row to settle with what
+it has (see docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import concurrent.futures
 import copy
 import functools
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
@@ -46,21 +45,22 @@ Missing = tuple[str, str]
 
 
 class RunHost(Protocol):
-    """What the rows need from the session: its engine (started on first use), a row's
-    fingerprint and number of attempts, the item deadline. The session
-    (:class:`~pytest_osmosis.run.session.OsmosisSession`) imports this module."""
+    """What the rows and the xdist hooks need of the session (``OsmosisSession``)."""
 
     config: pytest.Config
     settings: OsmosisSettings
     folder: RunFolder
+    is_worker: bool
+    selected: list[str]
+    auto: dict[str, int] | None
+
+    def set_out(self, selected: list[str]) -> None: ...
 
     def ensure_engine(self) -> Engine: ...
 
     def fingerprint(self, row: DatasetRow) -> dict[str, Any]: ...
 
     def item_deadline(self) -> float: ...
-
-    def row_attempts(self, key: str) -> int: ...
 
 
 class RowRunner:
@@ -73,22 +73,13 @@ class RowRunner:
         """Told when a row's verdict is decided and while an item waits."""
         self.breaker = InfraBreaker()
         """Trips when the model or rollout server is plainly down: no new rollout starts."""
-        self._ahead: collections.deque[Callable[[], None]] = collections.deque()
+        self._ahead: collections.deque[pytest.Item] = collections.deque()
 
-    @property
-    def scheduler(self) -> RolloutScheduler:
-        """The engine's scheduler (starting the engine on first use)."""
-        return self.session.ensure_engine().scheduler
-
-    def run_ahead(self, submits: list[Callable[[], None]]) -> None:
-        """Queue row submissions in item order and start the first window of them.
-
-        The window (four times the concurrency, at least 64 rows) keeps every slot busy while
-        pytest reports in order, without holding thousands of pending rollouts in memory;
-        each reported row tops it up, once a quarter of it is free (not one row at a time).
-        No new row starts once a run file could not be written, or the breaker tripped.
-        """
-        self._ahead.extend(submits)
+    def run_ahead(self, items: list[pytest.Item]) -> None:
+        """Queue the items' rows in item order and start the first window of them: four times
+        the concurrency (at least 64 rows), topped up once a quarter of it is free. No new row
+        starts once a run file could not be written, or the breaker tripped."""
+        self._ahead.extend(items)
         self._top_up()
 
     def _top_up(self) -> None:
@@ -96,13 +87,13 @@ class RowRunner:
             self._ahead.clear()
         if not self._ahead:
             return
-        scheduler = self.scheduler
+        scheduler = self.session.ensure_engine().scheduler
         window = max(64, 4 * scheduler.concurrency)
         free = window - scheduler.pending()
         if free < max(1, window // 4) and free < len(self._ahead):
             return
         while self._ahead and scheduler.pending() < window:
-            self._ahead.popleft()()
+            self.submit_item(self._ahead.popleft())
 
     def submit_item(self, item: pytest.Item) -> None:
         """Start the rollouts of the row ``item`` runs (if it runs one)."""
@@ -126,7 +117,9 @@ class RowRunner:
         if self.book.get(key) is not None:
             return
         fingerprint = self.session.fingerprint(row) if dataset is not None else None
-        attempts = self.session.row_attempts(key)
+        # --osmosis-n, or what auto gave the row (one for a row auto did not run)
+        auto = self.session.auto
+        attempts = auto.get(key, 1) if auto is not None else self.session.settings.n
         state = self.book.add(
             Row(key, row.key, dataset, attempts, row.index, row.source_index, fingerprint)
         )
@@ -197,14 +190,18 @@ class RowRunner:
         try:
             missing = missing or ("cancelled", "no result")
             attempts: list[AttemptRecord] = []
+            now = time.monotonic()
             for index, result in enumerate(row.results):
                 if result is None:
                     future = scheduler.future(f"{row.key}#{index}")
                     if future is not None:
                         future.cancel()  # the item gave up on it
                     result = _failed(row, index, missing)
+                if result.status == "failed":  # say if something blocked the loop meanwhile
+                    since = scheduler.submitted_at(f"{row.key}#{index}")
+                    if blocks := scheduler.blocks_between(since, now):
+                        result.blocked_loop = max(blocks, key=lambda b: b.seconds).describe()
                 attempts.append(result)
-            _name_blocked_loop(scheduler, row.key, attempts)
             record = decide_row(
                 (row.key, row.dataset, row.row_key),
                 attempts,
@@ -249,14 +246,13 @@ class RowRunner:
     ) -> RowRecord:
         """The record of the row submitted under ``key`` (submitting it if needed), as the
         loop decided it; at the item's deadline, the loop settles it with what it has."""
-        if self.book.get(key) is None:  # not submitted ahead
-            self.submit_row(key, row, cassette_key=cassette_key, dataset=dataset)
+        self.submit_row(key, row, cassette_key=cassette_key, dataset=dataset)  # if not ahead
         state = self.book.get(key)
         assert state is not None
         settled = state.settled
         if settled is None:
             raise RuntimeError(f"{key}: its row was already reported")
-        scheduler = self.scheduler
+        scheduler = self.session.ensure_engine().scheduler
         deadline = self.session.item_deadline()
         # Counted from submission, so rows that hang together expire together.
         left = scheduler.submitted_at(f"{key}#0") + deadline - time.monotonic()
@@ -298,7 +294,7 @@ class RowRunner:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """Under xdist, start the rollouts of every row queued on this worker, not just this one."""
-        if not hasattr(item.config, "workerinput"):
+        if not self.session.is_worker:
             return
         queued: list[int] = []
         for plugin in item.config.pluginmanager.get_plugins():
@@ -318,11 +314,10 @@ class RowRunner:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
+        self, item: pytest.Item
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """Put a dataset row's record on its outcome report (its call's, or its setup's when
-        the row errored there), as JSON primitives, which pytest-xdist ships to the
-        controller, with what ``-v`` shows beside the outcome."""
+        """Put a dataset row's record on its outcome report (call, or setup when it errored
+        there) as JSON primitives pytest-xdist ships, with what ``-v`` shows beside the outcome."""
         report = yield
         if not (report.when == "call" or (report.when == "setup" and report.failed)):
             return report
@@ -368,16 +363,3 @@ def _failed(row: Row, attempt: int, why: Missing) -> AttemptRecord:
         error_type=error_type,
         err_message=message,
     )
-
-
-def _name_blocked_loop(
-    scheduler: RolloutScheduler, key: str, attempts: list[AttemptRecord]
-) -> None:
-    """Tell each failed attempt when something blocked the loop while it was in flight."""
-    now = time.monotonic()
-    for index, attempt in enumerate(attempts):
-        if attempt.status != "failed":
-            continue
-        blocks = scheduler.blocks_between(scheduler.submitted_at(f"{key}#{index}"), now)
-        if blocks:
-            attempt.blocked_loop = max(blocks, key=lambda b: b.seconds).describe()

@@ -4,12 +4,8 @@ One daemon thread, ``osmosis-rollouts``, runs the scheduler's private event loop
 start to :meth:`RolloutScheduler.close`; no other thread ever runs it. pytest's thread hands
 it work through ``run_coroutine_threadsafe`` and waits on the futures in short slices, so a
 signal stops pytest's thread, never the loop's (:mod:`pytest_osmosis.signals`). A FIFO
-semaphore bounds how many rollouts run at once, so they start in item order.
-
-A loop blocked past :attr:`RolloutScheduler.block_limit` (the item deadline; the
-:class:`~pytest_osmosis.run.watchdog.LoopWatchdog` names the line) is given up: every rollout
-pending or submitted later fails with :class:`RolloutLoopBlocked`, and the blocked (daemon)
-thread is left to the process's exit.
+semaphore bounds how many rollouts run at once, so they start in item order. A loop blocked
+past :attr:`RolloutScheduler.block_limit` is given up (:class:`RolloutLoopBlocked`).
 """
 
 from __future__ import annotations
@@ -37,36 +33,15 @@ WAIT_SLICE_SEC = 0.1
 class RolloutLoopStopped(RuntimeError):
     """The scheduler's event loop died; every rollout still pending on it fails with this."""
 
-    def __init__(self, cause: BaseException, message: str | None = None) -> None:
-        detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
-        super().__init__(
-            message
-            or f"the rollout event loop stopped: {detail} (raised on the loop outside any "
-            "rollout, e.g. by a callback or task that user code scheduled); every rollout "
-            "still pending on it failed"
-        )
-        self.cause = cause
-
 
 class RolloutLoopBlocked(RolloutLoopStopped):
     """Sync code blocked the loop for longer than an item may wait: the loop was given up."""
-
-    def __init__(self, block: LoopBlock, limit: float) -> None:
-        super().__init__(
-            TimeoutError(block.describe()),
-            f"{block.describe()}, longer than an item may wait ({limit:g}s): the run gave up "
-            "on the loop, and every rollout still pending on it failed (blocking code in an "
-            "async function: await an async equivalent, or use asyncio.to_thread)",
-        )
-        self.block = block
 
 
 class RolloutScheduler:
     """A bounded pool of coroutines on a background event loop, keyed for idempotent submits."""
 
     def __init__(self, concurrency: int) -> None:
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         self.concurrency = concurrency
         self.running = 0
         """How many rollouts hold a slot right now (changed only on the loop's thread)."""
@@ -96,13 +71,27 @@ class RolloutScheduler:
         except BaseException as exc:
             # A SystemExit/KeyboardInterrupt raised outside any rollout's task (which
             # execute_in_process would have caught) ends the loop: fail what waits on it now.
-            self._fail_pending(RolloutLoopStopped(exc))
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self._fail_pending(
+                RolloutLoopStopped(
+                    f"the rollout event loop stopped: {detail} (raised on the loop outside any "
+                    "rollout, e.g. by a callback or task that user code scheduled); every "
+                    "rollout still pending on it failed"
+                )
+            )
 
     def _on_block(self, block: LoopBlock) -> None:
         """From the watchdog, while the loop is blocked: past ``block_limit``, give it up."""
         limit = self.block_limit
         if limit is not None and block.seconds >= limit and self.stopped is None:
-            self._fail_pending(RolloutLoopBlocked(block, limit))
+            self._fail_pending(
+                RolloutLoopBlocked(
+                    f"{block.describe()}, longer than an item may wait ({limit:g}s): the run "
+                    "gave up on the loop, and every rollout still pending on it failed "
+                    "(blocking code in an async function: await an async equivalent, or use "
+                    "asyncio.to_thread)"
+                )
+            )
 
     def _fail_pending(self, error: RolloutLoopStopped) -> None:
         with self._lock:
@@ -113,10 +102,8 @@ class RolloutScheduler:
                 future.set_exception(error)
 
     def submit(self, key: str, factory: Callable[[], Awaitable[T]]) -> concurrent.futures.Future[T]:
-        """Start ``factory()`` under the concurrency bound, once per ``key``; return its future.
-
-        Cancelling the future cancels the rollout (before it starts, it never starts).
-        """
+        """Start ``factory()`` under the concurrency bound, once per ``key``; return its future
+        (cancelling it cancels the rollout, or keeps it from starting)."""
         with self._lock:
             existing = self._futures.get(key)
             if existing is not None:

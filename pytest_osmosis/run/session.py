@@ -2,14 +2,10 @@
 objects that own the rest.
 
 An :class:`OsmosisSession` is registered as the ``"osmosis-session"`` plugin (as pytest's own
-``LFPlugin`` and pytest-xdist's ``DSession`` are): at ``pytest_configure`` when datasets are
-configured (:mod:`pytest_osmosis.startup`), else once collection finds a test parametrized by
-``@pytest.mark.osmosis_dataset``. Beside itself it registers one plugin object per concern, as
-pytest's ``cacheprovider`` registers ``LFPlugin`` and ``NFPlugin`` (:meth:`~OsmosisSession.register`):
-the rows' rollouts, resume, the run's summary, report redaction, and pytest-xdist's hooks.
-
-Collection only reads datasets (``--co`` never imports the rollout or starts a server); the
-engine (policy endpoint, backend or servers, scheduler) starts when the run loop begins.
+``LFPlugin`` is): at ``pytest_configure`` when datasets are configured, else once collection
+finds a test marked ``@pytest.mark.osmosis_dataset``. Beside itself it registers one plugin
+object per concern (:meth:`~OsmosisSession.register`). Collection only reads datasets; the
+engine starts when the run loop begins.
 """
 
 from __future__ import annotations
@@ -102,7 +98,6 @@ class OsmosisSession:
             flag="--osmosis-resume" if settings.resume else "--osmosis-output",
         )
         self.redactor = Redactor.from_environment()
-        """One redaction step for every output (the policy key joins it when the engine starts)."""
         self.report = RunReport(
             self.output,
             pass_threshold=settings.pass_threshold,
@@ -183,7 +178,7 @@ class OsmosisSession:
         )
 
     def fingerprint(self, row: DatasetRow) -> dict[str, Any]:
-        """What ``row``'s result depends on, as its journal lines carry it (see :mod:`~pytest_osmosis.results.resume`)."""
+        """What ``row``'s result depends on, as its journal lines carry it."""
         return row_fingerprint(self._run_fingerprint, row)
 
     def write_run_file(self, finished: dict[str, Any] | None) -> None:
@@ -247,24 +242,17 @@ class OsmosisSession:
         self.engine.scheduler.block_limit = self.item_deadline()
         return self.engine
 
-    def row_attempts(self, key: str) -> int:
-        """How many attempts the row under ``key`` gets: ``--osmosis-n``, or what auto gave it
-        (one for a row auto did not run)."""
-        return self.auto.get(key, 1) if self.auto is not None else self.settings.n
-
     def close(self) -> None:
         """Cancel what still runs and stop every server and thread this session started."""
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.stop()
-            if engine.log is not None:
-                self.log_failure = engine.log.failure
+            self.log_failure = engine.log.failure
 
     # -- hooks -----------------------------------------------------------------------------
 
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """Claim the run folder (controller only: one run at a time, never a folder holding
-        foreign files) and show live progress while rows run (the terminal exists by now)."""
+    def pytest_sessionstart(self) -> None:
+        """Claim the run folder (controller only) and show live progress while rows run."""
         if self.is_worker or not self.settings.active:
             return
         self.signals.install()  # SIGTERM while collecting stops the run as Ctrl-C does too
@@ -332,9 +320,7 @@ class OsmosisSession:
                 # just finished (a run stopped by -x still reports every row auto ran).
                 for item, _ in refs:
                     self.rows.submit_item(item)
-            self.rows.run_ahead(
-                [functools.partial(self.rows.submit_item, item) for item, _ in refs]
-            )
+            self.rows.run_ahead([item for item, _ in refs])
         except pytest.UsageError:
             raise  # a user mistake found late (a broken entrypoint): said once, as one
         except Exception:

@@ -1,10 +1,10 @@
 """Notice when synchronous code blocks the rollout loop, and say which rollout and which line.
 
 Every rollout of a run shares one event loop: an ``async def run`` that calls a blocking
-function (``time.sleep``, a synchronous HTTP client) stops all of them, and each would fail
-as a timeout that blames nobody. :class:`LoopWatchdog` pings the loop from its own thread;
-when it has not answered for :data:`BLOCKED_AFTER_SEC`, it reads the loop thread's stack once
-and records the running task (named after its row) and the line as a :class:`LoopBlock`.
+function stops all of them, and each would fail as a timeout that blames nobody.
+:class:`LoopWatchdog` pings the loop from its own thread; when it has not answered for
+:data:`BLOCKED_AFTER_SEC`, it reads the loop thread's stack once and records the running task
+(named after its row) and the line as a :class:`LoopBlock`.
 """
 
 from __future__ import annotations
@@ -27,14 +27,13 @@ _PING_SEC = 0.25
 
 @dataclass(frozen=True)
 class LoopBlock:
-    """One stretch of time during which the loop did not answer."""
+    """One stretch of time during which the loop did not answer (``time.monotonic()``)."""
 
     task: str | None
     """The name of the task that was running (the scheduler names tasks after their row)."""
     where: str
     """The innermost line of user code on the loop thread's stack, ``file:line in fn: code``."""
     started: float
-    """``time.monotonic()`` when the loop last answered before the block."""
     ended: float
 
     @property
@@ -60,7 +59,8 @@ def _innermost_user_line(thread: threading.Thread) -> str:
 
 
 class LoopWatchdog:
-    """Watches ``loop`` (running on ``loop_thread``) from a daemon thread of its own."""
+    """Watches ``loop`` (running on ``loop_thread``) from a daemon thread of its own;
+    ``on_block`` is told of a block while it lasts (every :data:`_PING_SEC`, ``ended``: now)."""
 
     def __init__(
         self,
@@ -70,8 +70,6 @@ class LoopWatchdog:
         blocked_after: float = BLOCKED_AFTER_SEC,
         on_block: Callable[[LoopBlock], None] | None = None,
     ) -> None:
-        """``on_block`` is told, from the watchdog's thread, about a block while it lasts
-        (every :data:`_PING_SEC`), with ``ended`` set to now."""
         self._loop = loop
         self._loop_thread = loop_thread
         self._blocked_after = blocked_after
@@ -81,8 +79,8 @@ class LoopWatchdog:
         self._lock = threading.Lock()
         self._blocks: list[LoopBlock] = []
         self._ongoing: LoopBlock | None = None
-        """The block in progress (``ended`` is when it was noticed), so a rollout that fails
-        the instant the loop answers again is told about it without waiting for this thread."""
+        """The block in progress, so a rollout that fails the instant the loop answers again
+        is told about it without waiting for this thread."""
         self._thread = threading.Thread(target=self._watch, name="osmosis-watchdog", daemon=True)
 
     def start(self) -> None:

@@ -1,8 +1,6 @@
-"""The plugin's view of a workspace: discovery and user-code import, with ``UsageError``s.
-
-Discovery (:mod:`osmosis_rollout.workspace`) and import (:mod:`osmosis_rollout.workspace.user_code`)
-live in the runtime; this module only turns what they find, or fail to find, into the
-``pytest.UsageError`` a plugin user sees, naming the ``--osmosis-*`` option that fixes it.
+"""The plugin's view of a workspace: discovery and user-code import (both in
+:mod:`osmosis_rollout.workspace`), failing with the ``pytest.UsageError`` a plugin user sees,
+naming the ``--osmosis-*`` option that fixes it.
 """
 
 from __future__ import annotations
@@ -65,14 +63,10 @@ def load_callable(reference: str, *, base: Path, what: str) -> Callable[..., Any
 
 
 def dataset_from_eval_config(config: pytest.Config) -> list[str]:
-    """With ``--osmosis-config`` and no ``--osmosis-dataset``: the local file its
-    ``[experiment].dataset`` names, as a one-element list.
-
-    That value names a platform dataset; its local copy is looked for as
-    ``data/<dataset>.jsonl|.csv|.parquet`` in the config's workspace (or as a path). When
-    there is none, a ``UsageError`` says what was looked for and how to pass a file, unless
-    the user named test paths of their own (then the session simply has no dataset).
-    """
+    """With ``--osmosis-config`` and no ``--osmosis-dataset``: the local copy of the platform
+    dataset its ``[experiment].dataset`` names (``data/<dataset>.jsonl|.csv|.parquet`` in its
+    workspace, or a path), as a one-element list; none is a ``UsageError`` saying what was
+    looked for, unless the user named test paths of their own."""
     from osmosis_rollout.workspace.eval_config import read_experiment
     from pytest_osmosis.options import raw_value, resolve_path
 
@@ -114,11 +108,8 @@ def shown_path(path: Path, base: Path) -> str:
 
 
 def file_not_found(flag: str, path: Path, base: Path, suffixes: tuple[str, ...]) -> str:
-    """The message for a missing file: the near name when there is one, else what is there.
-
-    A misspelled folder on the way (``rollouts/dmeo/main.py``) is corrected too when the
-    corrected path exists.
-    """
+    """The message for a missing file: the near name when there is one, else what is there
+    (a misspelled folder on the way, ``rollouts/dmeo/main.py``, is corrected too)."""
     import difflib
 
     message = f"{flag}: file not found: {shown_path(path, base)}"

@@ -1,23 +1,20 @@
 """The run across pytest-xdist's processes: which rows it sets out to run, and failed writes.
 
-The controller collects nothing under pytest-xdist, so it learns the run's rows from the
-workers' collection (and clears an earlier run's journal before any worker journals a row).
-A worker that cannot write a file of the run (a full disk) stops, and hands the failure to
-the controller, which ends the run on it as it would on its own failed write (exit 12).
+The controller learns the run's rows from the workers' collection. A worker that cannot write
+a file of the run stops and hands the failure to the controller, which ends the run on it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_osmosis.keys import DATASETS_KEY
 
 if TYPE_CHECKING:
-    from pytest_osmosis.options import OsmosisSettings
-    from pytest_osmosis.results.run_folder import RunFolder
+    from pytest_osmosis.run.row_runner import RunHost
 
 __all__ = ["WRITE_FAILURE_OUTPUT", "XDIST_PLUGIN", "XdistRun"]
 
@@ -26,30 +23,16 @@ WRITE_FAILURE_OUTPUT = "osmosis_write_failure"
 """The ``workeroutput`` key carrying a worker's failed write to the controller."""
 
 
-class XdistHost(Protocol):
-    """What this needs of the session (:class:`~pytest_osmosis.run.session.OsmosisSession`)."""
-
-    config: pytest.Config
-    settings: OsmosisSettings
-    folder: RunFolder
-    is_worker: bool
-    selected: list[str]
-
-    def set_out(self, selected: list[str]) -> None:
-        """The run sets out to run ``selected``."""
-
-
 class XdistRun:
     """pytest-xdist's hooks for the run (registered as ``osmosis-xdist``)."""
 
-    def __init__(self, session: XdistHost) -> None:
+    def __init__(self, session: RunHost) -> None:
         self.session = session
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        """The first worker's collection names the rows this run sets out to run. Workers
-        get no item before every worker has collected, so the folder is cleared before any
-        of them journals a row."""
+    def pytest_xdist_node_collection_finished(self, ids: list[str]) -> None:
+        """The first worker's collection names the rows this run sets out to run (before any
+        worker gets an item, so before any journals a row)."""
         osmosis = self.session
         if osmosis.selected or not osmosis.settings.active or osmosis.config.option.collectonly:
             return
@@ -77,7 +60,7 @@ class XdistRun:
             osmosis.config.workeroutput[WRITE_FAILURE_OUTPUT] = osmosis.folder.write_failure  # type: ignore[attr-defined]
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: object) -> None:
+    def pytest_testnodedown(self, node: Any) -> None:
         """The controller takes over a worker's failed write (the run exits 12 on it)."""
         failure = getattr(node, "workeroutput", {}).get(WRITE_FAILURE_OUTPUT)
         if isinstance(failure, str):
