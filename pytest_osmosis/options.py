@@ -9,6 +9,7 @@ which parse the same command line, resolve the same values.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -641,3 +642,46 @@ def check_ini_keys(config: pytest.Config) -> None:
     if lines:
         lines.append("pytest-osmosis's ini options are listed as osmosis_* in pytest --help")
         raise pytest.UsageError("\n".join(lines))
+
+
+def check_rootdir_kept(config: pytest.Config) -> None:
+    """Refuse a run whose rootdir or ini file an ``--osmosis-*`` value moved.
+
+    pytest finds its rootdir and ini file before plugins load, reading the value in
+    ``--osmosis-dataset ../shared/ext.jsonl`` as a test path: that can move the rootdir and
+    leave the workspace's ``pyproject.toml`` (its policy, its model) unread. pytest's rule is
+    run again without such values; when it finds another rootdir or ini file, the run stops
+    before anything is written, naming the ``--flag=value`` form, which pytest skips.
+    """
+    from _pytest.config.findpaths import determine_setup
+
+    takes_value = {spec.flag for spec in OPTIONS if spec.kind != "flag"}
+    invocation = Path(config.invocation_params.dir)
+    spaced = [
+        (flag, value)
+        for flag, value in itertools.pairwise(config.invocation_params.args)
+        if flag in takes_value and (invocation / value.split("::")[0]).exists()
+    ]
+    if not spaced:
+        return
+    option = config.option
+    try:
+        rootpath, inipath, *_ = determine_setup(
+            inifile=option.inifilename,
+            override_ini=option.override_ini,
+            args=[str(a) for a in option.file_or_dir or []],
+            rootdir_cmd_arg=option.rootdir or None,
+            invocation_dir=invocation,
+        )
+    except TypeError:  # pragma: no cover - another pytest's signature: nothing to compare
+        return
+    if rootpath == config.rootpath and inipath == config.inipath:
+        return
+    flag, value = spaced[0]
+    moved = f"moved pytest's rootdir from {rootpath} to {config.rootpath}"
+    if inipath != config.inipath:
+        moved += f" and left {inipath} unread" if inipath else f" and loaded {config.inipath}"
+    raise pytest.UsageError(
+        f"pytest-osmosis: {flag} {value} {moved}: pytest reads an option's value given after "
+        f"a space as a test path before the plugin loads; write {flag}={value}"
+    )

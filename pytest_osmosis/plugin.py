@@ -17,7 +17,7 @@ import pytest
 from pytest_osmosis import fixtures as _fixtures
 from pytest_osmosis import hookspecs
 from pytest_osmosis.keys import DATASETS_KEY, SESSION_PLUGIN
-from pytest_osmosis.options import add_options, check_ini_keys, raw_value
+from pytest_osmosis.options import add_options, check_ini_keys, check_rootdir_kept, raw_value
 
 MARKER = (
     "osmosis_dataset(path, rows=None): parametrize this test by the rows of a dataset file; the test "
@@ -60,6 +60,10 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     check_ini_keys(config)
+    if not hasattr(config, "workerinput"):  # xdist's workers run with the controller's rootdir
+        # Before the datasets are looked for: a moved rootdir may have left the ini naming
+        # them unread, and the run would collect nothing without saying why.
+        check_rootdir_kept(config)
     # An eval config without a dataset names one of its own ([experiment].dataset).
     if raw_value(config, "dataset") or raw_value(config, "config"):
         from pytest_osmosis.startup import configure_session

@@ -7,7 +7,6 @@ plugin, and point pytest's collection at the dataset files.
 
 from __future__ import annotations
 
-import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from osmosis_rollout.workspace.entrypoint import check_entrypoint_syntax
 from osmosis_rollout.workspace.eval_config import load_eval_config
 from pytest_osmosis.collect.preflight import PreflightPlugin, preflight_anchor
 from pytest_osmosis.keys import DATASETS_KEY
-from pytest_osmosis.options import OPTIONS, raw_value, resolve_path, resolve_settings
+from pytest_osmosis.options import raw_value, resolve_path, resolve_settings
 from pytest_osmosis.results.gates import load_baseline
 from pytest_osmosis.results.output_paths import Input, check_output_paths, refuse_overwrites
 from pytest_osmosis.results.resume import declared_env, reference_file
@@ -60,53 +59,8 @@ def _toml_defaults(path: Path) -> dict[str, Any]:
     return {stem: value for stem, value in defaults.items() if value is not None}
 
 
-def check_rootdir_kept(config: pytest.Config) -> None:
-    """Refuse a run whose rootdir or ini file an ``--osmosis-*`` value moved.
-
-    pytest finds its rootdir and ini file before plugins load, reading the value in
-    ``--osmosis-dataset ../shared/ext.jsonl`` as a test path: that can move the rootdir and
-    leave the workspace's ``pyproject.toml`` (its policy, its model) unread. pytest's rule is
-    run again without such values; when it finds another rootdir or ini file, the run stops
-    before anything is written, naming the ``--flag=value`` form, which pytest skips.
-    """
-    from _pytest.config.findpaths import determine_setup
-
-    takes_value = {spec.flag for spec in OPTIONS if spec.kind != "flag"}
-    invocation = Path(config.invocation_params.dir)
-    spaced = [
-        (flag, value)
-        for flag, value in itertools.pairwise(config.invocation_params.args)
-        if flag in takes_value and (invocation / value.split("::")[0]).exists()
-    ]
-    if not spaced:
-        return
-    option = config.option
-    try:
-        rootpath, inipath, *_ = determine_setup(
-            inifile=option.inifilename,
-            override_ini=option.override_ini,
-            args=[str(a) for a in option.file_or_dir or []],
-            rootdir_cmd_arg=option.rootdir or None,
-            invocation_dir=invocation,
-        )
-    except TypeError:  # pragma: no cover - another pytest's signature: nothing to compare
-        return
-    if rootpath == config.rootpath and inipath == config.inipath:
-        return
-    flag, value = spaced[0]
-    moved = f"moved pytest's rootdir from {rootpath} to {config.rootpath}"
-    if inipath != config.inipath:
-        moved += f" and left {inipath} unread" if inipath else f" and loaded {config.inipath}"
-    raise pytest.UsageError(
-        f"pytest-osmosis: {flag} {value} {moved}: pytest reads an option's value given after "
-        f"a space as a test path before the plugin loads; write {flag}={value}"
-    )
-
-
 def configure_session(config: pytest.Config) -> None:
     """Resolve settings and register the session; when datasets are given, collect them."""
-    if not is_worker(config):
-        check_rootdir_kept(config)
     from_eval_config = [] if raw_value(config, "dataset") else dataset_from_eval_config(config)
     datasets = raw_value(config, "dataset") or from_eval_config
     if not datasets:

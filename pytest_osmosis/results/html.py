@@ -415,6 +415,8 @@ def _banners(head: dict[str, Any]) -> str:
             for r in verdict["reasons"]
             if r["outcome"] != "passed" or r["kind"] == "gate"
         )
+        if estimand := (head.get("gate") or {}).get("estimand"):
+            lines += _div("estimand", f"gate judges {_e(estimand)}")  # as the terminal says
         parts.append(
             f'<div class="banner {"good" if outcome == "passed" else "bad"}" '
             f'data-verdict="{outcome}">Verdict: {outcome.upper()} '

@@ -63,6 +63,8 @@ def test_repeating_rows_that_always_pass_or_fail_does_not_narrow_the_gate(
     assert gate["estimand"].startswith(f"the pass rate{' of one attempt' * (n != '1')} on the")
     assert "task the 40 rows are drawn from" in gate["estimand"]
     assert f"gate judges {gate['estimand']}" in result.stdout.lines
+    # The page says what the terminal says, in its verdict banner.
+    assert f"gate judges {gate['estimand']}" in (root / "r.html").read_text()
 
 
 def test_an_unchanged_policy_with_other_attempts_than_its_baseline_is_compared_by_row(

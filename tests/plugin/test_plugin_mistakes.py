@@ -158,3 +158,33 @@ def test_a_dataset_outside_the_rootdir_never_moves_the_rootdir_or_the_ini_file(
     again = pytester.runpytest(*command[1:])
     again.stdout.fnmatch_lines([f"rootdir: {ws}", "configfile: pyproject.toml"])
     again.assert_outcomes(failed=1)
+
+
+def test_an_existing_output_outside_the_rootdir_given_after_a_space_is_refused_too(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second run of ``--osmosis-html ../out/page.html``: the page the first run wrote
+    now exists, so pytest took it for a test path and the workspace's ini (the one naming
+    the dataset) went unread: the run collected nothing, without a word of why."""
+    ws = outside_dataset_workspace(pytester.path)
+    monkeypatch.chdir(ws)
+    page = pytester.path / "out" / "page.html"
+    page.parent.mkdir()
+    page.write_text("<html>an earlier run's page</html>")
+    (ws / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nosmosis_policy = "policy.py:policy"\n'
+        'osmosis_dataset = ["../shared/ext.jsonl"]\n'
+    )
+
+    spaced = pytester.runpytest("--osmosis-html", "../out/page.html")
+    assert spaced.ret == pytest.ExitCode.USAGE_ERROR
+    spaced.stderr.fnmatch_lines(
+        [
+            "*--osmosis-html ../out/page.html moved pytest's rootdir from "
+            f"{ws} to {pytester.path} and left {ws / 'pyproject.toml'} unread*"
+            "write --osmosis-html=../out/page.html*"
+        ]
+    )
+    joined = pytester.runpytest("--osmosis-html=../out/page.html", "--osmosis-overwrite")
+    joined.assert_outcomes(passed=2 + 2, failed=1)
+    assert "row-0" in page.read_text()
