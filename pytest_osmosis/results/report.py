@@ -93,8 +93,6 @@ class RunReport:
     def write_json(self, path: Path) -> None:
         """Write :meth:`document`'s report to ``path``, atomically: encoded once, copied to
         the other paths."""
-        if self._document is None:
-            raise RuntimeError("RunReport.document() makes the report before it is written")
         if self._written is not None and self._written.is_file():
             copy_atomic(self._written, path)
             return
@@ -141,8 +139,7 @@ WHY_CHARS = 80
 
 def _why(attempt: dict[str, Any]) -> str:
     """`` (expected 4, got 3)``: the first line the grader said, without its logger prefix."""
-    said = attempt.get("grader") or {}
-    reason = said.get("reason") if isinstance(said, dict) else None
+    reason = (attempt.get("grader") or {}).get("reason")
     if not reason:
         return ""
     first = str(reason).strip().splitlines()[0]
@@ -197,7 +194,6 @@ def ungraded_line(summary: dict[str, Any], entrypoint: str | None) -> str | None
 
 
 def _relative(path: str) -> str:
-    """``path`` relative to the working directory when it is under it."""
     try:
         return Path(path).resolve().relative_to(Path.cwd()).as_posix()
     except (ValueError, OSError):

@@ -59,10 +59,9 @@ def reference_file(reference: str, *, base: Path) -> tuple[str, Path | None]:
     if path.is_file():
         return target, path
     try:
-        spec = importlib.util.find_spec(target)
+        origin = getattr(importlib.util.find_spec(target), "origin", None)
     except (ImportError, ValueError):
-        spec = None
-    origin = spec.origin if spec is not None else None
+        origin = None
     if origin and origin not in ("built-in", "frozen") and Path(origin).is_file():
         return target, Path(origin)
     return target, None

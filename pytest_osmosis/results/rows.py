@@ -5,10 +5,8 @@ A :class:`Row` is created when its pytest item is submitted and goes::
     submitted -> running -> decided -> reported
                                     \\-> (never reported: -x or a signal stopped pytest)
 
-Its verdict is decided once, on the rollouts' loop thread as its last attempt ends (or by
-its item, which gave up waiting): that :class:`~osmosis_rollout.runs.report_model.RowRecord`
-is journaled there and then, and is the row's one record for its item, its report, the
-report files and a later resume.
+Its verdict is decided once (on the rollouts' loop as its last attempt ends, or by its item,
+which gave up waiting) and journaled there: that record is the row's one record from then on.
 """
 
 from __future__ import annotations

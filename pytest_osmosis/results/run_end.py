@@ -1,12 +1,11 @@
 """The run's end: its verdict over every row, the report files, the gates and the summary.
 
 :class:`RunSummary` (the ``osmosis-summary`` plugin) notes each row pytest reports, on the
-controller. At the end :func:`decide_run` reads the rows back from the journal once (those
-pytest reported and those a resume kept; after a signal, every journaled row, while a row
-that finished ahead of ``-x`` or ``--maxfail`` counts nowhere, as in pytest), builds the
-report document from them once, applies the gates to it and decides the run's verdict
-(:mod:`~osmosis_rollout.runs.run_verdict`). Each gate runs as a test case, every report file
-is written from that one document, and the verdict becomes the exit status.
+controller. :func:`decide_run` reads the rows back from the journal once (a row that finished
+ahead of ``-x`` or ``--maxfail`` counts nowhere, as in pytest; after a signal every journaled
+row counts), builds the report document once, applies the gates and decides the verdict:
+each gate runs as a test case, every report file is written from that one document, and
+the verdict becomes the exit status.
 """
 
 from __future__ import annotations
@@ -380,10 +379,8 @@ class RunSummary:
             tr.write_line(line, red=True)
         if tolerated := [miss.reason for miss in self.row_misses if miss.tolerated]:
             rows = f"{len(tolerated)} row" + ("s" if len(tolerated) != 1 else "")
-            tr.write_line(
-                f"below the threshold, counted by the gate: {rows} (xfailed; -rx lists them too)",
-                yellow=True,
-            )
+            line = f"below the threshold, counted by the gate: {rows} (xfailed; -rx lists them too)"
+            tr.write_line(line, yellow=True)
             for why in tolerated[:SHOWN_ROWS]:
                 tr.write_line(f"  {why}")
             if len(tolerated) > SHOWN_ROWS:
