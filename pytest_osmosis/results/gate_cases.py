@@ -50,15 +50,12 @@ class GateCase(pytest.Item):
 
 def planned_gates(settings: OsmosisSettings) -> int:
     """How many gate cases the run will have (pytest's progress counts them from the start)."""
-    if settings.preflight_only:
-        return 0
-    return sum(
-        (
-            settings.min_pass_rate is not None,
-            settings.fail_on_regression and settings.baseline is not None,
-            settings.require_grader,
-        )
+    gates = (
+        settings.min_pass_rate is not None,
+        settings.fail_on_regression and settings.baseline is not None,
+        settings.require_grader,
     )
+    return 0 if settings.preflight_only else sum(gates)
 
 
 def run_gate_cases(session: pytest.Session, verdict: RunVerdict, *, kept_failed: int = 0) -> int:
@@ -71,10 +68,8 @@ def run_gate_cases(session: pytest.Session, verdict: RunVerdict, *, kept_failed:
         if reason.kind == "gate"
     ]
     if kept_failed > 0:
-        line = (
-            f"rows kept by --osmosis-resume: {kept_failed} failed (not run again; the report "
-            "has them)"
-        )
+        why = "not run again; the report has them"
+        line = f"rows kept by --osmosis-resume: {kept_failed} failed ({why})"
         cases.append(("osmosis-run::kept-rows", "kept-rows", line, False))
     for nodeid, name, line, passed in cases:
         case = GateCase.from_parent(session, name=name, nodeid=nodeid, line=line, passed=passed)
