@@ -139,10 +139,10 @@ WHY_CHARS = 80
 
 def _why(attempt: dict[str, Any]) -> str:
     """`` (expected 4, got 3)``: the first line the grader said, without its logger prefix."""
-    reason = (attempt.get("grader") or {}).get("reason")
+    reason = str((attempt.get("grader") or {}).get("reason") or "").strip()
     if not reason:
         return ""
-    first = str(reason).strip().splitlines()[0]
+    first = reason.splitlines()[0]
     # "WARNING graders.x: expected 4, got 3" -> "expected 4, got 3"
     level, _, rest = first.partition(" ")
     if level.isupper() and ": " in rest:
