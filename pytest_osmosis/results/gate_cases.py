@@ -1,16 +1,11 @@
 """Each gate of the run as a test case of its own: ``osmosis-gate::min-pass-rate``,
 ``osmosis-gate::regression``, ``osmosis-gate::require-grader``.
 
-A gate is decided over every row, so it can only be decided once the rows are over. It is
-not a collected item: under pytest-xdist a collected item runs on a worker, which sees only
-its own share of the rows, and ``-k`` or ``--lf`` could deselect it. Nor is it a report made
-up by hand: a ``TestReport`` built outside pytest's runner would skip the hooks other plugins
-keep (captured logs, ``--lf``'s cache, timing). So at the end of ``pytest_runtestloop``, on
-the controlling process (where every worker's reports have arrived), each gate becomes a
-:class:`GateCase` item run through pytest's own ``pytest_runtest_protocol``: pytest's
-counts, its last line and colour, ``session.testsfailed`` (hence the exit status), the
-short summary and JUnit (which reads ``pytest_runtest_logreport``) all see it as they see
-any test, and its failure text is the gate's line.
+A gate is decided over every row, so it is not a collected item (under pytest-xdist a worker
+sees only its share of the rows; ``-k`` or ``--lf`` could deselect it), nor a report made up
+by hand (which would skip other plugins' hooks: logs, ``--lf``'s cache, JUnit). At the end of
+``pytest_runtestloop``, on the controller, each gate is a :class:`GateCase` run through
+pytest's own ``pytest_runtest_protocol``: pytest counts, colours and reports it as any test.
 """
 
 from __future__ import annotations
@@ -54,37 +49,27 @@ class GateCase(pytest.Item):
 
 
 def planned_gates(settings: OsmosisSettings) -> int:
-    """How many gate cases the run will have: pytest's progress counts them from the start,
-    so the last row does not end the progress line at 100%."""
-    if settings.preflight_only:
-        return 0
-    return sum(
-        (
-            settings.min_pass_rate is not None,
-            settings.fail_on_regression and settings.baseline is not None,
-            settings.require_grader,
-        )
+    """How many gate cases the run will have (pytest's progress counts them from the start)."""
+    gates = (
+        settings.min_pass_rate is not None,
+        settings.fail_on_regression and settings.baseline is not None,
+        settings.require_grader,
     )
+    return 0 if settings.preflight_only else sum(gates)
 
 
 def run_gate_cases(session: pytest.Session, verdict: RunVerdict, *, kept_failed: int = 0) -> int:
     """Run one :class:`GateCase` per gate of ``verdict`` through pytest's protocol; return
-    how many failed.
-
-    ``kept_failed``: failed rows a resume kept from the journal (pytest did not run them
-    again, so it counted none): they fail the run, and ``osmosis-run::kept-rows`` says so in
-    pytest's counts and JUnit too.
-    """
+    how many failed. ``kept_failed`` rows a resume kept failed (pytest counted none of them):
+    ``osmosis-run::kept-rows`` fails for them, in pytest's counts and JUnit too."""
     cases = [
         (f"osmosis-gate::{reason.name}", reason.name, reason.line, reason.outcome == "passed")
         for reason in sorted(verdict.reasons, key=lambda r: r.name)
         if reason.kind == "gate"
     ]
     if kept_failed > 0:
-        line = (
-            f"rows kept by --osmosis-resume: {kept_failed} failed (not run again; the report "
-            "has them)"
-        )
+        why = "not run again; the report has them"
+        line = f"rows kept by --osmosis-resume: {kept_failed} failed ({why})"
         cases.append(("osmosis-run::kept-rows", "kept-rows", line, False))
     for nodeid, name, line, passed in cases:
         case = GateCase.from_parent(session, name=name, nodeid=nodeid, line=line, passed=passed)

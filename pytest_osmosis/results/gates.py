@@ -1,16 +1,11 @@
-"""Suite gates: the minimum pass rate, the comparison with a baseline report and
-``--osmosis-require-grader``, each read from the run's report document.
+"""Suite gates, each read from the run's report document: the minimum pass rate, the
+comparison with a baseline report and ``--osmosis-require-grader``.
 
-Without ``--osmosis-min-pass-rate`` any failed row fails the run, as pytest always does.
-With it, the run passes when the row pass rate is at or above the gate even though some
-rows missed (they stay failed in the summary and the report), and fails below it.
-
-With ``--osmosis-gate-confidence C`` the gate is three-way, decided on an interval at ``C``
-(:mod:`osmosis_rollout.runs.gating`): passed when its lower bound reaches the threshold, failed
-when its upper bound is below it, otherwise undecided, which fails the run unless
-``--osmosis-gate-undecided pass``. The paired regression test against a baseline is always
-reported; with a confidence, ``--osmosis-fail-on-regression`` fails the run only on a
-significant regression (the changed rows are still listed).
+Without ``--osmosis-min-pass-rate`` any failed row fails the run, as pytest always does; with
+it, the run passes at or above the gate though some rows missed. ``--osmosis-gate-confidence C``
+decides the gate on an interval at ``C`` (:mod:`osmosis_rollout.runs.gating`): passed, failed,
+or undecided (failing the run unless ``--osmosis-gate-undecided pass``); with it,
+``--osmosis-fail-on-regression`` fails only on a significant regression.
 """
 
 from __future__ import annotations
@@ -43,17 +38,14 @@ def _row_rewards(attempts: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def load_baseline(path: Path, *, allow_partial: bool = False) -> dict[str, Any]:
-    """Read a previous JSON report; a clear ``UsageError`` when it is missing or not a report.
-
-    The report of an incomplete run (interrupted, ``-x``, ``--maxfail``) is refused unless
-    ``allow_partial``: its missing rows would all look new, and its pass rate is not the suite's.
-    """
+    """Read a previous JSON report; a clear ``UsageError`` when it is missing, not a report, or
+    (unless ``allow_partial``) an incomplete run's, whose missing rows would all look new."""
     try:
         document = read_report(path).model_dump(by_alias=True)
     except ReportFileError as exc:
         raise pytest.UsageError(f"--osmosis-baseline: {exc}") from None
-    summary = document.get("summary")
-    if isinstance(summary, dict) and summary.get("complete") is False and not allow_partial:
+    summary = document["summary"]
+    if summary.get("complete") is False and not allow_partial:
         raise pytest.UsageError(
             f"--osmosis-baseline: {path} is the report of an incomplete run "
             f"({_incompleteness(summary)}); compare with a complete run's report, or pass "
@@ -104,14 +96,13 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
 
 @dataclass
 class GateResult:
-    """What the gates decided: the report's extras, the summary's lines and each gate's verdict."""
+    """What the gates decided: ``extra`` for ``report.json``'s top level (``gate``,
+    ``baseline``, ``auto``), ``lines`` printed with the summary, and ``(line, passed)`` per
+    gate in ``verdicts``."""
 
     extra: dict[str, Any] = field(default_factory=dict)
-    """``gate``, ``baseline`` and ``auto``, at the top level of ``report.json``."""
     lines: list[str] = field(default_factory=list)
-    """The baseline comparison, printed with the summary."""
     verdicts: list[tuple[str, bool]] = field(default_factory=list)
-    """``(line, passed)`` per gate, printed last, just before pytest's own summary."""
 
 
 def row_counts(stats: dict[str, Any], verdict: str) -> RowCounts:
@@ -126,15 +117,9 @@ def row_counts(stats: dict[str, Any], verdict: str) -> RowCounts:
 def confidence_gate(
     settings: OsmosisSettings, rows: dict[str, Any], counts: list[RowCounts]
 ) -> GateDecision:
-    """The gate's decision on the task's pass rate, at ``--osmosis-gate-confidence`` (else
-    ``--osmosis-confidence``, for the interval the point gate shows):
-
-    - one attempt a row: the rows' pass rate (Wilson over rows);
-    - repeats: the attempt pass rate, the interval clustered by row (valid at every look
-      with ``auto``);
-    - repeats with a row rule given (``--osmosis-row-pass``): the rate that rule defines,
-      Wilson over the rows' verdicts.
-    """
+    """The gate's decision at ``--osmosis-gate-confidence`` (else ``--osmosis-confidence``):
+    on the rows' pass rate with one attempt a row; with repeats, on the attempt pass rate
+    (clustered by row) or, given ``--osmosis-row-pass``, the rate that rule defines."""
     need, confidence = settings.min_pass_rate, settings.gate_confidence or settings.confidence
     assert need is not None
     passed, scored = rows["passed"], rows["passed"] + rows["failed"]
@@ -162,18 +147,18 @@ def apply_gates(
         _baseline_gate(settings, before, document, counts, result)
     if settings.n_auto:
         attempts, rows, max_n = summary["total_samples"], summary["rows"]["total"], settings.max_n
-        result.extra["auto"] = {
+        auto = {
             "attempts": attempts,
             "rows": rows,
             "max_n": max_n,
             "fixed_n_attempts": max_n * rows,
         }
+        result.extra["auto"] = auto
         result.lines.append(
             f"attempts: auto spent {attempts} attempts over {rows} rows "
             f"(a fixed --osmosis-n {max_n} would spend {max_n * rows})"
         )
     if settings.require_grader:
-        # Rows that ran ungraded fail the run.
         line = ungraded_line(summary, (document.get("config") or {}).get("entrypoint"))
         result.verdicts.append(
             ("require-grader: every row that ran was graded: passed", True)
@@ -272,7 +257,7 @@ def _baseline_gate(
     if settings.gate_confidence is not None:
         passed = not test.regressed
         why = "failed (--osmosis-fail-on-regression)"
-        line = f"baseline gate: {test.describe()}: " + ("passed" if passed else why)
+        line = f"baseline gate: {test.describe()}: "
     else:
         # Without a confidence, any regressed row fails: say so, since the paired test
         # printed above may call the change not significant.
@@ -282,10 +267,8 @@ def _baseline_gate(
             "failed (--osmosis-fail-on-regression fails on any regressed row; with "
             "--osmosis-gate-confidence only a significant regression fails)"
         )
-        line = f"baseline gate: {regressed} row{'' if regressed == 1 else 's'} regressed: " + (
-            "passed" if passed else why
-        )
-    result.verdicts.append((line, passed))
+        line = f"baseline gate: {regressed} row{'' if regressed == 1 else 's'} regressed: "
+    result.verdicts.append((line + ("passed" if passed else why), passed))
 
 
 def baseline_counts(baseline: dict[str, Any]) -> str:

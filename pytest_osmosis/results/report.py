@@ -1,11 +1,9 @@
 """The run's report and its terminal summary, built from the run's journal.
 
-Each row is journaled once, where its verdict is decided (:mod:`osmosis_rollout.runs.journal`).
-At the end the controller reads the journal once, into memory (a 10,000-row run of clipped
-answers is tens of megabytes: ``bench/RESULTS.md``), and builds the report document from
-those records once, as :func:`osmosis_rollout.runs.report.build_report` builds it for
-``osmosis-rollout report rebuild`` on a run that died: the gates, the baseline comparison,
-``report.json``, the HTML and the markdown all read that document.
+Each row is journaled once, where its verdict is decided. At the end the controller reads the
+journal once, into memory, and builds the report document from it once, as
+``osmosis-rollout report rebuild`` does (:func:`osmosis_rollout.runs.report.build_report`):
+the gates, the baseline comparison, ``report.json``, the HTML and the markdown read it.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from osmosis_rollout._internal.atomic import copy_atomic, write_json_atomic
 from osmosis_rollout.redaction import Redactor
 from osmosis_rollout.runs.gating import percent
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME, RowJournal, read_journal
-from osmosis_rollout.runs.report import in_report_order, report_document, summarize
+from osmosis_rollout.runs.report import build_report, in_report_order
 from osmosis_rollout.runs.report_model import RowRecord
 from osmosis_rollout.runs.run_verdict import failed_parts
 
@@ -28,10 +26,7 @@ __all__ = ["RunReport", "format_cost", "reward_word"]
 
 class RunReport:
     """The run's rows: journaled where they are decided, read back once at the end.
-
-    ``resume=True`` appends to an existing journal (``--osmosis-resume``) instead of starting
-    a fresh one. Nothing is created on disk until the first row is journaled.
-    """
+    ``resume=True`` appends to the journal (``--osmosis-resume``) instead of starting afresh."""
 
     def __init__(
         self,
@@ -56,10 +51,9 @@ class RunReport:
         """The node ids of the rows pytest reported (on the controlling process)."""
         self.rows: list[RowRecord] = []
         """After :meth:`finish`: every row of the report, in report order."""
-        self.not_run: list[str] = []
-        """After :meth:`finish`: the selected rows with no record."""
         self.preflight: list[dict[str, Any]] = []
         self.finished: dict[str, Any] = {"stopped_by": None, "interrupted": False}
+        self._selected: list[str] = []
         self._document: dict[str, Any] | None = None
         self._written: Path | None = None
 
@@ -68,34 +62,24 @@ class RunReport:
         self.journal.close()
 
     def finish(
-        self,
-        *,
-        selected: list[str],
-        finished: dict[str, Any],
-        counted: set[str] | None = None,
+        self, *, selected: list[str], finished: dict[str, Any], counted: set[str] | None = None
     ) -> None:
-        """Read the journal once: its rows (every row that finished, reported or not) in
-        ``selected`` order, the rows of ``selected`` with none being the rows not run, and
-        how the run ended. With ``counted``, only those journaled rows count."""
+        """Read the journal once: its rows (every row that finished, reported or not; with
+        ``counted``, only those) in ``selected`` order, and how the run ended."""
         rows, _ = read_journal(self.output / JOURNAL_FILENAME, self.redactor)
         if counted is not None:
             rows = [row for row in rows if row.nodeid in counted]
         self.rows = in_report_order(rows, selected)
-        done = {row.nodeid for row in rows}
-        self.not_run = [nodeid for nodeid in selected if nodeid not in done]
-        self.finished = dict(finished)
+        self._selected, self.finished = selected, dict(finished)
 
     def document(self) -> dict[str, Any]:
-        """The JSON report of the rows :meth:`finish` read, redacted. :meth:`write_json`
-        writes this very dict, with what the run's end adds to its top level (the gates,
-        the verdict)."""
-        summary = summarize(
-            self.rows, self.pass_threshold, not_run=self.not_run, finished=self.finished
-        )
-        document = report_document(
+        """The JSON report of the rows :meth:`finish` read, redacted: :meth:`write_json`
+        writes this very dict, with what the run's end adds to its top level."""
+        document = build_report(
             self.rows,
-            summary,
-            not_run=self.not_run,
+            pass_threshold=self.pass_threshold,
+            selected=self._selected,
+            finished=self.finished,
             config=self.settings,
             preflight=self.preflight,
         )
@@ -107,10 +91,8 @@ class RunReport:
         return document
 
     def write_json(self, path: Path) -> None:
-        """Write the JSON report made by :meth:`document` to ``path``, atomically: encoded
-        once, streamed to the first file, copied to the others."""
-        if self._document is None:
-            raise RuntimeError("RunReport.document() makes the report before it is written")
+        """Write :meth:`document`'s report to ``path``, atomically: encoded once, copied to
+        the other paths."""
         if self._written is not None and self._written.is_file():
             copy_atomic(self._written, path)
             return
@@ -134,10 +116,8 @@ def _fmt(value: float | None) -> str:
 
 
 def reward_word(record: dict[str, Any], threshold: float) -> str:
-    """What ``-v`` shows beside a row's outcome: ``reward=1.0``, ``reward=0.0 < 1.0``, ``error=timeout``.
-
-    Over several attempts: the passing count and each attempt's reward (``-`` when it errored).
-    """
+    """What ``-v`` shows beside a row's outcome: ``reward=1.0``, ``reward=0.0 < 1.0``,
+    ``error=timeout``; over several attempts, how many passed and each one's reward."""
     attempts = record.get("attempts") or []
     if len(attempts) == 1:
         only = attempts[0]
@@ -159,11 +139,10 @@ WHY_CHARS = 80
 
 def _why(attempt: dict[str, Any]) -> str:
     """`` (expected 4, got 3)``: the first line the grader said, without its logger prefix."""
-    said = attempt.get("grader") or {}
-    reason = said.get("reason") if isinstance(said, dict) else None
+    reason = str((attempt.get("grader") or {}).get("reason") or "").strip()
     if not reason:
         return ""
-    first = str(reason).strip().splitlines()[0]
+    first = reason.splitlines()[0]
     # "WARNING graders.x: expected 4, got 3" -> "expected 4, got 3"
     level, _, rest = first.partition(" ")
     if level.isupper() and ": " in rest:
@@ -215,7 +194,6 @@ def ungraded_line(summary: dict[str, Any], entrypoint: str | None) -> str | None
 
 
 def _relative(path: str) -> str:
-    """``path`` relative to the working directory when it is under it."""
     try:
         return Path(path).resolve().relative_to(Path.cwd()).as_posix()
     except (ValueError, OSError):
@@ -234,22 +212,17 @@ def summary_segments(
     report: RunReport, summary: dict[str, Any], *, slowest: int = 5, entrypoint: str | None = None
 ) -> list[list[Segment]]:
     """The human summary printed at the end of the session, as lines of marked-up pieces.
-
-    Counts add up: ``passed + failed + skipped`` is the total, for rows and for attempts;
-    ``failed`` splits into ``errored`` (a rollout errored) and ``below threshold`` (scored low),
-    the words the HTML cards and ``report.json``'s schema use.
-    """
+    ``passed + failed + skipped`` is the total, for rows and for attempts; ``failed`` splits
+    into ``errored`` and ``below threshold``, as in the HTML and ``report.json``'s schema."""
     rows = summary["rows"]
     threshold = f"  (threshold: reward >= {_fmt(report.pass_threshold)})"
     segments: list[list[Segment]] = [[("rows: ", {}), *_counts(rows), (threshold, {})]]
-    if summary["total_samples"] != rows["total"]:
-        total, passed, skipped = summary["total_samples"], summary["passed"], summary["skipped"]
+    if (total := summary["total_samples"]) != rows["total"]:
         # The official "failed" counts attempts that errored; below-threshold ones are the rest.
-        failed, errored = total - passed - skipped, summary["failed"]
-        attempts = {**summary, "total": total, "failed": failed, "errored": errored}
+        failed = total - summary["passed"] - summary["skipped"]
+        attempts = {**summary, "total": total, "failed": failed, "errored": summary["failed"]}
         segments.append([("attempts: ", {}), *_counts(attempts)])
-    ungraded = ungraded_line(summary, entrypoint)
-    if ungraded:
+    if ungraded := ungraded_line(summary, entrypoint):
         segments.append([(ungraded, {"yellow": True})])
     segments.extend(
         [(line, {"red": True} if line.startswith("errors: ") else {})]
@@ -260,8 +233,7 @@ def summary_segments(
 
 def _detail_lines(report: RunReport, summary: dict[str, Any], slowest: int) -> list[str]:
     lines: list[str] = []
-    stats = summary.get("reward_stats")
-    if stats:
+    if stats := summary.get("reward_stats"):
         left = stats.get("errored_left_out")
         lines.append(
             "reward: mean {mean}{interval}  median {median}  std {std}  min {min}  max {max}".format(
@@ -274,15 +246,12 @@ def _detail_lines(report: RunReport, summary: dict[str, Any], slowest: int) -> l
         pak = "  ".join(f"pass@{k}={v:.3f}" for k, v in summary["pass_at_k"].items())
         phk = "  ".join(f"pass^{k}={v:.3f}" for k, v in (summary.get("pass_hat_k") or {}).items())
         lines.append(f"{pak}   {phk}".rstrip())
-    if summary["errors_by_type"]:
-        lines.append(
-            "errors: " + ", ".join(f"{k} x{v}" for k, v in summary["errors_by_type"].items())
-        )
+    if errors := summary["errors_by_type"]:
+        lines.append("errors: " + ", ".join(f"{k} x{v}" for k, v in errors.items()))
     if tokens := summary.get("tokens_used"):
         estimated = " (estimated)" if summary.get("tokens_estimated") else ""
         lines.append(f"tokens: {tokens}{estimated}")
-    cost = summary.get("cost_usd")
-    if cost is not None:
+    if (cost := summary.get("cost_usd")) is not None:
         rows_total, attempts_total = summary["rows"]["total"], summary["total_samples"]
         per = f"  per row {format_cost(cost / rows_total)}" if rows_total else ""
         if attempts_total != rows_total and attempts_total:

@@ -1,13 +1,10 @@
 """An honest resume: which journaled rows still stand, and which run again, and why.
 
-Every journaled row carries a fingerprint of what its result depends on: the row's content
-and label, every file of the rollout's folder or package, the policy's module, the
-environment variables the entrypoint declares it reads (``OSMOSIS_ENV = ["NAME", ...]``),
-the pass threshold, the row rule and the number of attempts. ``--osmosis-resume RUN_DIR``
-keeps a journaled row only when its fingerprint is today's, and runs a row whose rollouts
-errored again unless ``--osmosis-resume-keep-errors``. :class:`ResumePlan` says which rows
-ran again and why; :class:`Resume` (the ``osmosis-resume`` plugin) makes it once pytest has
-collected the rows, and leaves the rows that stand out of the run.
+Every journaled row carries a fingerprint of what its result depends on: the row's content,
+the rollout's files, the policy's module, the environment variables the entrypoint declares
+(``OSMOSIS_ENV = ["NAME", ...]``), the pass threshold, the row rule and the attempts.
+``--osmosis-resume RUN_DIR`` keeps a journaled row only when its fingerprint is today's, and
+runs a row whose rollouts errored again unless ``--osmosis-resume-keep-errors``.
 """
 
 from __future__ import annotations
@@ -24,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from osmosis_rollout.dataset.rows import bytes_digest
 from osmosis_rollout.runs.journal import (
     JOURNAL_FILENAME,
     RunJournalError,
@@ -40,8 +38,6 @@ if TYPE_CHECKING:
 RESUME_PLUGIN = "osmosis-resume"
 ENV_DECLARATION = "OSMOSIS_ENV"
 """The entrypoint's top-level list of the environment variables its rollout reads."""
-ERRORED = "errored"
-"""The reason a row whose rollouts errored runs again."""
 
 CHANGED = {
     "entrypoint": "rollout files changed",
@@ -53,27 +49,19 @@ CHANGED = {
     "row": "row content or label changed",
 }
 """Each fingerprint key and the reason a row runs again when it differs, run-wide first."""
-UNFINGERPRINTED = "journaled without a fingerprint"
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def reference_file(reference: str, *, base: Path) -> tuple[str, Path | None]:
     """``FILE_OR_MODULE[:ATTR]`` -> (``FILE_OR_MODULE``, its file if one is found)."""
     head, sep, tail = reference.rpartition(":")
     target = head if sep and head and tail.isidentifier() else reference
-    path = Path(target).expanduser()
-    if not path.is_absolute():
-        path = base / path
+    path = base / Path(target).expanduser()  # an absolute path stays itself
     if path.is_file():
         return target, path
     try:
-        spec = importlib.util.find_spec(target)
+        origin = getattr(importlib.util.find_spec(target), "origin", None)
     except (ImportError, ValueError):
-        spec = None
-    origin = spec.origin if spec is not None else None
+        origin = None
     if origin and origin not in ("built-in", "frozen") and Path(origin).is_file():
         return target, Path(origin)
     return target, None
@@ -88,7 +76,7 @@ def file_digest(reference: str | None, *, base: Path) -> str | None:
     if path is None:
         return target
     try:
-        return f"{target}#{_digest(path.read_bytes())}"
+        return f"{target}#{bytes_digest(path.read_bytes())}"
     except OSError:
         return target
 
@@ -99,11 +87,9 @@ def _skipped(name: str) -> bool:
 
 
 def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] = ()) -> str | None:
-    """A short hash of every file of the rollout's folder (the entrypoint's, or its package's):
-    a module ``main.py`` imports counts as much as ``main.py``; the reference itself when no
-    file is found. ``skip``: files and folders left out (the run's output, its datasets, whose
-    rows have their own digest, and its cassettes), as hidden folders and bytecode are.
-    """
+    """A short hash of every file of the rollout's folder (the entrypoint's, or its package's:
+    a module ``main.py`` imports counts too); the reference itself when no file is found.
+    ``skip``: files and folders left out (the run's output, datasets, cassettes)."""
     if not entrypoint:
         return None
     target, path = reference_file(entrypoint, base=base)
@@ -125,15 +111,13 @@ def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] =
             except OSError:
                 continue  # unreadable (a dangling link): not part of what the rollout can run
             relative = (here / name).relative_to(folder).as_posix()
-            digest.update(relative.encode() + b"\0" + _digest(data).encode())
+            digest.update(relative.encode() + b"\0" + bytes_digest(data).encode())
     return f"{target}#{digest.hexdigest()[:16]}"
 
 
 def declared_env(entrypoint: str | None, *, base: Path) -> list[str]:
-    """The names in the entrypoint's top-level ``OSMOSIS_ENV = [...]`` (read, not imported).
-
-    Raises ``pytest.UsageError`` when it is not a list or tuple of string literals.
-    """
+    """The names in the entrypoint's top-level ``OSMOSIS_ENV = [...]`` (read, not imported);
+    ``pytest.UsageError`` when it is not a list or tuple of string literals."""
     if not entrypoint:
         return []
     _, path = reference_file(entrypoint, base=base)
@@ -152,14 +136,12 @@ def declared_env(entrypoint: str | None, *, base: Path) -> list[str]:
             continue
         if not any(isinstance(t, ast.Name) and t.id == ENV_DECLARATION for t in targets):
             continue
-        elements = value.elts if isinstance(value, ast.List | ast.Tuple) else None
-        names = [
-            e.value
-            for e in elements or ()
-            if isinstance(e, ast.Constant) and isinstance(e.value, str)
-        ]
-        if elements is not None and len(names) == len(elements):
-            return names
+        try:
+            names = ast.literal_eval(value)
+        except (ValueError, TypeError):
+            names = None
+        if isinstance(names, list | tuple) and all(isinstance(name, str) for name in names):
+            return list(names)
         raise pytest.UsageError(
             f"{path}:{node.lineno}: {ENV_DECLARATION} must be a list of environment variable "
             f'names written out as strings, e.g. {ENV_DECLARATION} = ["GRADER_MODE"]'
@@ -167,14 +149,13 @@ def declared_env(entrypoint: str | None, *, base: Path) -> list[str]:
     return []
 
 
-def env_digest(names: Iterable[str], environ: Mapping[str, str] | None = None) -> str | None:
+def env_digest(names: Iterable[str]) -> str | None:
     """A short hash of the values of the environment variables ``names`` (None without
     names): the journal keeps the digest, never a value, which may be a secret."""
     names = sorted(set(names))
     if not names:
         return None
-    source = os.environ if environ is None else environ
-    return _digest(json.dumps({n: source.get(n) for n in names}).encode())
+    return bytes_digest(json.dumps({n: os.environ.get(n) for n in names}).encode())
 
 
 def run_fingerprint(
@@ -212,11 +193,11 @@ def why_again(
 ) -> str | None:
     """Why a journaled row must run again (None: it stands)."""
     if not keep_errors and journaled.errored():
-        return ERRORED
+        return "errored"
     if fingerprint is None:
         return None
     if journaled.fingerprint is None:
-        return UNFINGERPRINTED
+        return "journaled without a fingerprint"
     for key, reason in CHANGED.items():
         if journaled.fingerprint.get(key) != fingerprint.get(key):
             return reason
@@ -225,52 +206,22 @@ def why_again(
 
 @dataclass
 class ResumePlan:
-    """What a resumed run found in the journal: the rows kept and the rows run again."""
+    """What a resumed run found in the journal: the rows that stand (``kept``: not run again,
+    counted in the verdict), the rows run again by reason, and ``previous``: the rows the
+    resumed run had selected, then those it journaled."""
 
     journal: Path
     kept: list[str] = field(default_factory=list)
-    """Journaled rows that stand: not run again, counted in the run's verdict."""
     ran_again: dict[str, list[str]] = field(default_factory=dict)
-    """Reason -> the journaled rows run again for it."""
     previous: list[str] = field(default_factory=list)
-    """The rows the resumed run had selected, then those it journaled, in order."""
-
-    @classmethod
-    def decide(
-        cls,
-        journal: Path,
-        rows: Iterable[RowRecord],
-        fingerprints: Mapping[str, Mapping[str, Any] | None],
-        *,
-        keep_errors: bool,
-        previous: Iterable[str] = (),
-    ) -> ResumePlan:
-        """Sort the journaled ``rows``: ``fingerprints`` holds today's fingerprint of each
-        collected row (None when the row has none to compare, e.g. not a dataset row)."""
-        plan = cls(journal)
-        journaled = []
-        for row in rows:
-            journaled.append(row.nodeid)
-            reason = why_again(row, fingerprints.get(row.nodeid), keep_errors=keep_errors)
-            if reason is not None and row.nodeid in fingerprints:
-                plan.ran_again.setdefault(reason, []).append(row.nodeid)
-            else:
-                # It stands; so does a row not collected now (-k, --osmosis-rows), as it was.
-                plan.kept.append(row.nodeid)
-        plan.previous = list(dict.fromkeys([*previous, *journaled]))
-        return plan
-
-    @property
-    def again(self) -> int:
-        """How many journaled rows run again."""
-        return sum(len(ids) for ids in self.ran_again.values())
 
     def lines(self) -> list[str]:
         """What the terminal summary says about the resume."""
         lines = [f"resumed: {len(self.kept)} rows already in {self.journal} were not run again"]
         if self.ran_again:
             reasons = ", ".join(f"{reason} ({len(ids)})" for reason, ids in self.ran_again.items())
-            rows = "1 row" if self.again == 1 else f"{self.again} rows"
+            again = sum(len(ids) for ids in self.ran_again.values())
+            rows = "1 row" if again == 1 else f"{again} rows"
             lines.append(f"resumed: {rows} ran again: {reasons}")
         return lines
 
@@ -315,19 +266,24 @@ class Resume:
             journaled, _ = read_journal(osmosis.output / JOURNAL_FILENAME)
         except RunJournalError as exc:
             raise pytest.UsageError(f"--osmosis-resume: {exc}") from exc
-        refs = {item.nodeid: row_ref(item) for item in items}
+        refs = ((item.nodeid, row_ref(item)) for item in items)
+        # Today's fingerprint of each collected row (None: not a dataset row, nothing to compare).
         fingerprints = {
             nodeid: osmosis.fingerprint(ref.row) if ref.dataset is not None else None
-            for nodeid, ref in refs.items()
+            for nodeid, ref in refs
             if ref is not None
         }
-        self.plan = plan = ResumePlan.decide(
-            osmosis.output / JOURNAL_FILENAME,
-            journaled,
-            fingerprints,
-            keep_errors=osmosis.settings.resume_keep_errors,
-            previous=[n for n in run.get("selected") or [] if isinstance(n, str)],
-        )
+        self.plan = plan = ResumePlan(osmosis.output / JOURNAL_FILENAME)
+        keep_errors = osmosis.settings.resume_keep_errors
+        for row in journaled:
+            reason = why_again(row, fingerprints.get(row.nodeid), keep_errors=keep_errors)
+            if reason is not None and row.nodeid in fingerprints:
+                plan.ran_again.setdefault(reason, []).append(row.nodeid)
+            else:
+                # It stands; so does a row not collected now (-k, --osmosis-rows), as it was.
+                plan.kept.append(row.nodeid)
+        selected = [nodeid for nodeid in run.get("selected") or [] if isinstance(nodeid, str)]
+        plan.previous = list(dict.fromkeys([*selected, *(row.nodeid for row in journaled)]))
         stand = fingerprints.keys() & set(plan.kept)
         if stand:
             config.hook.pytest_deselected(items=[item for item in items if item.nodeid in stand])

@@ -1,15 +1,12 @@
 """Each row of the run as one object with explicit states, and the book that holds them.
 
-A :class:`Row` is created when pytest's item for it is submitted and goes::
+A :class:`Row` is created when its pytest item is submitted and goes::
 
     submitted -> running -> decided -> reported
                                     \\-> (never reported: -x or a signal stopped pytest)
 
-Its verdict is decided once, on the rollouts' loop thread, as its last attempt ends (or,
-when its item gave up waiting, when the item hands the loop the rest to settle): the
-:class:`~osmosis_rollout.runs.report_model.RowRecord` is journaled then and there, and is
-the row's one record from then on: its item's outcome, its test report, the report files and
-a later resume all read it. A row's facts live here, not on its item.
+Its verdict is decided once (on the rollouts' loop as its last attempt ends, or by its item,
+which gave up waiting) and journaled there: that record is the row's one record from then on.
 """
 
 from __future__ import annotations
@@ -30,34 +27,27 @@ __all__ = ["Row", "RowBook", "RowState"]
 
 
 class RowState(enum.Enum):
-    """Where a row is in its run."""
+    """Where a row is in its run: queued, an attempt started, its verdict decided (and
+    journaled), taken by its item for pytest to report."""
 
     SUBMITTED = "submitted"
-    """Its attempts are queued in the scheduler."""
     RUNNING = "running"
-    """At least one attempt started."""
     DECIDED = "decided"
-    """Its verdict is decided (and journaled, for a dataset row)."""
     REPORTED = "reported"
-    """The item that waits for it took the verdict: pytest reports it."""
 
 
 @dataclass(eq=False)
 class Row:
-    """One row of the run (one pytest item): its attempts' results and its one record."""
+    """One row of the run (one pytest item, ``key`` its node id): its attempts' results and
+    its one record. ``dataset`` is None for a row outside the run's report (marker rows);
+    ``index`` is its position among the selected rows, ``source_index`` its offset in its file."""
 
     key: str
-    """The item's node id."""
     row_key: str
-    """The dataset row's key."""
     dataset: str | None
-    """The dataset file, for a row that goes into the run's report (None: marker rows)."""
     attempts: int
-    """How many attempts it gets."""
     index: int = 0
-    """The row's position among the selected rows."""
     source_index: int = 0
-    """Its offset in its dataset file."""
     fingerprint: dict[str, Any] | None = None
     """What its result depends on (see :mod:`pytest_osmosis.results.resume`)."""
     state: RowState = RowState.SUBMITTED
@@ -66,11 +56,9 @@ class Row:
     settled: concurrent.futures.Future[RowRecord] | None = field(
         default_factory=concurrent.futures.Future
     )
-    """Its record, once decided (see :meth:`claim`), until pytest reported it
-    (:meth:`release`)."""
+    """Its record, once decided (:meth:`claim`), until pytest reported it (:meth:`release`)."""
     builtin: str | None = None
-    """The verdict the threshold alone gave, when a ``pytest_osmosis_row_verdict`` hook
-    changed it."""
+    """The threshold's verdict, when a ``pytest_osmosis_row_verdict`` hook changed it."""
     watched: bool = False
     """The live progress was told of it."""
 
@@ -84,9 +72,8 @@ class Row:
             self.state = RowState.RUNNING
 
     def claim(self) -> bool:
-        """True for the one caller that decides the row: the loop's thread, or the item's
-        when the loop is gone. The claim is the record's future leaving its pending state,
-        so no other step can decide it again."""
+        """True for the one caller that decides the row (the loop's thread, or the item's when
+        the loop is gone): the record's future leaves its pending state, once."""
         if self.settled is None:
             return False  # reported and released
         try:
@@ -123,14 +110,13 @@ class RowBook:
         return self._rows.get(key)
 
     def add(self, row: Row) -> Row:
-        """A new row about to be submitted."""
+        """Keep a new row about to be submitted."""
         self._rows[row.key] = row
         return row
 
     def journal_row(self, row: Row, record: RowRecord) -> None:
-        """Journal ``record``, the row's decided verdict (once, where it was decided). A write
-        that fails stops the run (:meth:`RunFolder.write_failed`); the row still reaches
-        pytest's report."""
+        """Journal ``record``, the row's verdict, where it was decided. A write that fails
+        stops the run (:meth:`RunFolder.write_failed`); the row still reaches its report."""
         record.fingerprint = row.fingerprint
         try:
             self.journal.write_row(record)

@@ -1,15 +1,11 @@
 """The run's end: its verdict over every row, the report files, the gates and the summary.
 
-:class:`RunSummary` is a plugin object of its own (registered as ``osmosis-summary``). It
-notes each reported row (on the controlling process: pytest-xdist workers' reports arrive
-there), and at the end reads the rows back from the journal, once: every figure, the
-exit status included, covers the rows pytest reported and the rows a resume kept; a row that
-finished ahead of pytest when ``-x`` or ``--maxfail`` stopped it counts nowhere (pytest does
-not count it either) and is a row not run, while after a signal every journaled row counts.
-:func:`decide_run` builds the report document from those rows once, applies the gates to it
-and decides the run's verdict (:mod:`~osmosis_rollout.runs.run_verdict`); each gate runs as
-a test case, :func:`write_report_files` writes ``run.json`` and every report file from that
-one document, the verdict becomes the exit status, and the ``osmosis summary`` section says it.
+:class:`RunSummary` (the ``osmosis-summary`` plugin) notes each row pytest reports, on the
+controller. :func:`decide_run` reads the rows back from the journal once (a row that finished
+ahead of ``-x`` or ``--maxfail`` counts nowhere, as in pytest; after a signal every journaled
+row counts), builds the report document once, applies the gates and decides the verdict:
+each gate runs as a test case, every report file is written from that one document, and
+the verdict becomes the exit status.
 """
 
 from __future__ import annotations
@@ -132,9 +128,8 @@ def decide_run(
         finished = how_it_ended(session, exitstatus, received)
     counted = None
     if not finished["interrupted"]:
-        # -x, --maxfail or a write that failed: pytest stopped reporting, and a row that
-        # finished ahead of it counts nowhere (pytest does not count it). A signal's
-        # report counts every journaled row, as the journal holds them.
+        # A signal's report counts every journaled row; otherwise a row pytest did not report
+        # (-x, --maxfail or a write that failed stopped it) counts nowhere, as in pytest.
         counted = report.reported | set(plan.kept if plan is not None else ())
     report.finish(selected=osmosis.selected, finished=finished, counted=counted)
     settings = osmosis.settings
@@ -155,7 +150,7 @@ def decide_run(
     )
     # Redacted as the rest of the document's head was; the row lists stay last, as
     # `osmosis-rollout report rebuild` writes them.
-    rows = {key: document.pop(key) for key in ("rows", "row_verdicts") if key in document}
+    rows = {key: document.pop(key) for key in ("rows", "row_verdicts")}
     document.update(report.redactor.redact_shared(extra), **rows)
     return decided
 
@@ -168,48 +163,21 @@ def write_report_files(
     config, settings, output = osmosis.config, osmosis.settings, osmosis.output
     report, document = osmosis.report, decided.document
     finished = {**decided.finished, "preflight": report.preflight}
-    writes = [
-        OutputWrite(
-            "run file",
-            str(output / "run.json"),
-            functools.partial(osmosis.write_run_file, finished),
-        ),
-        OutputWrite(
-            "JSON report",
-            str(output / "report.json"),
-            functools.partial(report.write_json, output / "report.json"),
-        ),
-    ]
-    if settings.report:
-        json_path = resolve_path(config, settings.report)
-        writes.append(
-            OutputWrite(
-                "JSON report", settings.report, functools.partial(report.write_json, json_path)
-            )
-        )
+    run_file = functools.partial(osmosis.write_run_file, finished)
+    writes = [OutputWrite("run file", str(output / "run.json"), run_file)]
+    for shown in [str(output / "report.json"), *([settings.report] if settings.report else [])]:
+        json_file = functools.partial(report.write_json, resolve_path(config, shown))
+        writes.append(OutputWrite("JSON report", shown, json_file))
     if settings.html:
         from pytest_osmosis.results.html import write_html
 
         html = functools.partial(write_html, resolve_path(config, settings.html), document)
         writes.append(OutputWrite("HTML report", settings.html, html))
     if settings.markdown:
-        text = render_markdown(document, misses)
-        markdown = functools.partial(
-            write_text_atomic, resolve_path(config, settings.markdown), text
-        )
+        path, text = resolve_path(config, settings.markdown), render_markdown(document, misses)
+        markdown = functools.partial(write_text_atomic, path, text)
         writes.append(OutputWrite("markdown summary", settings.markdown, markdown))
     return write_outputs(writes)
-
-
-def _append_step_summary(document: dict[str, Any], misses: list[RowMiss]) -> list[str]:
-    """Append the markdown summary to ``$GITHUB_STEP_SUMMARY`` when GitHub Actions set it
-    (once, with the final verdict); the line of a write that failed."""
-    target = os.environ.get(STEP_SUMMARY_ENV)
-    if not target:
-        return []
-    text = render_markdown(document, misses)
-    append = functools.partial(append_markdown, Path(target), text)
-    return write_outputs([OutputWrite("job summary", target, append)])[1]
 
 
 class RunSummary:
@@ -217,8 +185,8 @@ class RunSummary:
 
     def __init__(self, session: SummaryHost) -> None:
         self.session = session
+        # The failed rows by what failed: a repeated failure is printed in full once.
         self.failure_groups = FailureGroups(lambda text: self.session.report.redactor.redact(text))
-        """The failed rows by what failed: a repeated failure is printed in full once."""
         self.decided: Decided | None = None
         self.verdict: RunVerdict | None = None
         """The run's verdict as the exit status holds it, once its files are written."""
@@ -226,12 +194,10 @@ class RunSummary:
         self.write_failures: list[str] = []
         self.started_at = _utc_now()
         self.row_misses: list[RowMiss] = []
-        """Each reported row that failed, or that a pass-rate gate counted as an expected
-        failure, in the order pytest reported them."""
+        """Reported rows that failed, or that a pass-rate gate tolerated, in report order."""
         self._pytest_session: pytest.Session | None = None
         self._summary_started = False
-        self._row_failures = 0
-        """Row reports pytest counted as failed (the rest of ``testsfailed`` is other tests)."""
+        self._row_failures = 0  # row reports pytest counted failed; the rest are other tests
         self._gate_failures = 0
         self._planned: int | None = None
 
@@ -270,38 +236,31 @@ class RunSummary:
         osmosis.report.reported.add(value["nodeid"])
         self.failure_groups.add(report, value)
         delattr(report, REPORT_ATTR)
-        hook = osmosis.config.hook.pytest_osmosis_row_finished
-        if hook.get_hookimpls():
-            hook(
-                row={k: value[k] for k in ("nodeid", "dataset", "row_key")},
-                result={k: value[k] for k in ("verdict", "attempts", "stats")},
-                report=report,
-            )
+        osmosis.config.hook.pytest_osmosis_row_finished(
+            row={k: value[k] for k in ("nodeid", "dataset", "row_key")},
+            result={k: value[k] for k in ("verdict", "attempts", "stats")},
+            report=report,
+        )
 
     def pytest_report_teststatus(
         self, report: pytest.TestReport
     ) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
         """``-v`` shows a row's reward beside its outcome: ``PASSED reward=1.0``."""
         word = getattr(report, WORD_ATTR, None)
-        if report.when != "call" or not isinstance(word, str) or report.outcome == "skipped":
+        shown = report.when == "call" and isinstance(word, str) and report.outcome != "skipped"
+        if not shown or self._summary_started:  # the short summary keeps "FAILED nodeid - why"
             return None
-        if self._summary_started:
-            return None  # pytest's short summary keeps its own "FAILED nodeid - message" lines
         if report.passed:
             return "passed", ".", (f"PASSED {word}", {"green": True})
         return "failed", "F", (f"FAILED {word}", {"red": True})
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
-        """Once every row is reported, decide the run's verdict and run each gate as a test
-        case (:mod:`~pytest_osmosis.results.gate_cases`), while pytest still counts and reports tests.
-
-        Registered after the session plugin, so this wrapper is outside the session's (the
-        engine is stopped by then), and before the terminal's own wrapper finishes the
-        progress line (registered later, it wraps this one). A run that
-        pytest stopped (``-x``, ``--maxfail``, a signal) ends with an exception here and is
-        decided at ``pytest_sessionfinish`` instead; it has no gate cases.
-        """
+        """Once every row is reported, decide the verdict and run each gate as a test case
+        while pytest still counts tests. This wrapper is outside the session plugin's (the
+        engine is stopped by then) and inside the terminal's, which ends the progress line. A
+        run pytest stopped (``-x``, ``--maxfail``, a signal) raises here instead: it is
+        decided at ``pytest_sessionfinish``, with no gate cases."""
         result = yield
         osmosis = self.session
         if osmosis.is_worker or osmosis.config.option.collectonly or not self._has_rows():
@@ -318,13 +277,8 @@ class RunSummary:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Write the report files with the run's verdict and make it the exit status
-        (controller only).
-
-        A file that cannot be written is reported after the summary, and the run exits
-        :data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`. A signal received after
-        the verdict was decided (pytest writing its reports) makes the run interrupted: it is
-        decided again, and the files say so.
-        """
+        (controller only). A signal received after the verdict was decided makes the run
+        interrupted: it is decided again, and the files say so."""
         osmosis = self.session
         if osmosis.is_worker or osmosis.config.option.collectonly:
             return
@@ -372,7 +326,11 @@ class RunSummary:
             # moved the run folder away).
             decided = self._decide(session, exitstatus)
             written, failures = write_report_files(osmosis, decided, self.row_misses)
-        failures += _append_step_summary(decided.document, self.row_misses)
+        if target := os.environ.get(STEP_SUMMARY_ENV):
+            # GitHub Actions' job summary, appended once, with the final verdict.
+            text = render_markdown(decided.document, self.row_misses)
+            append = functools.partial(append_markdown, Path(target), text)
+            failures += write_outputs([OutputWrite("job summary", target, append)])[1]
         # The report files already written say what was decided before any failed; the
         # exit status and the terminal say the outcome is not all on disk.
         verdict = decided.verdict(failures)
@@ -419,13 +377,10 @@ class RunSummary:
             )
         for line in self.write_failures:
             tr.write_line(line, red=True)
-        tolerated = [miss.reason for miss in self.row_misses if miss.tolerated]
-        if tolerated:
+        if tolerated := [miss.reason for miss in self.row_misses if miss.tolerated]:
             rows = f"{len(tolerated)} row" + ("s" if len(tolerated) != 1 else "")
-            tr.write_line(
-                f"below the threshold, counted by the gate: {rows} (xfailed; -rx lists them too)",
-                yellow=True,
-            )
+            line = f"below the threshold, counted by the gate: {rows} (xfailed; -rx lists them too)"
+            tr.write_line(line, yellow=True)
             for why in tolerated[:SHOWN_ROWS]:
                 tr.write_line(f"  {why}")
             if len(tolerated) > SHOWN_ROWS:

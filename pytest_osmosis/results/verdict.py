@@ -1,8 +1,7 @@
 """A row's verdict over its attempts, decided once, and the failure message a person reads.
 
-The records themselves are :class:`~osmosis_rollout.runs.report_model.AttemptRecord` and
-:class:`~osmosis_rollout.runs.report_model.RowRecord`: :func:`decide_row` makes the one
-record of a row that its journal line, its test report and every report file carry.
+:func:`decide_row` makes the row's one record: its journal line, its test report and every
+report file carry it.
 """
 
 from __future__ import annotations
@@ -24,12 +23,9 @@ def classify(
     err_category: str | None,
     err_message: str | None,
 ) -> tuple[str, float | None, str | None]:
-    """Map a wire result onto ``(status, reward, error_type)`` like the official eval.
-
-    A failure with neither category nor message is the backend's "the grader did not run"
-    (no Grader, or a row with neither label nor metadata): the rollout ran, and is an
-    ungraded success with no reward.
-    """
+    """Map a wire result onto ``(status, reward, error_type)`` like the official eval. A failure
+    with neither category nor message is the backend's "the grader did not run": the rollout
+    ran, an ungraded success with no reward."""
     if status != "success":
         if err_category is None and err_message is None:
             return STATUS_SUCCESS, None, None
@@ -62,9 +58,7 @@ def decide_row(
     ungraded_passes: bool = False,
 ) -> RowRecord:
     """The row's record: the threshold applied to each attempt, ``rule`` to the row (skipped
-    attempts do not count), and its statistics. ``identity`` is ``(nodeid, dataset,
-    row_key)``; ``ungraded_passes``: an attempt no grader scored passes (no threshold set).
-    """
+    attempts do not count), and its statistics. ``identity`` is ``(nodeid, dataset, row_key)``."""
     for attempt in attempts:
         attempt.passed = attempt_passes(attempt, threshold, ungraded_passes=ungraded_passes)
         if attempt.passed:
@@ -98,12 +92,10 @@ class VerdictHookError(Exception):
 
 def hook_outcome(decided: object) -> str:
     """``True``/``"passed"``, ``False``/``"failed"`` or ``"skipped"``; anything else is a mistake."""
-    if decided is True or decided == "passed":
-        return "passed"
-    if decided is False or decided == "failed":
-        return "failed"
-    if decided == "skipped":
-        return "skipped"
+    if isinstance(decided, bool):
+        return "passed" if decided else "failed"
+    if decided in ("passed", "failed", "skipped"):
+        return str(decided)
     raise VerdictHookError(
         f"pytest_osmosis_row_verdict returned {decided!r}; return True/'passed', "
         "False/'failed', 'skipped', or None to keep the built-in verdict"
@@ -129,11 +121,8 @@ def failure_message(
     prompt: str | None = None,
 ) -> str:
     """The text of a failed row: what was expected, what happened, where to look, how to fix.
-
-    ``log_path`` is where tracebacks of in-process user code go (``rollouts.log``);
-    ``rerun`` the command that runs just this row; ``prompt`` the row's task (its first
-    lines are shown).
-    """
+    ``log_path``: where in-process tracebacks go (``rollouts.log``); ``rerun``: the command
+    that runs just this row; ``prompt``: the row's task (its first lines are shown)."""
     lines: list[str] = []
     attempts = verdict.attempts
     if len(attempts) == 1:
@@ -164,25 +153,24 @@ def failure_message(
         lines.append(f"  rerun: {rerun}")
     if prompt and prompt.strip():
         lines.extend(_prompt_lines(prompt))
-    # Show the first attempt that missed (not merely the last one, which may have passed).
-    shown = next((a for a in attempts if not a.passed), attempts[-1] if attempts else None)
-    which = f" (attempt {shown.run_index})" if shown is not None and len(attempts) > 1 else ""
-    if shown is not None and shown.tool_calls:
+    # Show the first attempt that missed (not merely the last one, which may have passed);
+    # a row has at least one attempt.
+    shown = next((a for a in attempts if not a.passed), attempts[-1])
+    which = f" (attempt {shown.run_index})" if len(attempts) > 1 else ""
+    if shown.tool_calls:
         lines.append(f"  tool calls{which}:")
         lines.extend(f"    {call}" for call in shown.tool_calls)
-    if shown is not None:
-        lines.append(f"  last assistant message{which}: {_clip(shown.last_assistant)}")
+    lines.append(f"  last assistant message{which}: {_clip(shown.last_assistant)}")
     lines.append(f"  label: {_clip(label)}")
-    if shown is not None:
-        lines.extend(_said(shown))
-        lines.append(f"  rollout id: {shown.rollout_id}")
-        if shown.trajectory_filename:
-            lines.append(f"  trajectory: {shown.trajectory_filename}")
-        if shown.diagnostics_path:
-            lines.append(f"  diagnostics: {shown.diagnostics_path}")
-        lines.extend(_traceback_lines(shown, log_path))
-        if shown.blocked_loop:
-            lines.append(f"  blocked loop: {shown.blocked_loop}")
+    lines.extend(_said(shown))
+    lines.append(f"  rollout id: {shown.rollout_id}")
+    if shown.trajectory_filename:
+        lines.append(f"  trajectory: {shown.trajectory_filename}")
+    if shown.diagnostics_path:
+        lines.append(f"  diagnostics: {shown.diagnostics_path}")
+    lines.extend(_traceback_lines(shown, log_path))
+    if shown.blocked_loop:
+        lines.append(f"  blocked loop: {shown.blocked_loop}")
     lines.append(_hint(verdict, rerun=bool(rerun)))
     return "\n".join(lines)
 
@@ -192,8 +180,7 @@ PROMPT_LINES = 5
 
 
 def _prompt_lines(prompt: str) -> list[str]:
-    """``  prompt: first line``, the next ones aligned under it (each clipped), and how many
-    were left."""
+    """``  prompt: first line``, the next ones aligned under it, and how many were left."""
     lines = [line for line in prompt.strip().splitlines() if line.strip()]
     shown = [_clip(line, 200) for line in lines[:PROMPT_LINES]]
     if len(lines) > PROMPT_LINES:
@@ -202,8 +189,7 @@ def _prompt_lines(prompt: str) -> list[str]:
 
 
 SAID_LIMIT = 2048
-"""Characters of the grader's reason (or an errored workflow's log) a failure shows; the
-report files keep all of it."""
+"""Characters of the grader's reason (or a workflow's log) a failure shows; reports keep all."""
 
 
 def _said(attempt: AttemptRecord) -> list[str]:
@@ -230,8 +216,6 @@ def _traceback_lines(attempt: AttemptRecord, log_path: str | None) -> list[str]:
     if attempt.status != STATUS_FAILED or attempt.error_type == "timeout":
         return []
     phase = attempt.error_phase or "rollout"
-    # Only the workflow's and grader's tracebacks are in rollouts.log in full.
-    full = log_path if attempt.error_phase in ("workflow", "grader") else None
     lines: list[str] = []
     text = attempt.error_traceback or ""
     if "\n" in text:  # more than the exception line, which the failure's first line says
@@ -241,8 +225,8 @@ def _traceback_lines(attempt: AttemptRecord, log_path: str | None) -> list[str]:
             body = [*body[: TRACEBACK_LINES - 1], f"... {more} more lines"]
         lines.append(f"  {phase} traceback, your code:")
         lines.extend(f"    {line}" for line in body)
-    if full:
-        lines.append(f"  {phase} traceback: {full}")
+    if log_path and attempt.error_phase in ("workflow", "grader"):  # those are logged in full
+        lines.append(f"  {phase} traceback: {log_path}")
     return lines
 
 

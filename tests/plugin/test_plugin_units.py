@@ -473,3 +473,12 @@ def test_pytests_log_capture_leaves_out_rollout_records_only_while_they_are_rout
     assert asyncio.run(made_on_the_loop("osmosis_rollout.execution"))
     monkeypatch.setattr(logger, "propagate", True)  # no route: pytest's capture is all there is
     assert leave_out.filter(record("osmosis_rollout.execution", elsewhere))
+
+
+def test_a_blank_grader_reason_adds_nothing_to_the_verbose_reward_word() -> None:
+    from pytest_osmosis.results.report import reward_word
+
+    missed = {"status": "success", "reward": 0.0, "passed": False, "grader": {"reason": " \n "}}
+    assert reward_word({"attempts": [missed]}, 1.0) == "reward=0.0 < 1.0"
+    said = {**missed, "grader": {"reason": "\nWARNING graders.x: expected 4, got 3\nmore"}}
+    assert reward_word({"attempts": [said]}, 1.0) == "reward=0.0 < 1.0 (expected 4, got 3)"
