@@ -120,9 +120,11 @@ class RolloutScheduler:
         (given up, dead or closed: nothing will run it, its item says so)."""
         error: BaseException | None = self.stopped
         if error is None:
+            coroutine = self._guarded(key, factory)
             try:
-                return asyncio.run_coroutine_threadsafe(self._guarded(key, factory), self.loop)
+                return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
             except RuntimeError as exc:
+                coroutine.close()  # never scheduled, so never to be awaited
                 error = exc
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         future.set_exception(error)
