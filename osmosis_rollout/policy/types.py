@@ -8,6 +8,7 @@ OpenAI chat-completions request into a :class:`ChatRequest` and each :class:`Cha
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import secrets
 from collections.abc import Mapping, Sequence
@@ -80,9 +81,10 @@ class ToolCall:
     arguments: dict[str, Any] | str = field(default_factory=dict)
     id: str | None = None
 
-    @property
+    @functools.cached_property
     def arguments_json(self) -> str:
-        """The arguments as the JSON string the wire carries."""
+        """The arguments as the JSON string the wire carries (encoded once: the reply and
+        its estimated usage both read it)."""
         if isinstance(self.arguments, str):
             return self.arguments
         return json.dumps(self.arguments, ensure_ascii=False)
