@@ -1,16 +1,9 @@
 """``osmosis-rollout serve ENTRYPOINT[:ATTR]``: serve a rollout to the Osmosis controller.
 
-What it serves and how it stops is :data:`DESCRIPTION` (``serve --help``). Beyond that:
-``--max-concurrent auto`` (the default) runs as many rollouts at once as the server can
-finish in time, an adaptive limit on latency and event-loop lag, capped by the rollout's
-own ``max_concurrent``; ``--max-concurrent N`` fixes it. Beyond the running rollouts and
-a short queue, admissions get 429 with ``Retry-After`` at once.
-
-Slow clients are shed: a request's headers must be complete within ``--header-timeout``
-(10 s), its body must average 1 KiB/s after 10 s, and past ``--max-connections`` (default:
-the open-file limit less an eighth) the oldest connection not being answered that has not
-yet completed a request with the key is closed: a controller's kept-alive connections are
-never shed for churn without the key. A slow response (a long poll) is never cut.
+What it serves and how it stops is :data:`DESCRIPTION` (``serve --help``). The adaptive
+``--max-concurrent auto`` (the default) is :mod:`osmosis_rollout.server.concurrency`'s; the
+shedding of slow clients (``--header-timeout``, ``--max-connections``) is
+:mod:`osmosis_rollout.server.connections`'.
 """
 
 from __future__ import annotations
@@ -194,14 +187,11 @@ def _ignore_signal(signum: int, frame: FrameType | None) -> None:
 
 def _server_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {
-        name: getattr(args, name) for name in _TIMING_OPTIONS if getattr(args, name) is not None
+        name: value
+        for name in (*_TIMING_OPTIONS, "enable_metrics", "max_queue_depth", "max_body_bytes")
+        if (value := getattr(args, name)) is not None and value is not False  # a flag: if set
     }
-    if args.enable_metrics:
-        options["enable_metrics"] = True
-    for name in ("max_queue_depth", "max_body_bytes"):
-        if getattr(args, name) is not None:
-            options[name] = getattr(args, name)
-    if getattr(args, "max_concurrent", None) is not None:
+    if args.max_concurrent is not None:
         from osmosis_rollout.errors import UsageError
         from osmosis_rollout.server.concurrency import parse_max_concurrent
 
@@ -236,11 +226,11 @@ def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
     api_key = args.api_key if args.api_key is not None else os.environ.get(SERVER_API_KEY_ENV)
     auth = ControllerAuth(api_key or None)
     options = _server_options(args)
-    if getattr(args, "backend", "local") == "ray":
+    if args.backend == "ray":
         ray_app = _ray_app(args, auth.api_key, options)
         _apply_default_concurrency(ray_app, options)
         return ray_app, f"{args.entrypoint} on Ray ({args.ray_address or 'local cluster'})"
-    if getattr(args, "ray_address", None) or getattr(args, "ray_actors", None):
+    if args.ray_address or args.ray_actors:
         raise UsageError("--ray-address and --ray-actors need --backend ray")
     loaded = load_entrypoint(args.entrypoint, base_dir=Path.cwd())
     if loaded.app is not None:

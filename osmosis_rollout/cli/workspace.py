@@ -40,13 +40,8 @@ from osmosis_rollout.workspace.preflight import (
 
 __all__ = [
     "AppliedTemplate",
-    "CheckResult",
     "add_parser",
     "apply_template",
-    "check_dataset",
-    "check_entrypoint",
-    "check_eval_config",
-    "init_rollout",
     "run_apply",
     "run_init",
     "run_templates",
@@ -235,11 +230,6 @@ def apply_template(
     return applied
 
 
-def init_rollout(name: str, template: str, workspace: str | Path) -> list[Path]:
-    """Write the files of ``template`` for rollout ``name`` under ``workspace``; the paths written."""
-    return apply_template(template, name, workspace).written
-
-
 def _report(applied: AppliedTemplate, out: TextIO, note: str | None = None) -> None:
     template, name, root = applied.template, applied.rollout, applied.root
     config = applied.pytest_config
@@ -327,7 +317,7 @@ def _plan(args: argparse.Namespace) -> list[Callable[[], CheckResult]] | None:
     root = Path.cwd()
     entrypoints = [args.entrypoint] if args.entrypoint else []
     configs, datasets = list(args.config), list(args.dataset)
-    trainings: list[str] = list(getattr(args, "training_config", []))
+    trainings: list[str] = list(args.training_config)
     if not (entrypoints or configs or datasets or trainings):
         found = [[str(p.relative_to(root)) for p in group] for group in workspace_files(root)]
         entrypoints, configs, trainings, datasets = found

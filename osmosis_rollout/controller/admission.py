@@ -52,11 +52,7 @@ _RETRY_AFTER_DEFAULT_SEC: Final = 1.0
 _RETRY_AFTER_MIN_SEC: Final = 0.05
 _RETRY_AFTER_MAX_SEC: Final = 60.0
 _NEVER_SENT_ERRORS: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-_CONNECTION_RESET_ERRORS: Final = (
-    httpx.ReadError,
-    httpx.WriteError,
-    httpx.RemoteProtocolError,
-)
+_CONNECTION_RESET_ERRORS: Final = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 
 def retry_after_delay(value: str | None) -> float:
@@ -65,10 +61,8 @@ def retry_after_delay(value: str | None) -> float:
     A number of seconds is clamped to [0.05, 60]; a missing, non-numeric (HTTP-date) or
     non-finite value means 1.0 s, as the official client does.
     """
-    if value is None:
-        return _RETRY_AFTER_DEFAULT_SEC
     try:
-        seconds = float(value.strip())
+        seconds = float((value or "").strip())
     except ValueError:
         return _RETRY_AFTER_DEFAULT_SEC
     if not math.isfinite(seconds):

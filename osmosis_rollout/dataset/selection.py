@@ -63,7 +63,4 @@ def parse_row_spec(spec: str, n: int) -> list[int]:
     """
     ranges = parse_ranges(spec)
     check_in_range(ranges, n, path=None)
-    selected: set[int] = set()
-    for start, end in ranges:
-        selected.update(range(start, end + 1))
-    return sorted(selected)
+    return sorted({index for start, end in ranges for index in range(start, end + 1)})

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -125,8 +124,8 @@ async def _discard_body(receive: Receive) -> None:
 
 
 async def _send_413(send: Send, limit: int) -> None:
-    payload: Any = {"detail": too_large_detail(limit)}
-    await send_json(send, 413, json.dumps(payload).encode(), close=True)
+    body = json.dumps({"detail": too_large_detail(limit)}).encode()
+    await send_json(send, 413, body, close=True)
 
 
 __all__ = [

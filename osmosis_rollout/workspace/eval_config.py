@@ -288,22 +288,6 @@ def _did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f"did you mean {match[0]!r}? " if match else ""
 
 
-def _section_model(document: type[BaseModel], section: str) -> type[BaseModel] | None:
-    annotation = document.model_fields[section].annotation
-    return (
-        annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-    )
-
-
-def add_validation_errors(
-    issues: Issues, error: ValidationError, document: type[BaseModel], raw: Mapping[str, Any]
-) -> None:
-    """Translate pydantic's errors for ``document`` into issues with their fixes."""
-    sections = list(document.model_fields)
-    for detail in error.errors():
-        _add_error(issues, detail, document, sections, raw)
-
-
 def _add_error(
     issues: Issues,
     detail: ErrorDetails,
@@ -341,8 +325,10 @@ def _add_error(
         else:  # a section-wide rule (e.g. branch and commit_sha together)
             issues.add(section, str(ctx.get("message", detail["msg"])), ctx.get("fix"))
         return
-    model = _section_model(document, section)
-    allowed = list(model.model_fields) if model is not None else []
+    model = document.model_fields[section].annotation
+    allowed = (
+        list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+    )
     field = loc[1]
     if kind == "extra_forbidden":
         issues.add(
@@ -392,14 +378,13 @@ def check_secrets(
     issues: Issues,
     *,
     required: bool,
-    purpose: str = "submit an eval",
 ) -> tuple[str, ...]:
     """``[secrets]``: ``required = [NAMES]``, each valid, once, and not also in ``[env]``."""
     if "secrets" not in raw:
         if required:
             issues.add(
                 "secrets",
-                f"section is required to {purpose}",
+                "section is required to submit an eval",
                 'add [secrets] with required = ["OPENAI_API_KEY"] (or required = [])',
             )
         return ()
@@ -478,7 +463,9 @@ def validate_document(
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        add_validation_errors(issues, exc, model, raw)
+        sections = list(model.model_fields)
+        for detail in exc.errors():
+            _add_error(issues, detail, model, sections, raw)
         return None
 
 
