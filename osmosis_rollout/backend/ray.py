@@ -104,11 +104,7 @@ class RolloutActor:
     def __init__(self, spec: ActorSpec) -> None:
         from osmosis_rollout._internal.limiter import ConcurrencyLimiter
         from osmosis_rollout.backend.local import LocalBackend
-        from osmosis_rollout.redaction import (
-            LiveRedactor,
-            redact_all_handlers,
-            redact_std_streams,
-        )
+        from osmosis_rollout.redaction import LiveRedactor, redact_all_handlers, redact_std_streams
         from osmosis_rollout.workspace.entrypoint import load_entrypoint
 
         # Before the entrypoint runs: what this process prints or logs from here on (its
@@ -582,9 +578,7 @@ class RayBackend(ExecutionBackend):
         return (
             ray.remote(RolloutActor)
             .options(
-                num_cpus=self.num_cpus,
-                max_restarts=0,
-                max_concurrency=per_actor + CONTROL_CALLS,
+                num_cpus=self.num_cpus, max_restarts=0, max_concurrency=per_actor + CONTROL_CALLS
             )
             .remote(self._spec)
         )

@@ -46,11 +46,7 @@ or --drain-timeout passes; then the process exits 0. A second signal stops at on
 """
 """``serve --help``'s text."""
 
-_TIMING_OPTIONS = (
-    "result_wait_timeout_sec",
-    "polling_lease_timeout_sec",
-    "result_retention_sec",
-)
+_TIMING_OPTIONS = ("result_wait_timeout_sec", "polling_lease_timeout_sec", "result_retention_sec")
 
 
 def add_parser(subparsers: Any) -> None:
@@ -77,9 +73,7 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
     parser.add_argument(
-        "--enable-metrics",
-        action="store_true",
-        help="serve Prometheus metrics at /metrics",
+        "--enable-metrics", action="store_true", help="serve Prometheus metrics at /metrics"
     )
     parser.add_argument(
         "--max-queue-depth",

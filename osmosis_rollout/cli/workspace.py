@@ -157,10 +157,7 @@ def _workspace_options(parser: argparse.ArgumentParser) -> None:
         help="workspace root to write into (default: the current directory)",
     )
     parser.add_argument(
-        "--force",
-        "-f",
-        action="store_true",
-        help="overwrite existing files instead of refusing",
+        "--force", "-f", action="store_true", help="overwrite existing files instead of refusing"
     )
 
 

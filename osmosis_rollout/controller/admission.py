@@ -188,9 +188,7 @@ async def admit(
                 if response.status_code == 429:
                     delay = retry_after_delay(response.headers.get("Retry-After"))
                     logger.debug(
-                        "rollout %s: server at capacity (429), retrying in %.2fs",
-                        rollout_id,
-                        delay,
+                        "rollout %s: server at capacity (429), retrying in %.2fs", rollout_id, delay
                     )
                     await asyncio.sleep(delay)
                     continue
@@ -213,10 +211,7 @@ async def admit(
 
 
 def _unknown(
-    rollout_id: str,
-    base_url: str,
-    first: httpx.TransportError,
-    second: httpx.TransportError | None,
+    rollout_id: str, base_url: str, first: httpx.TransportError, second: httpx.TransportError | None
 ) -> RolloutAdmissionUnknownError:
     if second is None:
         how = "a re-POST answered 409, so the first POST did admit it and its answer was lost"

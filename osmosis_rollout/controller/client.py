@@ -334,10 +334,7 @@ class RolloutClient:
         return value
 
     async def wait_idle(
-        self,
-        timeout_sec: float = 120,
-        poll_interval_sec: float = 1,
-        process_id: str | None = None,
+        self, timeout_sec: float = 120, poll_interval_sec: float = 1, process_id: str | None = None
     ) -> dict[str, Any]:
         """Poll ``/health`` until ``lifecycle.active_rollouts == 0``; returns that health.
 

@@ -14,14 +14,7 @@ from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.dataset.problems import Fatal, Problem, json_type
 from osmosis_rollout.dataset.rows import METADATA_COLUMN, SUPPORTED_EXTENSIONS, bytes_digest
 
-__all__ = [
-    "Source",
-    "check_file",
-    "extension",
-    "json_problem",
-    "loads",
-    "open_source",
-]
+__all__ = ["Source", "check_file", "extension", "json_problem", "loads", "open_source"]
 
 # csv's default 128 KiB cell limit rejects real prompts (long documents); the limit is
 # process-global, so it is raised only while a file is being read.

@@ -7,11 +7,7 @@ import re
 from osmosis_rollout.dataset.problems import counted
 from osmosis_rollout.errors import DatasetError
 
-__all__ = [
-    "check_in_range",
-    "parse_ranges",
-    "parse_row_spec",
-]
+__all__ = ["check_in_range", "parse_ranges", "parse_row_spec"]
 
 _ROW_TOKEN_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
 

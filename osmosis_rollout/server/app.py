@@ -341,9 +341,7 @@ class _Server:
                 # Retry-After (beyond the official 503): a rolling restart's replacement
                 # will be up by then, and a controller can retry there.
                 return _detail(
-                    503,
-                    "rollout server is shutting down",
-                    headers={"Retry-After": RETRY_AFTER_SEC},
+                    503, "rollout server is shutting down", headers={"Retry-After": RETRY_AFTER_SEC}
                 )
             if not self.backend.has_capacity():
                 return self._overloaded(RETRY_AFTER_SEC)

@@ -332,9 +332,7 @@ def _add_error(
     field = loc[1]
     if kind == "extra_forbidden":
         issues.add(
-            key,
-            "unknown key",
-            f"{_did_you_mean(field, allowed)}allowed keys: {', '.join(allowed)}",
+            key, "unknown key", f"{_did_you_mean(field, allowed)}allowed keys: {', '.join(allowed)}"
         )
     elif kind == "missing":
         issues.add(key, "is required", f'add {field} = "..." under [{section}]')
@@ -373,11 +371,7 @@ def check_env(table: Mapping[str, Any], issues: Issues) -> dict[str, str]:
 
 
 def check_secrets(
-    raw: Mapping[str, Any],
-    env: Mapping[str, str],
-    issues: Issues,
-    *,
-    required: bool,
+    raw: Mapping[str, Any], env: Mapping[str, str], issues: Issues, *, required: bool
 ) -> tuple[str, ...]:
     """``[secrets]``: ``required = [NAMES]``, each valid, once, and not also in ``[env]``."""
     if "secrets" not in raw:
