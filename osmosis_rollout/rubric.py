@@ -228,7 +228,6 @@ async def evaluate_rubric(
     response_format = params.pop("response_format", _OFFICIAL_FORMAT)
     temperature = params.pop("temperature", 0)
     target: JudgeProvider | None = None
-    request_model: str | None = None
     if policy is None:
         target = JudgeProvider.of(model)
         key = resolve_api_key(target, api_key, params)
@@ -247,7 +246,6 @@ async def evaluate_rubric(
             )
         # Always LiteLLM: the official rubric errors are told apart by LiteLLM's error classes.
         judge: Any = LiteLLMPolicy(target.litellm_model, **{**params, "force_litellm": True})
-        request_model = target.litellm_model
         described = f"judge model {target.litellm_model!r}"
     else:
         judge = as_policy(policy)
@@ -277,7 +275,7 @@ async def evaluate_rubric(
             tools=[],
             params=dict(request_params),
             rollout_id=JUDGE_ROLLOUT_ID,
-            model=request_model,
+            model=target.litellm_model if target is not None else None,
         )
         if target is None:
             async with asyncio.timeout(timeout):
@@ -313,14 +311,7 @@ async def evaluate_rubric(
         notes = current_notes()
         if notes is not None:
             notes.add_verdict(score, verdict.explanation)
-        return RubricResult(
-            score=score,
-            explanation=verdict.explanation,
-            raw=raw,
-            clamped_from=clamped_from,
-            attempts=attempt,
-            prompt_source=prompt_source,
-        )
+        return RubricResult(score, verdict.explanation, raw, clamped_from, attempt, prompt_source)
     raise JudgeError(
         target.name if target is not None else "policy",
         target.bare_model if target is not None else repr(judge),

@@ -9,7 +9,6 @@ shedding of slow clients (``--header-timeout``, ``--max-connections``) is
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import socket
@@ -21,8 +20,6 @@ from typing import Any
 from osmosis_rollout.server.auth import SERVER_API_KEY_ENV
 from osmosis_rollout.server.connections import HEADER_TIMEOUT_SEC
 from osmosis_rollout.server.shutdown import DEFAULT_DRAIN_TIMEOUT_SEC, KEEP_ALIVE_SEC
-
-logger = logging.getLogger(__name__)
 
 PORT_ENV = "_OSMOSIS_ROLLOUT_PORT"
 DEFAULT_PORT = 8000
@@ -62,13 +59,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--port",
         type=int,
-        default=None,
         help=f"port (default ${PORT_ENV} or {DEFAULT_PORT}; 0: one the system picks, named in "
         "the first line printed)",
     )
     parser.add_argument(
         "--api-key",
-        default=None,
         help=f"inbound bearer key every request must carry (default ${SERVER_API_KEY_ENV})",
     )
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
@@ -78,13 +73,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--max-queue-depth",
         type=int,
-        default=None,
         metavar="N",
         help="admit at most N rollouts beyond the running slots; more get 429 + Retry-After",
     )
     parser.add_argument(
         "--max-concurrent",
-        default=None,
         metavar="auto|N",
         help=(
             "rollouts running at once: 'auto' (default) adapts to latency and event-loop lag, "
@@ -94,7 +87,6 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--max-connections",
         type=int,
-        default=None,
         metavar="N",
         help="open connections at most; past it the oldest idle one without the key is "
         "closed, never one that completed a request (default: the open-file limit less an "
@@ -110,7 +102,6 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--max-body-bytes",
         type=int,
-        default=None,
         metavar="BYTES",
         help="request bodies over BYTES get 413 (default 16 MiB)",
     )
@@ -132,14 +123,12 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--ray-address",
-        default=None,
         metavar="ADDRESS",
         help="with --backend ray: 'auto', HOST:PORT or ray://HOST:PORT (default: a local cluster)",
     )
     parser.add_argument(
         "--ray-actors",
         type=int,
-        default=None,
         metavar="N",
         help="with --backend ray: rollout actors in the pool (default: one per cluster CPU)",
     )
@@ -147,7 +136,6 @@ def add_parser(subparsers: Any) -> None:
         parser.add_argument(
             "--" + option.replace("_", "-"),
             type=float,
-            default=None,
             metavar="SEC",
             help="server timing override",
         )

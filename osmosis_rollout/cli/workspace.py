@@ -109,7 +109,6 @@ def add_parser(subparsers: Any) -> None:
     init.add_argument(
         "--template",
         "-t",
-        default=None,
         choices=_TEMPLATE_CHOICES,
         help=f"starter to copy (default {DEFAULT_TEMPLATE}; see `osmosis-rollout template list`)",
     )
@@ -129,7 +128,6 @@ def add_parser(subparsers: Any) -> None:
     validate.add_argument(
         "entrypoint",
         nargs="?",
-        default=None,
         help="rollout entrypoint, path/to/main.py[:ATTR] or package.module[:ATTR]",
     )
     for flag, what in (

@@ -644,8 +644,8 @@ def configure_rollout_app(
     Raises ``TypeError`` for an app that ``create_rollout_server`` did not build, and
     ``ValueError`` for inconsistent timings or a bad limit.
     """
-    server = getattr(getattr(app, "state", None), "osmosis_server", None)
-    if not isinstance(server, _Server):
+    server = rollout_server_of(app)
+    if server is None:
         raise TypeError(
             f"{app!r} was not built by create_rollout_server, so its server options cannot "
             "be set from outside; pass them where the app is built"
@@ -709,12 +709,18 @@ def adaptive_concurrency_applies(app: Any) -> bool:
     It applies to an app ``create_rollout_server`` built over a backend with a limiter
     (LocalBackend) whose concurrency nobody set yet.
     """
-    server = getattr(getattr(app, "state", None), "osmosis_server", None)
+    server = rollout_server_of(app)
     return (
-        isinstance(server, _Server)
+        server is not None
         and server.admission is None
         and supports_concurrency_limit(server.backend)
     )
+
+
+def rollout_server_of(app: Any) -> _Server | None:
+    """The rollout server state behind an app ``create_rollout_server`` built, else None."""
+    server = getattr(getattr(app, "state", None), "osmosis_server", None)
+    return server if isinstance(server, _Server) else None
 
 
 __all__ = [

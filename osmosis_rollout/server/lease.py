@@ -122,8 +122,7 @@ class LeaseManager:
         for lease in self._leases.values():
             self._stop(lease)
         self._leases.clear()
-        if watchers:
-            await asyncio.gather(*watchers, return_exceptions=True)
+        await asyncio.gather(*watchers, return_exceptions=True)
 
     async def _watch(self, rollout_id: str, lease: PollingLease) -> None:
         loop = asyncio.get_running_loop()

@@ -341,8 +341,7 @@ class RolloutRegistry:
         pending = [task for task in self._background if not task.done()]
         for task in pending:
             task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 def check_timeouts(wait: float, lease: float, retention: float) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 import uvicorn
 
+from osmosis_rollout.server.app import rollout_server_of
 from osmosis_rollout.server.auth import SERVER_API_KEY_ENV
 from osmosis_rollout.server.connections import (
     HEADER_TIMEOUT_SEC,
@@ -41,14 +42,6 @@ logger = logging.getLogger(__name__)
 
 GRACEFUL_SHUTDOWN_SEC = 5.0
 """After the drain, how long uvicorn waits for open requests before cancelling them."""
-
-
-def rollout_server_of(app: Any) -> Any | None:
-    """The rollout server state behind an app ``create_rollout_server`` built, else None."""
-    from osmosis_rollout.server.app import _Server
-
-    server = getattr(getattr(app, "state", None), "osmosis_server", None)
-    return server if isinstance(server, _Server) else None
 
 
 class DrainingServer(uvicorn.Server):  # type: ignore[misc]  # uvicorn ships no stubs here
