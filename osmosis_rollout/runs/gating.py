@@ -120,9 +120,7 @@ class GateDecision:
             f"[{self.interval.low:.1%}, {self.interval.high:.1%}] vs {percent(self.threshold)}: "
             f"{self.outcome} at {percent(self.interval.confidence)}"
         )
-        if self.outcome == "undecided":
-            return head + ": add rows or attempts"
-        return head
+        return head + (": add rows or attempts" if self.outcome == "undecided" else "")
 
     def as_dict(self) -> dict[str, Any]:
         """The report's view of the decision."""

@@ -157,9 +157,7 @@ class ConnectionGuard:
 
     def _carries_key(self, transport: asyncio.Transport) -> bool:
         unread = _unread_bytes(transport)
-        if self.credential is None:
-            return bool(unread)
-        return self.credential in unread
+        return bool(unread) if self.credential is None else self.credential in unread
 
     def presented(self, connection: _Connection, headers: list[tuple[bytes, bytes]]) -> None:
         """``connection``'s request headers are complete: trust it now if they carry the key.

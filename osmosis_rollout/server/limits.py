@@ -29,9 +29,7 @@ is closed anyway.
 
 def check_max_body_bytes(value: int | None) -> int | None:
     """Validate ``max_body_bytes`` (``None`` = no limit); ``ValueError`` naming it."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"max_body_bytes must be a positive integer or None, got {value!r}")
     return value
 
