@@ -137,9 +137,7 @@ class RolloutContext:
 
     async def get_sample(self) -> RolloutSample | None:
         """The registered source's sample, or ``None`` when nothing was registered."""
-        if self.sample_source is None:
-            return None
-        return await self.sample_source.get_sample()
+        return None if self.sample_source is None else await self.sample_source.get_sample()
 
     async def set_status(self, status: RolloutStatus) -> None:
         """Report live progress (no-op without a ``progress`` tracker)."""

@@ -64,9 +64,7 @@ URL_MASK = "***"
 
 def redact_url(text: str) -> str:
     """``text`` with the userinfo of every URL in it replaced by ``***``."""
-    if "://" not in text:
-        return text
-    return URL_CREDENTIALS.sub(rf"\1{URL_MASK}@", text)
+    return text if "://" not in text else URL_CREDENTIALS.sub(rf"\1{URL_MASK}@", text)
 
 
 MIN_SECRET_LENGTH = 8

@@ -278,9 +278,7 @@ def osmosis_reward(
     **kwargs) -> float``; see :mod:`osmosis_rollout.grading.signatures` for the rules.
     ``@osmosis_reward()`` works too.
     """
-    if fn is None:
-        return wrap_scoring
-    return wrap_scoring(fn)
+    return wrap_scoring if fn is None else wrap_scoring(fn)
 
 
 def wrap_scoring(
@@ -288,9 +286,7 @@ def wrap_scoring(
 ) -> RewardFunction | AsyncRewardFunction:
     """``fn`` checked against ``rule`` and wrapped, async or not as ``fn`` is."""
     # Also true of an already-wrapped AsyncRewardFunction, whose __call__ is async.
-    if is_async_callable(fn):
-        return AsyncRewardFunction(fn, rule)
-    return RewardFunction(fn, rule)
+    return AsyncRewardFunction(fn, rule) if is_async_callable(fn) else RewardFunction(fn, rule)
 
 
 def reward_grader(

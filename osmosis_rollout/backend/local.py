@@ -133,9 +133,7 @@ async def call_user_code(
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, fn, *args)
     result = await loop.run_in_executor(executor, call)
-    if inspect.isawaitable(result):
-        return await result
-    return result
+    return await result if inspect.isawaitable(result) else result
 
 
 class _Deadline:

@@ -669,9 +669,7 @@ class RayBackend(ExecutionBackend):
 
     def has_capacity(self) -> bool:
         """True unless ``max_queue_depth`` is set and that many rollouts already wait for a slot."""
-        if self.max_queue_depth is None:
-            return True
-        return self._slots.waiting < self.max_queue_depth
+        return self.max_queue_depth is None or self._slots.waiting < self.max_queue_depth
 
     def health(self) -> dict[str, Any]:
         """LocalBackend's ``concurrency`` block summed over the pool, plus the pool itself."""

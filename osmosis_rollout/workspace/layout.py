@@ -48,9 +48,7 @@ def rollout_entrypoints(workspace: Path) -> list[Path]:
 def rollout_name(entrypoint: str | Path) -> str | None:
     """``<name>`` of an entrypoint file ``.../rollouts/<name>/<file>.py[:ATTR]``, else ``None``."""
     path = Path(str(entrypoint).split(":", 1)[0])
-    if path.suffix != ".py" or not path.parent.name:
-        return None
-    return path.parent.name
+    return path.parent.name if path.suffix == ".py" and path.parent.name else None
 
 
 def eval_config_for(workspace: Path | None, entrypoint: str | Path) -> Path | None:
