@@ -9,6 +9,7 @@ what ``AgentWorkflow.run`` and ``Grader.grade`` receive.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -78,11 +79,9 @@ class RolloutProgress:
             if self.status in TERMINAL_STATUSES:
                 return self.status
             before = self.status
-            try:
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self.changed.wait_for(lambda: self.status is not before)
-            except TimeoutError:
-                pass
             return self.status
 
     async def wait_for_status_change(self) -> RolloutStatus:
@@ -138,9 +137,7 @@ class RolloutContext:
 
     async def get_sample(self) -> RolloutSample | None:
         """The registered source's sample, or ``None`` when nothing was registered."""
-        if self.sample_source is None:
-            return None
-        return await self.sample_source.get_sample()
+        return None if self.sample_source is None else await self.sample_source.get_sample()
 
     async def set_status(self, status: RolloutStatus) -> None:
         """Report live progress (no-op without a ``progress`` tracker)."""

@@ -58,15 +58,8 @@ class DatasetError(UsageError, ValueError):
         fix: str | None = None,
     ) -> None:
         self.path, self.row, self.column, self.fix = path, row, column, fix
-        where = ", ".join(
-            part
-            for part in (
-                path,
-                f"row {row}" if row is not None else None,
-                f"column {column!r}" if column else None,
-            )
-            if part
-        )
+        at_row = f"row {row}" if row is not None else None
+        where = ", ".join(p for p in (path, at_row, f"column {column!r}" if column else None) if p)
         text = f"{where}: {message}" if where else message
         if fix:
             text += f"\n  fix: {fix}"

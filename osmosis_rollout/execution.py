@@ -88,22 +88,13 @@ class ExecutedRollout:
         return notes or None
 
 
-def _phase_of(context: RolloutContext) -> str:
-    progress = context.progress
-    if progress is not None and progress.status is RolloutStatus.GRADING:
-        return PHASE_GRADER
-    return PHASE_WORKFLOW
-
-
 def _escaped_failure(exc: BaseException, phase: str) -> ExecutionResult:
     """The result for a ``BaseException`` (``SystemExit``, ...) raised by user code in ``phase``."""
-    detail = str(exc)
     name = type(exc).__name__
+    what = f"{name}: {exc}" if str(exc) else name
     return ExecutionResult(
         status=RolloutStatus.FAILURE,
-        err_message=f"{name}: {detail} raised by the {phase}"
-        if detail
-        else f"{name} raised by the {phase}",
+        err_message=f"{what} raised by the {phase}",
         err_category=RolloutErrorCategory.AGENT_ERROR,
         extra_fields={"phase": phase, "exception_type": name, **user_error_fields(exc)},
     )
@@ -200,21 +191,22 @@ async def execute_in_process(
     """Run ``request`` through ``backend`` with ``context`` current; never raises but cancellation.
 
     ``context`` gets a :class:`RolloutProgress` when it has none (the phase of a failure is
-    read from it); what the rollout logs and its judge says go to the result's ``notes``. With ``trajectory_root``, the outcome's ``result_to_save`` is archived
-    under ``<trajectory_root>/<request.id>/`` before this returns (so the trajectory exists
-    before the result is visible); an ``execute`` that raised archives nothing.
-    ``trajectory_extra_fields`` go to the trajectory's ``extra.osmosis`` (the request's
-    ``extra_fields`` on the wire). The trajectory is redacted of the environment's secrets,
-    the context's key and ``secrets`` (name -> value: a server's inbound key, say).
-    A trajectory file that cannot be written is logged, or handed to ``on_write_failure``
-    (see :func:`~osmosis_rollout.trajectory.save_trajectory`).
+    read from it); what the rollout logs and its judge says go to the result's ``notes``.
+    With ``trajectory_root``, the outcome's ``result_to_save`` is archived under
+    ``<trajectory_root>/<request.id>/`` before this returns (so the trajectory exists before
+    the result is visible); an ``execute`` that raised archives nothing.
+    ``trajectory_extra_fields`` go to its ``extra.osmosis`` (the request's ``extra_fields``).
+    It is redacted of the environment's secrets, the context's key and ``secrets`` (name ->
+    value: a server's inbound key, say); a file that cannot be written is logged, or handed
+    to ``on_write_failure`` (see :func:`~osmosis_rollout.trajectory.save_trajectory`).
     """
     if context.progress is None:
         context.progress = RolloutProgress()
+    progress = context.progress
     notes = RolloutNotes()
     outcome: ExecutionOutcome | None = None
     try:
-        with context, notes_for(notes, context.progress):
+        with context, notes_for(notes, progress):
             outcome = await backend.execute(request)
         result = outcome.result
         logger.info("rollout %s finished with status %s", request.id, result.status)
@@ -230,7 +222,7 @@ async def execute_in_process(
             extra_fields=user_error_fields(exc),
         )
     except BaseException as exc:
-        phase = _phase_of(context)
+        phase = PHASE_GRADER if progress.status is RolloutStatus.GRADING else PHASE_WORKFLOW
         logger.error("rollout %s: the %s raised %r", request.id, phase, exc, exc_info=True)
         result = _escaped_failure(exc, phase)
     trajectory = diagnostics = None
@@ -244,13 +236,7 @@ async def execute_in_process(
             secrets,
             on_write_failure,
         )
-    return ExecutedRollout(
-        rollout_id=request.id,
-        result=result,
-        trajectory=trajectory,
-        diagnostics=diagnostics,
-        notes=notes,
-    )
+    return ExecutedRollout(request.id, result, trajectory, diagnostics, notes)
 
 
 __all__ = ["PHASE_GRADER", "PHASE_WORKFLOW", "ExecutedRollout", "execute_in_process"]

@@ -15,18 +15,8 @@ prints. It also redacts a key handed to it (each rollout's, and the server's own
 base64- or URL-encoded (:func:`encoded_forms`): a workflow that logs an ``Authorization:
 Basic`` header or a URL with the key in its query would otherwise write it out.
 
-Values shorter than :data:`MIN_SECRET_LENGTH` are ignored: a variable such as ``GH_TOKEN=1``
-must not turn every ``1`` of a report into a marker.
-
-Usage::
-
-    redactor = Redactor.from_environment(extra={"POLICY_API_KEY": server.api_key})
-    redactor.redact("error: bad key sk-abc...")          # -> "error: bad key [REDACTED:OPENAI_API_KEY]"
-    redactor.redact_value({"rows": [...]})               # every string inside, keys included
-    handler.setFormatter(RedactingFormatter(handler.formatter, redactor))
-
 Code that builds a redactor per write (a trajectory per rollout) uses
-:func:`environment_redactor` instead: the same secrets, shared and rebuilt only when the
+:func:`environment_redactor`: the same secrets, shared and rebuilt only when the
 environment's secret values change.
 """
 
@@ -74,9 +64,7 @@ URL_MASK = "***"
 
 def redact_url(text: str) -> str:
     """``text`` with the userinfo of every URL in it replaced by ``***``."""
-    if "://" not in text:
-        return text
-    return URL_CREDENTIALS.sub(rf"\1{URL_MASK}@", text)
+    return text if "://" not in text else URL_CREDENTIALS.sub(rf"\1{URL_MASK}@", text)
 
 
 MIN_SECRET_LENGTH = 8
@@ -119,12 +107,8 @@ _ATOMS = frozenset({int, float, bool, type(None)})
 
 
 def _snapshot(environ: Mapping[str, str]) -> dict[str, str]:
-    """A copy of ``environ`` that another thread's set/delete cannot break.
-
-    Iterating ``os.environ`` while another thread changes it (pytest sets and deletes
-    ``PYTEST_CURRENT_TEST`` around every item) raises ``KeyError`` or ``RuntimeError``;
-    such a change is brief, so the copy is retried.
-    """
+    """A copy of ``environ``, retried while another thread changes it (pytest sets and deletes
+    ``PYTEST_CURRENT_TEST`` around every item), which raises ``KeyError`` or ``RuntimeError``."""
     for _ in range(100):
         try:
             return dict(environ)
@@ -196,10 +180,8 @@ class Redactor:
         name = self._names.get(found)
         if name is not None:
             return name
-        for prefix, family in self._families.items():
-            if found.startswith(prefix):
-                return family
-        return "SECRET"
+        families = self._families.items()
+        return next((family for prefix, family in families if found.startswith(prefix)), "SECRET")
 
     def add(self, name: str, value: str | None) -> None:
         """Treat ``value`` as a secret shown as ``[REDACTED:name]`` (ignored when too short)."""
@@ -265,9 +247,7 @@ class Redactor:
         A redactor that knows no secret returns ``value`` itself when no URL in it holds
         credentials.
         """
-        if self._pattern is None:
-            return self._walk_shared(value)
-        return self._walk(value)
+        return self.redact_shared(value) if self._pattern is None else self._walk(value)
 
     def redact_shared(self, value: Any) -> Any:
         """Like :meth:`redact_value`, but every part with nothing to redact is ``value``'s own.
@@ -275,21 +255,18 @@ class Redactor:
         No copy of a large document that holds no secret; the result must then be treated
         as read-only, since it shares its parts with ``value``.
         """
-        return self._walk_shared(value)
-
-    def _walk_shared(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, Mapping):
             changed = not isinstance(value, dict)
             items = []
             for k, v in value.items():
-                k2, v2 = self._walk_shared(k), self._walk_shared(v)
+                k2, v2 = self.redact_shared(k), self.redact_shared(v)
                 changed = changed or k2 is not k or v2 is not v
                 items.append((k2, v2))
             return dict(items) if changed else value
         if isinstance(value, list | tuple):
-            walked = [self._walk_shared(v) for v in value]
+            walked = [self.redact_shared(v) for v in value]
             if isinstance(value, list) and all(a is b for a, b in zip(walked, value, strict=True)):
                 return value
             return walked
@@ -366,13 +343,13 @@ class _EnvironmentRedactors:
             # Not CPython's os.environ: no cheap way to tell what changed.
             return _SharedRedactor(_environment_pairs(_snapshot(os.environ), extra))
         names = frozenset(raw)
+        decode_key = os.environ.decodekey  # type: ignore[attr-defined]
         with self._lock:
             secret = self._secret_names.get(names)
             if secret is None:
                 if len(self._secret_names) >= self._MAX_NAME_SETS:
                     self._secret_names.clear()
-                decode = os.environ.decodekey  # type: ignore[attr-defined]
-                secret = tuple(sorted(n for n in names if SECRET_NAME.search(decode(n))))
+                secret = tuple(sorted(n for n in names if SECRET_NAME.search(decode_key(n))))
                 self._secret_names[names] = secret
             values = tuple((name, raw.get(name)) for name in secret)
             extra_key = tuple((extra or {}).items())
@@ -383,7 +360,6 @@ class _EnvironmentRedactors:
                 self._by_extra.clear()  # many distinct keys (a server's per-rollout keys)
             # Built from the very values it is cached under (a second read of the
             # environment could see another thread's change and cache a stale redactor).
-            decode_key = os.environ.decodekey  # type: ignore[attr-defined]
             decode_value = os.environ.decodevalue  # type: ignore[attr-defined]
             current = {decode_key(n): decode_value(v) for n, v in values if v is not None}
             redactor = _SharedRedactor(_environment_pairs(current, extra))
@@ -695,12 +671,7 @@ def redact_std_streams(redactor: Redactor) -> Callable[[], None]:
 
 def redact_all_handlers(redactor: Redactor) -> None:
     """Make every handler of every logger in this process redact with ``redactor``."""
-    loggers: list[logging.Logger] = [logging.getLogger()]
-    loggers.extend(
-        logger
-        for logger in list(logging.Logger.manager.loggerDict.values())
-        if isinstance(logger, logging.Logger)
-    )
-    for logger in loggers:
-        for handler in list(logger.handlers):
-            redact_handler(handler, redactor)
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        if isinstance(logger, logging.Logger):  # not a PlaceHolder
+            for handler in list(logger.handlers):
+                redact_handler(handler, redactor)

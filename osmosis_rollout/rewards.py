@@ -103,14 +103,6 @@ class _ScoringFunction:
         self.__wrapped__ = fn
         update_wrapper(cast(Any, self), fn)
 
-    def _grader_base(self) -> type[_ScoringGrader]:
-        return AsyncRewardGrader if self.is_async else RewardGrader
-
-    @property
-    def ground_truth_may_be_none(self) -> bool:
-        """Whether a row without a label is passed as ``None`` (else as ``""``)."""
-        return self.rule.ground_truth_may_be_none
-
     def __repr__(self) -> str:
         return f"<{self.rule.decorator} {getattr(self, '__qualname__', self.__wrapped__)!r}>"
 
@@ -191,7 +183,8 @@ class _ScoringFunction:
             "__doc__": f"Grades with {self.rule.decorator} {fn_name}.",
             "spec": spec,
         }
-        return cast(type[_ScoringGrader], type(class_name, (self._grader_base(),), namespace))
+        base = AsyncRewardGrader if self.is_async else RewardGrader
+        return cast(type[_ScoringGrader], type(class_name, (base,), namespace))
 
 
 class RewardFunction(_ScoringFunction):
@@ -233,8 +226,8 @@ class GraderSpec:
                 f"{type(solution).__name__}; it must return the solution text as a str"
             )
         label = ctx.label
-        if label is None and not self.function.ground_truth_may_be_none:
-            label = ""
+        if label is None and not self.function.rule.ground_truth_may_be_none:
+            label = ""  # the official reward signature takes a str
         return self.function.grader_call(solution, label, self.extra_info(ctx))
 
 
@@ -285,9 +278,7 @@ def osmosis_reward(
     **kwargs) -> float``; see :mod:`osmosis_rollout.grading.signatures` for the rules.
     ``@osmosis_reward()`` works too.
     """
-    if fn is None:
-        return wrap_scoring
-    return wrap_scoring(fn)
+    return wrap_scoring if fn is None else wrap_scoring(fn)
 
 
 def wrap_scoring(
@@ -295,9 +286,7 @@ def wrap_scoring(
 ) -> RewardFunction | AsyncRewardFunction:
     """``fn`` checked against ``rule`` and wrapped, async or not as ``fn`` is."""
     # Also true of an already-wrapped AsyncRewardFunction, whose __call__ is async.
-    if is_async_callable(fn):
-        return AsyncRewardFunction(fn, rule)
-    return RewardFunction(fn, rule)
+    return AsyncRewardFunction(fn, rule) if is_async_callable(fn) else RewardFunction(fn, rule)
 
 
 def reward_grader(

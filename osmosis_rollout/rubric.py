@@ -8,15 +8,11 @@ offline tests, a recorded cassette, a local model.
 
 The request is the official SDK's (``osmosis-ai`` 0.3.8): a system and a user message,
 ``temperature: 0`` and a ``json_schema`` response format (``{"type": "json_object"}`` for a
-model LiteLLM says cannot take a schema). The prompt text is the official SDK's own, built
-by its engine, when ``osmosis-ai`` is installed (so a local score matches the platform's
-judge); otherwise ours, which asks for the same verdict in other words.
-:attr:`RubricResult.prompt_source` says which was sent; docs/grading.md lists the difference.
-
-The reply is parsed as the official SDK parses it (:func:`parse_verdict`); an unusable one
-raises :class:`~osmosis_rollout.errors.JudgeError` after one call, as the official does not
-retry (``max_retries``, ours, asks again with a correction). A score outside
-``[score_min, score_max]`` is clamped into the range (:attr:`RubricResult.clamped_from`).
+model LiteLLM says cannot take a schema). The prompt text is the official SDK's own when
+``osmosis-ai`` is installed (so a local score matches the platform's judge), else ours, which
+asks for the same verdict in other words (:attr:`RubricResult.prompt_source` says which;
+docs/grading.md lists the difference). The reply is parsed as the official SDK parses it
+(:func:`parse_verdict`); a score outside ``[score_min, score_max]`` is clamped into it.
 
 Three ways to grade with a judge:
 
@@ -219,13 +215,19 @@ async def evaluate_rubric(
     the official's, see the module docstring; ``None`` sends none) may be overridden there.
     """
     text = _one_solution(solution, solution_str)
-    _check_arguments(rubric, text, score_min, score_max, max_retries)
+    # The official SDK's checks, order and exception types (solution, rubric, score range),
+    # each message opening with the official text.
+    if not isinstance(text, str) or not text.strip():
+        raise TypeError(
+            f"'solution_str' must be a non-empty string, got {_describe(text)}: pass the "
+            "text to judge as solution_str="
+        )
+    _check_rubric_arguments(rubric, score_min, score_max, max_retries)
     if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     response_format = params.pop("response_format", _OFFICIAL_FORMAT)
     temperature = params.pop("temperature", 0)
     target: JudgeProvider | None = None
-    request_model: str | None = None
     if policy is None:
         target = JudgeProvider.of(model)
         key = resolve_api_key(target, api_key, params)
@@ -244,7 +246,6 @@ async def evaluate_rubric(
             )
         # Always LiteLLM: the official rubric errors are told apart by LiteLLM's error classes.
         judge: Any = LiteLLMPolicy(target.litellm_model, **{**params, "force_litellm": True})
-        request_model = target.litellm_model
         described = f"judge model {target.litellm_model!r}"
     else:
         judge = as_policy(policy)
@@ -274,7 +275,7 @@ async def evaluate_rubric(
             tools=[],
             params=dict(request_params),
             rollout_id=JUDGE_ROLLOUT_ID,
-            model=request_model,
+            model=target.litellm_model if target is not None else None,
         )
         if target is None:
             async with asyncio.timeout(timeout):
@@ -310,14 +311,7 @@ async def evaluate_rubric(
         notes = current_notes()
         if notes is not None:
             notes.add_verdict(score, verdict.explanation)
-        return RubricResult(
-            score=score,
-            explanation=verdict.explanation,
-            raw=raw,
-            clamped_from=clamped_from,
-            attempts=attempt,
-            prompt_source=prompt_source,
-        )
+        return RubricResult(score, verdict.explanation, raw, clamped_from, attempt, prompt_source)
     raise JudgeError(
         target.name if target is not None else "policy",
         target.bare_model if target is not None else repr(judge),
@@ -493,19 +487,6 @@ def _describe(value: Any) -> str:
     return "an empty string" if isinstance(value, str) else type(value).__name__
 
 
-def _check_arguments(
-    rubric: Any, solution: Any, score_min: float, score_max: float, max_retries: int
-) -> None:
-    # The official SDK's checks, order and exception types (solution, rubric, score range),
-    # each message opening with the official text.
-    if not isinstance(solution, str) or not solution.strip():
-        raise TypeError(
-            f"'solution_str' must be a non-empty string, got {_describe(solution)}: pass the "
-            "text to judge as solution_str="
-        )
-    _check_rubric_arguments(rubric, score_min, score_max, max_retries)
-
-
 def _check_rubric_arguments(
     rubric: Any, score_min: float, score_max: float, max_retries: int
 ) -> None:
@@ -526,9 +507,7 @@ def _check_rubric_arguments(
 
 def _reply_text(reply: Any) -> str:
     content = getattr(reply, "content", reply)
-    if content is None:
-        return ""
-    return content if isinstance(content, str) else str(content)
+    return "" if content is None else str(content)
 
 
 #: Marks "the official SDK's response format" as the default of ``response_format=``.

@@ -120,9 +120,4 @@ def copy_atomic(source: Path, path: Path) -> None:
         raise
 
 
-__all__ = [
-    "atomic_file",
-    "copy_atomic",
-    "write_json_atomic",
-    "write_text_atomic",
-]
+__all__ = ["atomic_file", "copy_atomic", "write_json_atomic", "write_text_atomic"]

@@ -15,9 +15,7 @@ _DROP: Any = object()
 
 
 def _is_plain(value: object) -> bool:
-    if value is None or isinstance(value, bool | str):
-        return True
-    if type(value) is int:
+    if value is None or isinstance(value, bool | str) or type(value) is int:
         return True
     return type(value) is float and math.isfinite(value)
 

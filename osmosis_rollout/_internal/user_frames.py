@@ -108,12 +108,8 @@ def user_traceback(exc: BaseException) -> UserTraceback:
     if len(frames) > len(kept):
         lines.append(f"  ... {len(frames) - len(kept)} earlier user frames left out")
     for frame in kept:
-        lines.append(
-            _clip(
-                f'  File "{_display(frame.filename)}", line {frame.lineno}, in {frame.name}',
-                _MAX_LINE_CHARS,
-            )
-        )
+        where = f'  File "{_display(frame.filename)}", line {frame.lineno}, in {frame.name}'
+        lines.append(_clip(where, _MAX_LINE_CHARS))
         source = frame.line or linecache.getline(frame.filename, frame.lineno or 0).strip()
         if source:
             lines.append(_clip(f"    {source}", _MAX_LINE_CHARS))

@@ -18,7 +18,6 @@ so they cannot stall other rollouts), and ``max_queue_depth`` bounds the queue s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import copy
 import functools
@@ -134,36 +133,26 @@ async def call_user_code(
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, fn, *args)
     result = await loop.run_in_executor(executor, call)
-    if inspect.isawaitable(result):
-        return await result
-    return result
+    return await result if inspect.isawaitable(result) else result
 
 
 class _Deadline:
-    """An ``asyncio.timeout`` that also remembers when it started, to catch late returns.
-
-    Without a budget there is nothing to time: ``scope`` is then a no-op context.
-    """
+    """An ``asyncio.timeout`` (none without a budget) that also remembers when it started, to
+    catch late returns."""
 
     def __init__(self, budget: float | None) -> None:
         self.budget = budget
-        self.timeout = asyncio.timeout(budget) if budget is not None else None
-        self.scope: contextlib.AbstractAsyncContextManager[object] = (
-            self.timeout if self.timeout is not None else _NO_DEADLINE
-        )
+        self.timeout = asyncio.timeout(budget)
         self.started = time.monotonic()
 
     def fired(self) -> bool:
-        return self.timeout is not None and self.timeout.expired()
+        return self.timeout.expired()
 
     def overrun(self) -> bool:
         """True when the deadline fired or wall time passed the budget (loop was blocked)."""
         if self.budget is None:
             return False
         return self.fired() or time.monotonic() - self.started > self.budget
-
-
-_NO_DEADLINE = contextlib.nullcontext()
 
 
 def _failure(
@@ -258,12 +247,10 @@ class LocalBackend(ExecutionBackend):
     def _sync_executor(self) -> ThreadPoolExecutor:
         """The backend's own pool for plain-``def`` run/grade, as wide as the limiter's limit.
 
-        The loop's default pool has ``min(32, cpus + 4)`` threads, so with it a
-        ``max_concurrent=32`` backend of sync workflows would run only a handful at a time
-        while the rest burned their deadlines waiting for a thread. The limit can change
-        while the server runs (``--max-concurrent auto`` grows it): a limit past the pool's
-        width replaces the pool with a wider one (the old one's running calls finish on
-        their threads, which then exit). It never narrows: the limiter bounds the calls.
+        The loop's default pool has ``min(32, cpus + 4)`` threads: 32 sync workflows would
+        burn their deadlines waiting for one. A limit raised while serving (``--max-concurrent
+        auto``) replaces the pool with a wider one (running calls finish on the old one's
+        threads); it never narrows, the limiter bounds the calls.
         """
         workers = self.limiter.max_concurrent or UNBOUNDED_SYNC_WORKERS
         if self._executor is None or self._executor_workers < workers:
@@ -361,7 +348,7 @@ class LocalBackend(ExecutionBackend):
         budget = max(limit - queued_sec, 0.0) if limit is not None else None
         deadline = _Deadline(budget)
         try:
-            async with deadline.scope:
+            async with deadline.timeout:
                 with rollout_ctx:
                     workflow = self.workflow_cls(config)
                     output = coerce_output(
@@ -410,7 +397,7 @@ class LocalBackend(ExecutionBackend):
         limit = request.grader_timeout_sec
         deadline = _Deadline(limit)
         try:
-            async with deadline.scope:
+            async with deadline.timeout:
                 grader = self.grader_cls(self.grader_config)
                 await call_user_code(grader.grade, ctx, executor=self._sync_executor())
                 validate_graded_sample(ctx.sample)

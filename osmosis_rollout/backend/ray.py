@@ -1,35 +1,32 @@
 """Run rollouts on a Ray cluster: a pool of actors, each a LocalBackend around the user's rollout.
 
-:class:`RayBackend` is an :class:`~osmosis_rollout.backend.base.ExecutionBackend`, so the
-rollout server and the plugin drive it exactly as they drive :class:`LocalBackend`; only the
-place where the workflow and grader run changes.
+:class:`RayBackend` is an :class:`~osmosis_rollout.backend.base.ExecutionBackend`: the server
+and the plugin drive it as they drive :class:`LocalBackend`; only where the workflow and
+grader run changes.
 
-- **Connect.** ``address=None`` starts a private local cluster; ``"auto"`` joins the cluster
-  ``ray start`` runs on this machine (or ``$RAY_ADDRESS``); ``"HOST:PORT"`` or
-  ``"ray://HOST:PORT"`` joins that one. The rollout's directory travels to the cluster as
-  Ray's ``runtime_env`` ``working_dir``, and each actor imports the entrypoint from there.
-- **Dispatch.** Each ``execute`` goes to the least-loaded live actor. Each actor takes at most
-  ``max_concurrent`` rollouts; when all are full, callers wait here (backpressure), and that
-  wait counts against the agent deadline exactly as a LocalBackend queue would: the actor gets
-  the remaining budget, and a timeout's message names the original limit and the time queued.
-- **Inside the actor** the entrypoint's own backend (a LocalBackend built from its workflow
-  and grader) runs the rollout under a :class:`RolloutContext` carrying the caller's chat URL,
-  key and rollout id, so outcomes, categories and samples are LocalBackend's. Status changes
-  (``grading``) stream back to the caller's context.
+- **Connect.** ``address=None`` starts a private local cluster; ``"auto"`` joins the one
+  ``ray start`` runs here (or ``$RAY_ADDRESS``); ``"HOST:PORT"`` or ``"ray://HOST:PORT"`` joins
+  that one. The rollout's directory travels as Ray's ``runtime_env`` ``working_dir``.
+- **Dispatch.** Each ``execute`` goes to the least-loaded live actor, each taking at most
+  ``max_concurrent`` rollouts; when all are full, callers wait here, and that wait counts
+  against the agent deadline as a LocalBackend queue's would (a timeout's message names the
+  original limit and the time queued).
+- **Inside the actor** the entrypoint's own backend runs the rollout under a
+  :class:`RolloutContext` carrying the caller's chat URL, key and rollout id, so outcomes are
+  LocalBackend's; status changes (``grading``) stream back to the caller's context.
 - **Cancellation** of the caller's task cancels the rollout in its actor; a workflow that
-  swallows the cancellation still delivers its real result, as in-process.
-- **Lost actors.** A rollout whose actor dies (process killed, node lost) ends as a
-  ``failure`` with category ``internal_error`` and a message starting ``worker_lost:``: the
-  wire's category vocabulary is closed, and the official client rejects unknown
-  categories, so the cause is named in the message and in ``extra_fields["cause"]``. With
-  ``retry_lost=True`` such a rollout runs once more on another actor instead. A rollout that
-  never started on the dead actor is always redispatched. Either way there is exactly one
-  outcome per ``execute``. The pool starts a replacement actor.
+  swallows it still delivers its real result, as in-process.
+- **Lost actors.** A rollout whose actor dies ends as a ``failure`` with category
+  ``internal_error`` and a message starting ``worker_lost:`` (the wire's categories are
+  closed, so the cause is in the message and in ``extra_fields["cause"]``). With
+  ``retry_lost=True`` it runs once more on another actor; one that never started is always
+  redispatched. Either way: one outcome per ``execute``, and the pool replaces the actor.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -107,11 +104,7 @@ class RolloutActor:
     def __init__(self, spec: ActorSpec) -> None:
         from osmosis_rollout._internal.limiter import ConcurrencyLimiter
         from osmosis_rollout.backend.local import LocalBackend
-        from osmosis_rollout.redaction import (
-            LiveRedactor,
-            redact_all_handlers,
-            redact_std_streams,
-        )
+        from osmosis_rollout.redaction import LiveRedactor, redact_all_handlers, redact_std_streams
         from osmosis_rollout.workspace.entrypoint import load_entrypoint
 
         # Before the entrypoint runs: what this process prints or logs from here on (its
@@ -240,50 +233,6 @@ class _NoActors(Exception):
     """Every actor is dead and none could be replaced."""
 
 
-class _Stream:
-    """One rollout's event stream from its actor, consumed by a task of its own.
-
-    The consumer is its own task so that cancelling the caller does not cut the stream
-    mid-read: the caller asks the actor to cancel, then keeps reading for the outcome.
-    """
-
-    def __init__(self, backend: RayBackend, actor: _Actor, stream: Any, ctx: RolloutContext):
-        self.backend = backend
-        self.actor = actor
-        self.stream = stream
-        self.ctx = ctx
-        self.started = False
-
-    async def outcome(self) -> ExecutionOutcome | None:
-        """The outcome, ``None`` when the actor cancelled the rollout; raises ``_ActorLost``."""
-        exceptions = self.backend._ray().exceptions
-        result: ExecutionOutcome | None = None
-        try:
-            async for ref in self.stream:
-                kind, value = await ref
-                if kind == "started":
-                    self.started = True
-                elif kind == "status":
-                    await self.ctx.set_status(RolloutStatus(value))
-                elif kind == "outcome":
-                    result = value
-                elif kind == "cancelled":
-                    return None
-        except exceptions.RayActorError as exc:
-            self.backend._slots.mark_lost(self.actor, exc)
-            raise _ActorLost(self.actor, self.started, exc) from exc
-        except exceptions.RayTaskError as exc:
-            # The backend inside the actor raised: surface the original exception, so the
-            # caller categorizes it exactly as it would have in-process.
-            cause = getattr(exc, "cause", None)
-            if isinstance(cause, Exception):
-                raise cause from None
-            raise
-        if result is None:
-            raise RuntimeError("the rollout actor ended its stream without an outcome")
-        return result
-
-
 def _plan_shipping(
     entrypoint: str, base_dir: Path, working_dir: Path | None
 ) -> tuple[Path, str, str]:
@@ -297,8 +246,7 @@ def _plan_shipping(
     suffix = f":{attr}" if attr else ""
     if not looks_like_file(target, base_dir):
         return (working_dir or base_dir).resolve(), entrypoint, entrypoint
-    path = Path(target) if Path(target).is_absolute() else base_dir / target
-    path = path.resolve()
+    path = (base_dir / target).resolve()  # an absolute target stays as it is
     if not path.is_file():
         raise EntrypointError(f"entrypoint file not found: {path}")
     shipped = (working_dir or path.parent).resolve()
@@ -371,19 +319,16 @@ def _restore_deadline_message(
     names that remainder; the caller configured ``limit``.
     """
     workflow = outcome.workflow
+    message = workflow.err_message or ""
+    prefix = f"workflow exceeded its {shipped}s deadline"
     if (
-        limit is None
-        or shipped is None
-        or shipped == limit
+        shipped == limit  # also when there is no limit
         or workflow.err_category is not RolloutErrorCategory.TIMEOUT
         or (workflow.extra_fields or {}).get("phase") != "workflow"
-        or not workflow.err_message
+        or not message.startswith(prefix)  # the user's own TimeoutError keeps its message
     ):
         return outcome
-    prefix = f"workflow exceeded its {shipped}s deadline"
-    if not workflow.err_message.startswith(prefix):
-        return outcome  # the user's own TimeoutError keeps its message
-    rest = workflow.err_message[len(prefix) :]
+    rest = message[len(prefix) :]
     match = _QUEUED_SUFFIX.fullmatch(rest)
     if rest and match is None:
         return outcome
@@ -459,10 +404,8 @@ class _Slots:
             actor.node,
             _last_line(exc),
         )
-        try:
+        with contextlib.suppress(Exception):
             self.backend._ray().kill(actor.handle)
-        except Exception:
-            pass
         task = asyncio.get_running_loop().create_task(self._replace(actor))
         self.replacing.add(task)
         task.add_done_callback(self.replacing.discard)
@@ -635,25 +578,14 @@ class RayBackend(ExecutionBackend):
         return (
             ray.remote(RolloutActor)
             .options(
-                num_cpus=self.num_cpus,
-                max_restarts=0,
-                max_concurrency=per_actor + CONTROL_CALLS,
+                num_cpus=self.num_cpus, max_restarts=0, max_concurrency=per_actor + CONTROL_CALLS
             )
             .remote(self._spec)
         )
 
     def _adopt(self, handle: Any, info: Mapping[str, Any]) -> _Actor:
-        actor = _Actor(
-            index=self._next_index,
-            handle=handle,
-            pid=info.get("pid"),
-            node=info.get("node"),
-            max_concurrent=(
-                self.max_concurrent
-                if self.max_concurrent is not None
-                else info.get("max_concurrent")
-            ),
-        )
+        limit = self.max_concurrent or info.get("max_concurrent")
+        actor = _Actor(self._next_index, handle, info.get("pid"), info.get("node"), limit)
         self._next_index += 1
         return actor
 
@@ -737,9 +669,7 @@ class RayBackend(ExecutionBackend):
 
     def has_capacity(self) -> bool:
         """True unless ``max_queue_depth`` is set and that many rollouts already wait for a slot."""
-        if self.max_queue_depth is None:
-            return True
-        return self._slots.waiting < self.max_queue_depth
+        return self.max_queue_depth is None or self._slots.waiting < self.max_queue_depth
 
     def health(self) -> dict[str, Any]:
         """LocalBackend's ``concurrency`` block summed over the pool, plus the pool itself."""
@@ -814,16 +744,51 @@ async def _run_on(
     context: dict[str, Any],
     ctx: RolloutContext,
 ) -> ExecutionOutcome:
-    """Run ``request`` on ``actor`` with ``shipped`` seconds left of its agent deadline."""
+    """Run ``request`` on ``actor`` with ``shipped`` seconds left of its agent deadline.
+
+    The actor's event stream is read by a task of its own, so that cancelling the caller does
+    not cut it mid-read: the caller asks the actor to cancel, then keeps reading for the outcome.
+    """
     if shipped != request.agent_timeout_sec:
         request = request.model_copy(update={"agent_timeout_sec": shipped})
     stream = actor.handle.execute.options(num_returns="streaming").remote(request, context)
-    reader = _Stream(backend, actor, stream, ctx)
-    consumer = asyncio.ensure_future(reader.outcome())
+    started = False
+
+    async def read() -> ExecutionOutcome | None:
+        """The outcome, ``None`` when the actor cancelled the rollout; raises ``_ActorLost``."""
+        nonlocal started
+        exceptions = backend._ray().exceptions
+        result: ExecutionOutcome | None = None
+        try:
+            async for ref in stream:
+                kind, value = await ref
+                if kind == "started":
+                    started = True
+                elif kind == "status":
+                    await ctx.set_status(RolloutStatus(value))
+                elif kind == "outcome":
+                    result = value
+                elif kind == "cancelled":
+                    return None
+        except exceptions.RayActorError as exc:
+            backend._slots.mark_lost(actor, exc)
+            raise _ActorLost(actor, started, exc) from exc
+        except exceptions.RayTaskError as exc:
+            # The backend inside the actor raised: surface the original exception, so the
+            # caller categorizes it exactly as it would have in-process.
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, Exception):
+                raise cause from None
+            raise
+        if result is None:
+            raise RuntimeError("the rollout actor ended its stream without an outcome")
+        return result
+
+    consumer = asyncio.ensure_future(read())
     try:
         outcome = await asyncio.shield(consumer)
     except asyncio.CancelledError:
-        return await _cancel(actor, request.id, consumer, not reader.started)
+        return await _cancel(actor, request.id, consumer, not started)
     if outcome is None:
         # Cancelled inside the actor without our asking (its own shutdown): as cancelled.
         raise asyncio.CancelledError()

@@ -42,7 +42,7 @@ def add_parser(subparsers: Any) -> None:
         "run_dir", metavar="RUN_DIR", help="the run directory (.osmosis/runs/<run>)"
     )
     rebuild.add_argument(
-        "--output", default=None, metavar="PATH", help="write here (default RUN_DIR/report.json)"
+        "--output", metavar="PATH", help="write here (default RUN_DIR/report.json)"
     )
     rebuild.set_defaults(handler=run_rebuild)
 

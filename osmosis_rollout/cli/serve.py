@@ -1,22 +1,14 @@
 """``osmosis-rollout serve ENTRYPOINT[:ATTR]``: serve a rollout to the Osmosis controller.
 
-What it serves and how it stops is :data:`DESCRIPTION` (``serve --help``). Beyond that:
-``--max-concurrent auto`` (the default) runs as many rollouts at once as the server can
-finish in time, an adaptive limit on latency and event-loop lag, capped by the rollout's
-own ``max_concurrent``; ``--max-concurrent N`` fixes it. Beyond the running rollouts and
-a short queue, admissions get 429 with ``Retry-After`` at once.
-
-Slow clients are shed: a request's headers must be complete within ``--header-timeout``
-(10 s), its body must average 1 KiB/s after 10 s, and past ``--max-connections`` (default:
-the open-file limit less an eighth) the oldest connection not being answered that has not
-yet completed a request with the key is closed: a controller's kept-alive connections are
-never shed for churn without the key. A slow response (a long poll) is never cut.
+What it serves and how it stops is :data:`DESCRIPTION` (``serve --help``). The adaptive
+``--max-concurrent auto`` (the default) is :mod:`osmosis_rollout.server.concurrency`'s; the
+shedding of slow clients (``--header-timeout``, ``--max-connections``) is
+:mod:`osmosis_rollout.server.connections`'.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import socket
@@ -28,8 +20,6 @@ from typing import Any
 from osmosis_rollout.server.auth import SERVER_API_KEY_ENV
 from osmosis_rollout.server.connections import HEADER_TIMEOUT_SEC
 from osmosis_rollout.server.shutdown import DEFAULT_DRAIN_TIMEOUT_SEC, KEEP_ALIVE_SEC
-
-logger = logging.getLogger(__name__)
 
 PORT_ENV = "_OSMOSIS_ROLLOUT_PORT"
 DEFAULT_PORT = 8000
@@ -53,11 +43,7 @@ or --drain-timeout passes; then the process exits 0. A second signal stops at on
 """
 """``serve --help``'s text."""
 
-_TIMING_OPTIONS = (
-    "result_wait_timeout_sec",
-    "polling_lease_timeout_sec",
-    "result_retention_sec",
-)
+_TIMING_OPTIONS = ("result_wait_timeout_sec", "polling_lease_timeout_sec", "result_retention_sec")
 
 
 def add_parser(subparsers: Any) -> None:
@@ -73,31 +59,25 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--port",
         type=int,
-        default=None,
         help=f"port (default ${PORT_ENV} or {DEFAULT_PORT}; 0: one the system picks, named in "
         "the first line printed)",
     )
     parser.add_argument(
         "--api-key",
-        default=None,
         help=f"inbound bearer key every request must carry (default ${SERVER_API_KEY_ENV})",
     )
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
     parser.add_argument(
-        "--enable-metrics",
-        action="store_true",
-        help="serve Prometheus metrics at /metrics",
+        "--enable-metrics", action="store_true", help="serve Prometheus metrics at /metrics"
     )
     parser.add_argument(
         "--max-queue-depth",
         type=int,
-        default=None,
         metavar="N",
         help="admit at most N rollouts beyond the running slots; more get 429 + Retry-After",
     )
     parser.add_argument(
         "--max-concurrent",
-        default=None,
         metavar="auto|N",
         help=(
             "rollouts running at once: 'auto' (default) adapts to latency and event-loop lag, "
@@ -107,7 +87,6 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--max-connections",
         type=int,
-        default=None,
         metavar="N",
         help="open connections at most; past it the oldest idle one without the key is "
         "closed, never one that completed a request (default: the open-file limit less an "
@@ -123,7 +102,6 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--max-body-bytes",
         type=int,
-        default=None,
         metavar="BYTES",
         help="request bodies over BYTES get 413 (default 16 MiB)",
     )
@@ -145,14 +123,12 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--ray-address",
-        default=None,
         metavar="ADDRESS",
         help="with --backend ray: 'auto', HOST:PORT or ray://HOST:PORT (default: a local cluster)",
     )
     parser.add_argument(
         "--ray-actors",
         type=int,
-        default=None,
         metavar="N",
         help="with --backend ray: rollout actors in the pool (default: one per cluster CPU)",
     )
@@ -160,7 +136,6 @@ def add_parser(subparsers: Any) -> None:
         parser.add_argument(
             "--" + option.replace("_", "-"),
             type=float,
-            default=None,
             metavar="SEC",
             help="server timing override",
         )
@@ -194,14 +169,11 @@ def _ignore_signal(signum: int, frame: FrameType | None) -> None:
 
 def _server_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {
-        name: getattr(args, name) for name in _TIMING_OPTIONS if getattr(args, name) is not None
+        name: value
+        for name in (*_TIMING_OPTIONS, "enable_metrics", "max_queue_depth", "max_body_bytes")
+        if (value := getattr(args, name)) is not None and value is not False  # a flag: if set
     }
-    if args.enable_metrics:
-        options["enable_metrics"] = True
-    for name in ("max_queue_depth", "max_body_bytes"):
-        if getattr(args, name) is not None:
-            options[name] = getattr(args, name)
-    if getattr(args, "max_concurrent", None) is not None:
+    if args.max_concurrent is not None:
         from osmosis_rollout.errors import UsageError
         from osmosis_rollout.server.concurrency import parse_max_concurrent
 
@@ -236,11 +208,11 @@ def build_asgi_app(args: argparse.Namespace) -> tuple[Any, str]:
     api_key = args.api_key if args.api_key is not None else os.environ.get(SERVER_API_KEY_ENV)
     auth = ControllerAuth(api_key or None)
     options = _server_options(args)
-    if getattr(args, "backend", "local") == "ray":
+    if args.backend == "ray":
         ray_app = _ray_app(args, auth.api_key, options)
         _apply_default_concurrency(ray_app, options)
         return ray_app, f"{args.entrypoint} on Ray ({args.ray_address or 'local cluster'})"
-    if getattr(args, "ray_address", None) or getattr(args, "ray_actors", None):
+    if args.ray_address or args.ray_actors:
         raise UsageError("--ray-address and --ray-actors need --backend ray")
     loaded = load_entrypoint(args.entrypoint, base_dir=Path.cwd())
     if loaded.app is not None:

@@ -40,13 +40,8 @@ from osmosis_rollout.workspace.preflight import (
 
 __all__ = [
     "AppliedTemplate",
-    "CheckResult",
     "add_parser",
     "apply_template",
-    "check_dataset",
-    "check_entrypoint",
-    "check_eval_config",
-    "init_rollout",
     "run_apply",
     "run_init",
     "run_templates",
@@ -114,7 +109,6 @@ def add_parser(subparsers: Any) -> None:
     init.add_argument(
         "--template",
         "-t",
-        default=None,
         choices=_TEMPLATE_CHOICES,
         help=f"starter to copy (default {DEFAULT_TEMPLATE}; see `osmosis-rollout template list`)",
     )
@@ -134,7 +128,6 @@ def add_parser(subparsers: Any) -> None:
     validate.add_argument(
         "entrypoint",
         nargs="?",
-        default=None,
         help="rollout entrypoint, path/to/main.py[:ATTR] or package.module[:ATTR]",
     )
     for flag, what in (
@@ -162,10 +155,7 @@ def _workspace_options(parser: argparse.ArgumentParser) -> None:
         help="workspace root to write into (default: the current directory)",
     )
     parser.add_argument(
-        "--force",
-        "-f",
-        action="store_true",
-        help="overwrite existing files instead of refusing",
+        "--force", "-f", action="store_true", help="overwrite existing files instead of refusing"
     )
 
 
@@ -233,11 +223,6 @@ def apply_template(
         applied.written.append(target)
     applied.pytest_config = write_pytest_config(root, chosen, rollout)
     return applied
-
-
-def init_rollout(name: str, template: str, workspace: str | Path) -> list[Path]:
-    """Write the files of ``template`` for rollout ``name`` under ``workspace``; the paths written."""
-    return apply_template(template, name, workspace).written
 
 
 def _report(applied: AppliedTemplate, out: TextIO, note: str | None = None) -> None:
@@ -327,7 +312,7 @@ def _plan(args: argparse.Namespace) -> list[Callable[[], CheckResult]] | None:
     root = Path.cwd()
     entrypoints = [args.entrypoint] if args.entrypoint else []
     configs, datasets = list(args.config), list(args.dataset)
-    trainings: list[str] = list(getattr(args, "training_config", []))
+    trainings: list[str] = list(args.training_config)
     if not (entrypoints or configs or datasets or trainings):
         found = [[str(p.relative_to(root)) for p in group] for group in workspace_files(root)]
         entrypoints, configs, trainings, datasets = found

@@ -8,9 +8,4 @@ only gives them the import path migrated code already uses.
 from osmosis_rollout.controller.client import RolloutClient, RolloutHandle
 from osmosis_rollout.errors import RolloutAdmissionTimeoutError, RolloutProtocolError
 
-__all__ = [
-    "RolloutAdmissionTimeoutError",
-    "RolloutClient",
-    "RolloutHandle",
-    "RolloutProtocolError",
-]
+__all__ = ["RolloutAdmissionTimeoutError", "RolloutClient", "RolloutHandle", "RolloutProtocolError"]

@@ -3,9 +3,4 @@
 from osmosis_rollout.controller.client import RolloutClient, RolloutHandle
 from osmosis_rollout.errors import RolloutAdmissionTimeoutError, RolloutProtocolError
 
-__all__ = [
-    "RolloutAdmissionTimeoutError",
-    "RolloutClient",
-    "RolloutHandle",
-    "RolloutProtocolError",
-]
+__all__ = ["RolloutAdmissionTimeoutError", "RolloutClient", "RolloutHandle", "RolloutProtocolError"]

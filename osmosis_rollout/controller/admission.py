@@ -52,11 +52,7 @@ _RETRY_AFTER_DEFAULT_SEC: Final = 1.0
 _RETRY_AFTER_MIN_SEC: Final = 0.05
 _RETRY_AFTER_MAX_SEC: Final = 60.0
 _NEVER_SENT_ERRORS: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-_CONNECTION_RESET_ERRORS: Final = (
-    httpx.ReadError,
-    httpx.WriteError,
-    httpx.RemoteProtocolError,
-)
+_CONNECTION_RESET_ERRORS: Final = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 
 def retry_after_delay(value: str | None) -> float:
@@ -65,10 +61,8 @@ def retry_after_delay(value: str | None) -> float:
     A number of seconds is clamped to [0.05, 60]; a missing, non-numeric (HTTP-date) or
     non-finite value means 1.0 s, as the official client does.
     """
-    if value is None:
-        return _RETRY_AFTER_DEFAULT_SEC
     try:
-        seconds = float(value.strip())
+        seconds = float((value or "").strip())
     except ValueError:
         return _RETRY_AFTER_DEFAULT_SEC
     if not math.isfinite(seconds):
@@ -194,9 +188,7 @@ async def admit(
                 if response.status_code == 429:
                     delay = retry_after_delay(response.headers.get("Retry-After"))
                     logger.debug(
-                        "rollout %s: server at capacity (429), retrying in %.2fs",
-                        rollout_id,
-                        delay,
+                        "rollout %s: server at capacity (429), retrying in %.2fs", rollout_id, delay
                     )
                     await asyncio.sleep(delay)
                     continue
@@ -219,10 +211,7 @@ async def admit(
 
 
 def _unknown(
-    rollout_id: str,
-    base_url: str,
-    first: httpx.TransportError,
-    second: httpx.TransportError | None,
+    rollout_id: str, base_url: str, first: httpx.TransportError, second: httpx.TransportError | None
 ) -> RolloutAdmissionUnknownError:
     if second is None:
         how = "a re-POST answered 409, so the first POST did admit it and its answer was lost"

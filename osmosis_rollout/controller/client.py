@@ -25,7 +25,6 @@ result paths; every cancel selector; an idle wait whose timeout names what it la
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 from types import TracebackType
 from typing import Any, Final, Self
@@ -71,8 +70,6 @@ __all__ = [
     "RolloutHandle",
     "retry_after_delay",
 ]
-
-logger = logging.getLogger(__name__)
 
 CANCEL_TIMEOUT_SEC: Final = 5.0
 """Bound on one ``POST /rollout/cancel``, applied by httpx and by asyncio."""
@@ -334,10 +331,7 @@ class RolloutClient:
         return value
 
     async def wait_idle(
-        self,
-        timeout_sec: float = 120,
-        poll_interval_sec: float = 1,
-        process_id: str | None = None,
+        self, timeout_sec: float = 120, poll_interval_sec: float = 1, process_id: str | None = None
     ) -> dict[str, Any]:
         """Poll ``/health`` until ``lifecycle.active_rollouts == 0``; returns that health.
 

@@ -12,10 +12,4 @@ from osmosis_rollout.policy.endpoint import (
     create_policy_router,
 )
 
-__all__ = [
-    "CallRecord",
-    "Faults",
-    "PolicyServer",
-    "RolloutCallLog",
-    "create_policy_router",
-]
+__all__ = ["CallRecord", "Faults", "PolicyServer", "RolloutCallLog", "create_policy_router"]

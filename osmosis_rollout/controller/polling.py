@@ -243,9 +243,7 @@ class RolloutHandle:
     async def _wait_for(self, target: RolloutStatus) -> RolloutStatus:
         while not (self._reached(target) or self._polling_over):
             await self._changed.wait()
-        if self._reached(target):
-            return self.status
-        return (await self._task).status
+        return self.status if self._reached(target) else (await self._task).status
 
     def _publish(self) -> None:
         # A fresh event per change: every waiter wakes, re-checks, and waits on the next one.

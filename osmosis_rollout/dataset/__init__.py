@@ -13,12 +13,8 @@ Two entry points share one read of the file (:mod:`.scan`):
 Formats: ``.jsonl``, ``.csv`` and ``.parquet`` (Parquet needs the ``parquet`` extra). Column
 names are case-sensitive.
 
-One module per part of the contract: :mod:`.rows` (the row model and limits), :mod:`.readers`
-(files to records), :mod:`.normalise` (a record to a row), :mod:`.selection` (row specs),
-:mod:`.scan` (one read under both rule sets), :mod:`.load` (:func:`load_dataset`),
-:mod:`.upload` (:func:`validate_dataset`) and :mod:`.problems` (collecting problems into one
-error). In every error, ``row`` is what an editor shows: the 1-based line
-for JSONL and CSV (the CSV header is line 1), the 1-based record number for Parquet.
+In every error, ``row`` is what an editor shows: the 1-based line for JSONL and CSV (the CSV
+header is line 1), the 1-based record number for Parquet.
 """
 
 from osmosis_rollout.dataset.load import load_dataset, row_from_dict

@@ -13,10 +13,7 @@ from osmosis_rollout.dataset.scan import file_hash, remember, scan
 from osmosis_rollout.dataset.selection import check_in_range, parse_ranges
 from osmosis_rollout.errors import DatasetError
 
-__all__ = [
-    "load_dataset",
-    "row_from_dict",
-]
+__all__ = ["load_dataset", "row_from_dict"]
 
 
 def load_dataset(

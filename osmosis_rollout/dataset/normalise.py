@@ -31,11 +31,7 @@ FIX_METADATA = 'make metadata a JSON object, e.g. {"task": "add", "a": 1}'
 def _text(raw: Mapping[str, Any], column: str) -> str | None:
     """Missing, null and ``""`` are absent (not stripped); other values are stringified."""
     value = raw.get(column)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value or None
-    return str(value)
+    return None if value is None or value == "" else str(value)
 
 
 def decode_metadata(value: Any, row: int) -> tuple[Any, Problem | None]:
@@ -95,9 +91,7 @@ def normalise(raw: Mapping[str, Any], row: int) -> tuple[_Normalised | None, lis
             message += f"; this row has {short_columns(raw)}"
         problems.append(Problem(message, row=row, column="user_prompt", fix=_FIX_PROMPT_MODE))
 
-    label = _text(raw, "ground_truth")
-    if label is None:
-        label = _text(raw, "label")
+    label = _text(raw, "ground_truth") or _text(raw, "label")
     if label is None and not metadata_mode:
         if "ground_truth" in raw or "label" in raw:
             message = "'ground_truth' (or 'label') is empty"

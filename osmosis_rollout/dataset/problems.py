@@ -38,11 +38,12 @@ class Problem:
 
 
 class Fatal(Exception):
-    """Reading cannot go on (the file, header or schema is unusable)."""
+    """Reading cannot go on (the file, header or schema is unusable): ``problem`` says why
+    (a message, with the row and fix, makes one)."""
 
-    def __init__(self, problem: Problem) -> None:
-        super().__init__(problem.message)
-        self.problem = problem
+    def __init__(self, problem: Problem | str, *, row: int | None = None, fix: str | None = None):
+        self.problem = Problem(problem, row=row, fix=fix) if isinstance(problem, str) else problem
+        super().__init__(self.problem.message)
 
 
 class Collector:

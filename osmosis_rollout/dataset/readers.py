@@ -14,14 +14,7 @@ from osmosis_rollout._internal.imports import require_extra
 from osmosis_rollout.dataset.problems import Fatal, Problem, json_type
 from osmosis_rollout.dataset.rows import METADATA_COLUMN, SUPPORTED_EXTENSIONS, bytes_digest
 
-__all__ = [
-    "Source",
-    "check_file",
-    "extension",
-    "json_problem",
-    "loads",
-    "open_source",
-]
+__all__ = ["Source", "check_file", "extension", "json_problem", "loads", "open_source"]
 
 # csv's default 128 KiB cell limit rejects real prompts (long documents); the limit is
 # process-global, so it is raised only while a file is being read.
@@ -55,24 +48,20 @@ def extension(path: Path) -> str:
     ext = path.suffix.lstrip(".").lower()
     if ext not in SUPPORTED_EXTENSIONS:
         raise Fatal(
-            Problem(
-                f"unsupported file type {path.suffix or '(no extension)'!r}",
-                fix="use a .jsonl, .csv or .parquet file",
-            )
+            f"unsupported file type {path.suffix or '(no extension)'!r}",
+            fix="use a .jsonl, .csv or .parquet file",
         )
     return ext
 
 
 def check_file(path: Path) -> int:
     if not path.exists():
-        raise Fatal(
-            Problem("file not found", fix="check the path (relative to the current directory)")
-        )
+        raise Fatal("file not found", fix="check the path (relative to the current directory)")
     if not path.is_file():
-        raise Fatal(Problem("not a file", fix="pass a .jsonl, .csv or .parquet file"))
+        raise Fatal("not a file", fix="pass a .jsonl, .csv or .parquet file")
     size = path.stat().st_size
     if size == 0:
-        raise Fatal(Problem("the file is empty", fix="add a header (CSV) and at least one row"))
+        raise Fatal("the file is empty", fix="add a header (CSV) and at least one row")
     return size
 
 
@@ -145,11 +134,9 @@ def _check_distinct(columns: tuple[str, ...], where: str, row: int | None = None
     duplicates = sorted({name for name in columns if columns.count(name) > 1})
     if duplicates:
         raise Fatal(
-            Problem(
-                f"the {where} repeats column(s) {', '.join(map(repr, duplicates))}",
-                row=row,
-                fix="give every column a distinct name",
-            )
+            f"the {where} repeats column(s) {', '.join(map(repr, duplicates))}",
+            row=row,
+            fix="give every column a distinct name",
         )
 
 
@@ -166,11 +153,9 @@ def _csv_source(path: Path) -> Iterator[Source]:
                     cells = next(reader, None)
                 except csv.Error as exc:
                     raise Fatal(
-                        Problem(
-                            f"cannot parse CSV ({exc})",
-                            row=start,
-                            fix='quote cells that hold commas, quotes or line breaks: "a, ""b"""',
-                        )
+                        f"cannot parse CSV ({exc})",
+                        row=start,
+                        fix='quote cells that hold commas, quotes or line breaks: "a, ""b"""',
                     ) from exc
                 return None if cells is None else (start, cells)
 
@@ -178,9 +163,7 @@ def _csv_source(path: Path) -> Iterator[Source]:
             while first is not None and not first[1]:
                 first = next_record()
             if first is None:
-                raise Fatal(
-                    Problem("the file has no header row", fix="add a header row of column names")
-                )
+                raise Fatal("the file has no header row", fix="add a header row of column names")
             header = tuple(first[1])
             _check_distinct(header, "header", row=first[0])
 
@@ -215,7 +198,7 @@ def _parquet_source(path: Path) -> Iterator[Source]:
         parquet_file = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several unrelated types for a bad file
         raise Fatal(
-            Problem(f"not a readable Parquet file ({exc})", fix="re-export the file as Parquet")
+            f"not a readable Parquet file ({exc})", fix="re-export the file as Parquet"
         ) from exc
     try:
         schema = parquet_file.schema_arrow
@@ -233,7 +216,7 @@ def _parquet_source(path: Path) -> Iterator[Source]:
                         yield _Record(index, index + 1, None, data=dict(data))
                         index += 1
             except Exception as exc:  # a corrupt page surfaces while iterating
-                raise Fatal(Problem(f"cannot read Parquet data ({exc})", row=index + 1)) from exc
+                raise Fatal(f"cannot read Parquet data ({exc})", row=index + 1) from exc
 
         yield Source(columns, records(), metadata_type=metadata_type)
     finally:

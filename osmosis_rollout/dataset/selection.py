@@ -7,11 +7,7 @@ import re
 from osmosis_rollout.dataset.problems import counted
 from osmosis_rollout.errors import DatasetError
 
-__all__ = [
-    "check_in_range",
-    "parse_ranges",
-    "parse_row_spec",
-]
+__all__ = ["check_in_range", "parse_ranges", "parse_row_spec"]
 
 _ROW_TOKEN_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
@@ -63,7 +59,4 @@ def parse_row_spec(spec: str, n: int) -> list[int]:
     """
     ranges = parse_ranges(spec)
     check_in_range(ranges, n, path=None)
-    selected: set[int] = set()
-    for start, end in ranges:
-        selected.update(range(start, end + 1))
-    return sorted(selected)
+    return sorted({index for start, end in ranges for index in range(start, end + 1)})

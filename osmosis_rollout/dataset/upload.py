@@ -8,9 +8,7 @@ from osmosis_rollout.dataset.problems import counted
 from osmosis_rollout.dataset.rows import MIN_PLATFORM_ROWS, DatasetReport
 from osmosis_rollout.dataset.scan import recall, scan
 
-__all__ = [
-    "validate_dataset",
-]
+__all__ = ["validate_dataset"]
 
 
 def validate_dataset(path: str | Path, *, min_rows: int = MIN_PLATFORM_ROWS) -> DatasetReport:

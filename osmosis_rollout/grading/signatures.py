@@ -23,6 +23,7 @@ as a ``float``; a ``bool``, a non-number, NaN or infinity raises
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import numbers
@@ -223,10 +224,8 @@ _FALLBACK_NAMESPACE: dict[str, Any] = {
 
 def _resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
-    try:
+    with contextlib.suppress(Exception):
         return typing.get_type_hints(target)
-    except Exception:
-        pass
     hints: dict[str, Any] = {}
     for key, value in getattr(target, "__annotations__", {}).items():
         if isinstance(value, str):

@@ -120,9 +120,7 @@ class GateDecision:
             f"[{self.interval.low:.1%}, {self.interval.high:.1%}] vs {percent(self.threshold)}: "
             f"{self.outcome} at {percent(self.interval.confidence)}"
         )
-        if self.outcome == "undecided":
-            return head + ": add rows or attempts"
-        return head
+        return head + (": add rows or attempts" if self.outcome == "undecided" else "")
 
     def as_dict(self) -> dict[str, Any]:
         """The report's view of the decision."""
@@ -354,13 +352,9 @@ def summary_intervals(summary: Mapping[str, Any], confidence: float) -> dict[str
     }
     rows = summary.get("rows")
     if isinstance(rows, Mapping):
-        scored = int(rows.get("passed", 0)) + int(rows.get("failed", 0))
-        extra["rows"] = {
-            **rows,
-            "pass_rate_interval": wilson_interval(
-                int(rows.get("passed", 0)), scored, confidence
-            ).as_dict(),
-        }
+        passed = int(rows.get("passed", 0))
+        of_rows = wilson_interval(passed, passed + int(rows.get("failed", 0)), confidence)
+        extra["rows"] = {**rows, "pass_rate_interval": of_rows.as_dict()}
     reward = summary.get("reward_stats")
     if isinstance(reward, Mapping):
         graded = int(summary.get("graded", 0))

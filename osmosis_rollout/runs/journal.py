@@ -29,6 +29,7 @@ more at the end, saying whether every row ran and what stopped the run. A journa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -133,10 +134,8 @@ class RowJournal:
                     view = view[written:]
             except OSError:
                 # Shrinking a file needs no free space: the journal keeps whole lines only.
-                try:
+                with contextlib.suppress(OSError):
                     os.ftruncate(fd, start)
-                except OSError:
-                    pass
                 self._closed = True
                 os.close(fd)
                 self._fd = None

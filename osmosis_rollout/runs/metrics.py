@@ -18,14 +18,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = [
-    "aggregate",
-    "pass_at_k",
-    "pass_hat_k",
-    "powers_of_two",
-    "reward_stats",
-    "row_stats",
-]
+__all__ = ["aggregate", "pass_at_k", "pass_hat_k", "powers_of_two", "reward_stats", "row_stats"]
 
 
 def _check_counts(n: int, c: int, k: int) -> None:
@@ -175,9 +168,7 @@ def aggregate(rows: Iterable[Mapping[str, Any]], pass_threshold: float = 1.0) ->
 
 
 def row_stats(
-    rewards: Sequence[float | None],
-    passes: Sequence[bool | None],
-    ks: Iterable[int] | None = None,
+    rewards: Sequence[float | None], passes: Sequence[bool | None], ks: Iterable[int] | None = None
 ) -> dict[str, Any]:
     """Statistics over one row's repeated attempts (the report's per-row stats).
 

@@ -19,6 +19,7 @@ written before the ``schema`` key existed read too (it defaults to ``None``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,6 +62,16 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+def _optional(description: str, default: Any = None) -> Any:
+    """A key a document may lack (``default`` when absent), described for the published schema."""
+    return Field(default=default, description=description)
+
+
+def _empty(factory: Callable[[], Any], description: str) -> Any:
+    """A key a document may lack (an empty ``factory()`` when absent), described likewise."""
+    return Field(default_factory=factory, description=description)
+
+
 class ReportInterval(_Open):
     """An interval beside a rate or a mean (:mod:`osmosis_rollout.runs.stats`)."""
 
@@ -78,28 +89,24 @@ class RewardStats(_Open):
     std: float = Field(description="population standard deviation (0 for one reward)")
     min: float = Field(description="lowest reward")
     max: float = Field(description="highest reward")
-    mean_interval: ReportInterval | None = Field(
-        default=None,
-        description="interval of the mean reward, inside the rewards' range (Wilson's with "
-        "the t quantile), at the run's confidence",
+    mean_interval: ReportInterval | None = _optional(
+        "interval of the mean reward, inside the rewards' range (Wilson's with "
+        "the t quantile), at the run's confidence"
     )
-    graded: int | None = Field(default=None, description="attempts the mean is over")
-    errored_left_out: int | None = Field(
-        default=None, description="attempts whose rollout errored: no reward, left out of the mean"
+    graded: int | None = _optional("attempts the mean is over")
+    errored_left_out: int | None = _optional(
+        "attempts whose rollout errored: no reward, left out of the mean"
     )
 
 
 class GraderSaid(_Open):
     """The grader's own words on one attempt (captured with no change to the grader)."""
 
-    reason: str | None = Field(
-        default=None,
-        description="each evaluate_rubric explanation ('judge: score S: ...'), then the lines "
-        "the grader logged while it graded this rollout",
+    reason: str | None = _optional(
+        "each evaluate_rubric explanation ('judge: score S: ...'), then the lines "
+        "the grader logged while it graded this rollout"
     )
-    metrics: dict[str, Any] = Field(
-        default_factory=dict, description="the sample's metrics as the grader left them"
-    )
+    metrics: dict[str, Any] = _empty(dict, "the sample's metrics as the grader left them")
 
 
 class AttemptRecord(_Open):
@@ -112,91 +119,59 @@ class AttemptRecord(_Open):
     ``rollout_failed``.
     """
 
-    row_key: str = Field(
-        default="", description="the row's id column, else row-<index in the file>"
-    )
-    row_index: int = Field(default=0, description="position of the row among the selected rows")
-    source_row_index: int = Field(
-        default=0, description="0-based offset of the row in its dataset file"
-    )
-    run_index: int = Field(
-        default=0, description="which attempt of the row this is (0 to --osmosis-n - 1)"
-    )
-    rollout_id: str = Field(default="", description="the rollout's id")
+    row_key: str = _optional("the row's id column, else row-<index in the file>", "")
+    row_index: int = _optional("position of the row among the selected rows", 0)
+    source_row_index: int = _optional("0-based offset of the row in its dataset file", 0)
+    run_index: int = _optional("which attempt of the row this is (0 to --osmosis-n - 1)", 0)
+    rollout_id: str = _optional("the rollout's id", "")
     status: str = Field(description="success | failed (the rollout errored) | skipped")
-    reward: float | None = Field(
-        default=None, description="the grader's reward; null when ungraded or errored"
+    reward: float | None = _optional("the grader's reward; null when ungraded or errored")
+    error_type: str | None = _optional("the error category of a failed rollout")
+    err_message: str | None = _optional("the failed rollout's message")
+    tokens: int | None = _optional("tokens the policy used")
+    tokens_estimated: bool = _optional(
+        "tokens were estimated (the policy reported no usage)", False
     )
-    error_type: str | None = Field(
-        default=None, description="the error category of a failed rollout"
+    cost_usd: float | None = _optional("the attempt's cost in US dollars; null when not priced")
+    cost_estimated: bool = _optional("the cost was computed from estimated tokens", False)
+    duration_ms: float = _optional("the rollout's wall time (ms)", 0.0)
+    started_at: float = _optional("when the rollout started (Unix time, seconds)", 0.0)
+    diagnostics_path: str | None = _optional("the attempt's diagnostics file, when one was written")
+    last_assistant: str | None = _optional("the last assistant message of the trajectory (clipped)")
+    tool_calls: list[str] | None = _optional(
+        "the sample's tool calls, one 'name({arguments})' line each, arguments "
+        "clipped to 200 characters, at most 20 lines; null when it made none"
     )
-    err_message: str | None = Field(default=None, description="the failed rollout's message")
-    tokens: int | None = Field(default=None, description="tokens the policy used")
-    tokens_estimated: bool = Field(
-        default=False, description="tokens were estimated (the policy reported no usage)"
+    policy_calls: int = _optional("model calls the rollout made", 0)
+    error_phase: str | None = _optional("workflow, grader or policy: where the attempt failed")
+    error_where: str | None = _optional(
+        "the user's frame the error was raised in ('rollouts/demo/main.py:42 in run')"
     )
-    cost_usd: float | None = Field(
-        default=None, description="the attempt's cost in US dollars; null when not priced"
+    error_traceback: str | None = _optional(
+        "the error's short traceback: user frames only, at most 6, then the exception"
     )
-    cost_estimated: bool = Field(
-        default=False, description="the cost was computed from estimated tokens"
+    blocked_loop: str | None = _optional(
+        "what blocked the rollouts' event loop during a failed attempt"
     )
-    duration_ms: float = Field(default=0.0, description="the rollout's wall time (ms)")
-    started_at: float = Field(
-        default=0.0, description="when the rollout started (Unix time, seconds)"
+    passed: bool = _optional("the reward reached the pass threshold", False)
+    grader: GraderSaid | None = _optional(
+        "what the grader said of this attempt, when it said anything"
     )
-    diagnostics_path: str | None = Field(
-        default=None, description="the attempt's diagnostics file, when one was written"
+    workflow_log: str | None = _optional(
+        "what the workflow logged, kept when the attempt did not pass (shown on "
+        "its own row, never under another item)"
     )
-    last_assistant: str | None = Field(
-        default=None, description="the last assistant message of the trajectory (clipped)"
+    prompt: str | None = _optional(
+        "the row's first user message (clipped to 1000 characters), kept on an errored attempt"
     )
-    tool_calls: list[str] | None = Field(
-        default=None,
-        description="the sample's tool calls, one 'name({arguments})' line each, arguments "
-        "clipped to 200 characters, at most 20 lines; null when it made none",
+    printed: str | None = _optional(
+        "what the rollout printed to stdout/stderr (in-process), its first 2000 "
+        "characters; rollouts.log has all of it"
     )
-    policy_calls: int = Field(default=0, description="model calls the rollout made")
-    error_phase: str | None = Field(
-        default=None, description="workflow, grader or policy: where the attempt failed"
+    ungraded: str | None = _optional(
+        "why a rollout that ran has no reward: no_grader, no_label or not_graded"
     )
-    error_where: str | None = Field(
-        default=None,
-        description="the user's frame the error was raised in ('rollouts/demo/main.py:42 in run')",
-    )
-    error_traceback: str | None = Field(
-        default=None,
-        description="the error's short traceback: user frames only, at most 6, then the exception",
-    )
-    blocked_loop: str | None = Field(
-        default=None, description="what blocked the rollouts' event loop during a failed attempt"
-    )
-    passed: bool = Field(default=False, description="the reward reached the pass threshold")
-    grader: GraderSaid | None = Field(
-        default=None, description="what the grader said of this attempt, when it said anything"
-    )
-    workflow_log: str | None = Field(
-        default=None,
-        description="what the workflow logged, kept when the attempt did not pass (shown on "
-        "its own row, never under another item)",
-    )
-    prompt: str | None = Field(
-        default=None,
-        description="the row's first user message (clipped to 1000 characters), kept on an "
-        "errored attempt",
-    )
-    printed: str | None = Field(
-        default=None,
-        description="what the rollout printed to stdout/stderr (in-process), its first 2000 "
-        "characters; rollouts.log has all of it",
-    )
-    ungraded: str | None = Field(
-        default=None,
-        description="why a rollout that ran has no reward: no_grader, no_label or not_graded",
-    )
-    trajectory_filename: str | None = Field(
-        default=None, description="the attempt's trajectory.json"
-    )
+    trajectory_filename: str | None = _optional("the attempt's trajectory.json")
 
     @property
     def trajectory_path(self) -> str | None:
@@ -212,28 +187,20 @@ class ReportAttempt(AttemptRecord):
         default=None, description="success | failed (the rollout errored) | skipped"
     )
     nodeid: str = Field(description="pytest node id of the row's item")
-    dataset: str | None = Field(default=None, description="the dataset file the row came from")
+    dataset: str | None = _optional("the dataset file the row came from")
 
 
 class RowStats(_Open):
     """A row's statistics over its attempts."""
 
-    attempts: int | None = Field(default=None, description="attempts run (--osmosis-n)")
-    passed_attempts: int | None = Field(
-        default=None, description="attempts that reached the threshold"
-    )
-    scored_attempts: int | None = Field(default=None, description="attempts not skipped")
-    flaky: bool | None = Field(default=None, description="some but not all scored attempts passed")
-    reward: RewardStats | None = Field(
-        default=None, description="reward statistics over the attempts with a reward"
-    )
-    pass_at_k: dict[str, float] | None = Field(
-        default=None, description="pass@k by k (two or more scored attempts)"
-    )
-    pass_hat_k: dict[str, float] | None = Field(
-        default=None, description="pass^k (every one of k attempts passes) by k"
-    )
-    cost_usd: float | None = Field(default=None, description="the attempts' cost, US dollars")
+    attempts: int | None = _optional("attempts run (--osmosis-n)")
+    passed_attempts: int | None = _optional("attempts that reached the threshold")
+    scored_attempts: int | None = _optional("attempts not skipped")
+    flaky: bool | None = _optional("some but not all scored attempts passed")
+    reward: RewardStats | None = _optional("reward statistics over the attempts with a reward")
+    pass_at_k: dict[str, float] | None = _optional("pass@k by k (two or more scored attempts)")
+    pass_hat_k: dict[str, float] | None = _optional("pass^k (every one of k attempts passes) by k")
+    cost_usd: float | None = _optional("the attempts' cost, US dollars")
 
 
 class Fingerprint(_Open):
@@ -243,10 +210,9 @@ class Fingerprint(_Open):
     entrypoint: str | None = Field(
         description="the rollout entrypoint and a hash of every file of its folder (or package)"
     )
-    env: str | None = Field(
-        default=None,
-        description="a hash of the environment variables the rollout declares it reads "
-        "(OSMOSIS_ENV in its entrypoint), never their values; null when it declares none",
+    env: str | None = _optional(
+        "a hash of the environment variables the rollout declares it reads "
+        "(OSMOSIS_ENV in its entrypoint), never their values; null when it declares none"
     )
     policy: str | None = Field(description="the policy (a scripted policy with its file's hash)")
     pass_threshold: float = Field(description="the pass threshold")
@@ -263,19 +229,15 @@ class RowRecord(_Open):
     """
 
     nodeid: str = Field(description="pytest node id of the row's item")
-    dataset: str | None = Field(default=None, description="the dataset file the row came from")
-    row_key: str = Field(default="", description="the row's key")
+    dataset: str | None = _optional("the dataset file the row came from")
+    row_key: str = _optional("the row's key", "")
     verdict: str = Field(description="passed | failed | skipped, under the row-pass rule")
-    attempts: list[AttemptRecord] = Field(default_factory=list, description="its attempts")
-    stats: dict[str, Any] = Field(
-        default_factory=dict, description="the row's statistics (a RowStats)"
+    attempts: list[AttemptRecord] = _empty(list, "its attempts")
+    stats: dict[str, Any] = _empty(dict, "the row's statistics (a RowStats)")
+    fingerprint: dict[str, Any] | None = _optional(
+        "what the row's result depends on (a Fingerprint)"
     )
-    fingerprint: dict[str, Any] | None = Field(
-        default=None, description="what the row's result depends on (a Fingerprint)"
-    )
-    run_id: str | None = Field(
-        default=None, description="the run that wrote the line (a later line replaces the row)"
-    )
+    run_id: str | None = _optional("the run that wrote the line (a later line replaces the row)")
 
     @property
     def outcome(self) -> str:
@@ -319,8 +281,8 @@ class ReportRowVerdict(RowStats):
     """A row's verdict over its attempts, with its statistics (an entry of ``row_verdicts``)."""
 
     nodeid: str = Field(description="pytest node id of the row's item")
-    dataset: str | None = Field(default=None, description="the dataset file the row came from")
-    row_key: str | None = Field(default=None, description="the row's key")
+    dataset: str | None = _optional("the dataset file the row came from")
+    row_key: str | None = _optional("the row's key")
     verdict: str = Field(description="passed | failed | skipped, under the row-pass rule")
 
 
@@ -333,26 +295,21 @@ class RowCounts(_Open):
         description="rows that failed: errored + below_threshold (the 'failed' of the terminal's "
         "rows line and of the HTML card)"
     )
-    errored: int = Field(
-        default=0,
-        description="failed rows with at least one attempt whose rollout errored (no reward)",
+    errored: int = _optional(
+        "failed rows with at least one attempt whose rollout errored (no reward)", 0
     )
-    below_threshold: int | None = Field(
-        default=None,
-        description="failed rows whose rollouts all ran and whose rewards missed the pass "
-        "threshold or the row-pass rule (failed - errored)",
+    below_threshold: int | None = _optional(
+        "failed rows whose rollouts all ran and whose rewards missed the pass "
+        "threshold or the row-pass rule (failed - errored)"
     )
     skipped: int = Field(description="rows whose samples the grader removed")
-    ungraded: int | None = Field(
-        default=None,
-        description="rows whose rollouts all ran with no reward (no Grader, or no "
-        "ground_truth/metadata): passed when no pass threshold was set, else failed",
+    ungraded: int | None = _optional(
+        "rows whose rollouts all ran with no reward (no Grader, or no "
+        "ground_truth/metadata): passed when no pass threshold was set, else failed"
     )
     pass_rate: float = Field(description="passed / (passed + failed)")
-    not_run: int = Field(default=0, description="selected rows with no result")
-    pass_rate_interval: ReportInterval | None = Field(
-        default=None, description="Wilson interval of the rows' pass_rate"
-    )
+    not_run: int = _optional("selected rows with no result", 0)
+    pass_rate_interval: ReportInterval | None = _optional("Wilson interval of the rows' pass_rate")
 
 
 class ReportRegressionTest(_Open):
@@ -371,43 +328,32 @@ class ReportRegressionTest(_Open):
         "'Cochran-Mantel-Haenszel test stratified by row' (any other mix of attempts), or "
         "'Mantel-Haenszel risk difference by row against the margin'"
     )
-    change: float | None = Field(
-        default=None, description="mean change of the rows' pass fractions (negative: worse)"
-    )
-    margin: float | None = Field(
-        default=None, description="the drop tolerated (--osmosis-regression-margin), 0 for none"
-    )
-    alternative: str | None = Field(
-        default=None, description="what a significant result means: 'worse' (by more than margin)"
+    change: float | None = _optional("mean change of the rows' pass fractions (negative: worse)")
+    margin: float | None = _optional("the drop tolerated (--osmosis-regression-margin), 0 for none")
+    alternative: str | None = _optional(
+        "what a significant result means: 'worse' (by more than margin)"
     )
 
 
 class ReportBaseline(_Open):
     """The comparison with ``--osmosis-baseline``: changed rows and the paired test."""
 
-    path: str | None = Field(default=None, description="the baseline report given")
-    regressed: list[str] = Field(
-        default_factory=list, description="node ids that passed in the baseline and fail now"
-    )
-    improved: list[str] = Field(
-        default_factory=list, description="node ids that failed in the baseline and pass now"
-    )
-    new: list[str] = Field(default_factory=list, description="node ids the baseline lacks")
-    gone: list[str] = Field(
-        default_factory=list, description="node ids of the baseline this run does not have"
-    )
+    path: str | None = _optional("the baseline report given")
+    regressed: list[str] = _empty(list, "node ids that passed in the baseline and fail now")
+    improved: list[str] = _empty(list, "node ids that failed in the baseline and pass now")
+    new: list[str] = _empty(list, "node ids the baseline lacks")
+    gone: list[str] = _empty(list, "node ids of the baseline this run does not have")
     reward_deltas: dict[str, float] = Field(
         default_factory=dict,
         description="by node id, this run's mean reward minus the baseline's, for the rows "
         "whose mean reward changed (a change in reward, not a reward)",
     )
-    test: ReportRegressionTest | None = Field(
-        default=None, description="the paired regression test (absent in older reports)"
+    test: ReportRegressionTest | None = _optional(
+        "the paired regression test (absent in older reports)"
     )
-    regressed_answers: dict[str, str] | None = Field(
-        default=None,
-        description="the baseline's last answer of each regressed row, by node id (the HTML "
-        "report shows it beside this run's)",
+    regressed_answers: dict[str, str] | None = _optional(
+        "the baseline's last answer of each regressed row, by node id (the HTML "
+        "report shows it beside this run's)"
     )
 
 
@@ -417,27 +363,18 @@ class ReportGate(_Open):
     min_pass_rate: float = Field(description="the threshold the rows' pass rate is held to")
     pass_rate: float = Field(description="the rows' pass rate")
     passed: bool = Field(description="the gate let the run pass")
-    reason: str | None = Field(
-        default=None, description="why it failed without deciding, e.g. 'incomplete run'"
+    reason: str | None = _optional("why it failed without deciding, e.g. 'incomplete run'")
+    confidence: float | None = _optional("the gate's confidence (--osmosis-gate-confidence)")
+    outcome: Literal["passed", "failed", "undecided"] | None = _optional(
+        "the three-way decision at that confidence"
     )
-    confidence: float | None = Field(
-        default=None, description="the gate's confidence (--osmosis-gate-confidence)"
+    measure: str | None = _optional("what was judged: 'pass rate' (rows) or 'attempt pass rate'")
+    estimate: float | None = _optional("the judged rate")
+    estimand: str | None = _optional(
+        "what the gate's confidence is about, in words: the rate on the task the "
+        "rows are drawn from, and how it was judged"
     )
-    outcome: Literal["passed", "failed", "undecided"] | None = Field(
-        default=None, description="the three-way decision at that confidence"
-    )
-    measure: str | None = Field(
-        default=None, description="what was judged: 'pass rate' (rows) or 'attempt pass rate'"
-    )
-    estimate: float | None = Field(default=None, description="the judged rate")
-    estimand: str | None = Field(
-        default=None,
-        description="what the gate's confidence is about, in words: the rate on the task the "
-        "rows are drawn from, and how it was judged",
-    )
-    interval: ReportInterval | None = Field(
-        default=None, description="the interval the decision was read from"
-    )
+    interval: ReportInterval | None = _optional("the interval the decision was read from")
 
 
 class VerdictReason(_Open):
@@ -481,101 +418,83 @@ class ReportConfig(_Open):
     """The run's configuration (redacted), as resolved from the flags, the ini and the eval
     config."""
 
-    datasets: list[str] = Field(default_factory=list, description="--osmosis-dataset")
-    entrypoint: str | None = Field(default=None, description="the rollout entrypoint")
-    eval_config: str | None = Field(default=None, description="--osmosis-config")
-    mode: str | None = Field(default=None, description="in-process or server")
-    servers: list[str] = Field(default_factory=list, description="rollout server URLs")
-    policy: str | None = Field(default=None, description="the policy (or litellm:<model>)")
-    record_mode: str | None = Field(default=None, description="--osmosis-record-mode")
-    pass_threshold: float | None = Field(default=None, description="--osmosis-pass-threshold")
-    n: int | str | None = Field(default=None, description="attempts per row, or 'auto (max K)'")
-    row_pass: str | None = Field(default=None, description="--osmosis-row-pass")
-    concurrency: int | None = Field(default=None, description="--osmosis-concurrency")
-    agent_timeout: float | None = Field(default=None, description="--osmosis-agent-timeout")
-    grader_timeout: float | None = Field(default=None, description="--osmosis-grader-timeout")
-    min_pass_rate: float | None = Field(default=None, description="--osmosis-min-pass-rate")
-    confidence: float | None = Field(default=None, description="--osmosis-confidence")
-    gate_confidence: float | None = Field(default=None, description="--osmosis-gate-confidence")
-    gate_undecided: str | None = Field(default=None, description="--osmosis-gate-undecided")
-    baseline: str | None = Field(default=None, description="--osmosis-baseline")
-    allow_partial_baseline: bool | None = Field(
-        default=None, description="--osmosis-allow-partial-baseline"
-    )
-    fail_on_regression: bool | None = Field(
-        default=None, description="--osmosis-fail-on-regression"
-    )
-    require_grader: bool | None = Field(default=None, description="--osmosis-require-grader")
-    output: str | None = Field(default=None, description="the run folder")
+    datasets: list[str] = _empty(list, "--osmosis-dataset")
+    entrypoint: str | None = _optional("the rollout entrypoint")
+    eval_config: str | None = _optional("--osmosis-config")
+    mode: str | None = _optional("in-process or server")
+    servers: list[str] = _empty(list, "rollout server URLs")
+    policy: str | None = _optional("the policy (or litellm:<model>)")
+    record_mode: str | None = _optional("--osmosis-record-mode")
+    pass_threshold: float | None = _optional("--osmosis-pass-threshold")
+    n: int | str | None = _optional("attempts per row, or 'auto (max K)'")
+    row_pass: str | None = _optional("--osmosis-row-pass")
+    concurrency: int | None = _optional("--osmosis-concurrency")
+    agent_timeout: float | None = _optional("--osmosis-agent-timeout")
+    grader_timeout: float | None = _optional("--osmosis-grader-timeout")
+    min_pass_rate: float | None = _optional("--osmosis-min-pass-rate")
+    confidence: float | None = _optional("--osmosis-confidence")
+    gate_confidence: float | None = _optional("--osmosis-gate-confidence")
+    gate_undecided: str | None = _optional("--osmosis-gate-undecided")
+    baseline: str | None = _optional("--osmosis-baseline")
+    allow_partial_baseline: bool | None = _optional("--osmosis-allow-partial-baseline")
+    fail_on_regression: bool | None = _optional("--osmosis-fail-on-regression")
+    require_grader: bool | None = _optional("--osmosis-require-grader")
+    output: str | None = _optional("the run folder")
 
 
 class ReportSummary(_Open):
     """Run-level figures: the official ``metrics.json`` keys, row counts, completeness."""
 
-    total_samples: int | None = Field(default=None, description="attempts with a result")
-    completed_samples: int | None = Field(default=None, description="attempts not skipped")
-    graded: int | None = Field(default=None, description="attempts with a reward")
-    passed: int | None = Field(default=None, description="attempts that reached the threshold")
-    failed: int | None = Field(
-        default=None,
-        description="attempts whose rollout errored (the official key, read by the Osmosis "
+    total_samples: int | None = _optional("attempts with a result")
+    completed_samples: int | None = _optional("attempts not skipped")
+    graded: int | None = _optional("attempts with a reward")
+    passed: int | None = _optional("attempts that reached the threshold")
+    failed: int | None = _optional(
+        "attempts whose rollout errored (the official key, read by the Osmosis "
         "tooling): the terminal's attempts line calls them 'errored'; its 'failed' is "
-        "failed + below_threshold. Row counts are under rows.",
+        "failed + below_threshold. Row counts are under rows."
     )
-    below_threshold: int | None = Field(
-        default=None,
-        description="attempts that ran and scored below the pass threshold (or had no reward): "
-        "total_samples - passed - skipped - failed",
+    below_threshold: int | None = _optional(
+        "attempts that ran and scored below the pass threshold (or had no reward): "
+        "total_samples - passed - skipped - failed"
     )
-    skipped: int | None = Field(default=None, description="attempts the grader removed")
-    pass_rate: float | None = Field(default=None, description="passed / completed attempts")
-    pass_threshold: float | None = Field(default=None, description="the pass threshold")
-    tokens_used: int | None = Field(default=None, description="tokens over every attempt")
-    tokens_estimated: bool | None = Field(default=None, description="some tokens were estimated")
-    reward_stats: RewardStats | None = Field(
-        default=None, description="reward statistics over every attempt with a reward"
+    skipped: int | None = _optional("attempts the grader removed")
+    pass_rate: float | None = _optional("passed / completed attempts")
+    pass_threshold: float | None = _optional("the pass threshold")
+    tokens_used: int | None = _optional("tokens over every attempt")
+    tokens_estimated: bool | None = _optional("some tokens were estimated")
+    reward_stats: RewardStats | None = _optional(
+        "reward statistics over every attempt with a reward"
     )
-    n_runs: int | None = Field(default=None, description="attempts per row, when 2 or more")
-    pass_at_k: dict[str, float] | None = Field(
-        default=None, description="mean pass@k over the rows, by k"
+    n_runs: int | None = _optional("attempts per row, when 2 or more")
+    pass_at_k: dict[str, float] | None = _optional("mean pass@k over the rows, by k")
+    pass_hat_k: dict[str, float] | None = _optional("mean pass^k over the rows, by k")
+    pass_rate_interval: ReportInterval | None = _optional(
+        "Wilson interval of the attempts' pass_rate (rows.pass_rate_interval: the rows')"
     )
-    pass_hat_k: dict[str, float] | None = Field(
-        default=None, description="mean pass^k over the rows, by k"
-    )
-    pass_rate_interval: ReportInterval | None = Field(
-        default=None,
-        description="Wilson interval of the attempts' pass_rate (rows.pass_rate_interval: the rows')",
-    )
-    rows: RowCounts | None = Field(default=None, description="row-level counts")
-    ungraded_why: list[str] | None = Field(
-        default=None,
-        description="why the ungraded rows' rollouts had no reward, most frequent first: "
+    rows: RowCounts | None = _optional("row-level counts")
+    ungraded_why: list[str] | None = _optional(
+        "why the ungraded rows' rollouts had no reward, most frequent first: "
         "no_grader (the rollout defines no Grader), no_label (no ground_truth or metadata), "
-        "not_graded (the grader set none, or a rollout server's grader did not run)",
+        "not_graded (the grader set none, or a rollout server's grader did not run)"
     )
-    errors_by_type: dict[str, int] | None = Field(
-        default=None, description="errored attempts by error category, most frequent first"
+    errors_by_type: dict[str, int] | None = _optional(
+        "errored attempts by error category, most frequent first"
     )
-    cost_usd: float | None = Field(
-        default=None, description="the run's cost in US dollars; null when nothing was priced"
+    cost_usd: float | None = _optional("the run's cost in US dollars; null when nothing was priced")
+    cost_estimated: bool | None = _optional("some of the cost was computed from estimated tokens")
+    rollouts_wall_s: float | None = _optional(
+        "seconds from the first rollout's start to the last one's end"
     )
-    cost_estimated: bool | None = Field(
-        default=None, description="some of the cost was computed from estimated tokens"
+    complete: bool | None = _optional(
+        "every selected row has a result and nothing stopped the run early"
     )
-    rollouts_wall_s: float | None = Field(
-        default=None, description="seconds from the first rollout's start to the last one's end"
+    interrupted: bool | None = _optional("a signal or a crash ended the run")
+    stopped_by: str | None = _optional(
+        "what stopped an incomplete run: -x, --maxfail=N, SIGINT, SIGTERM, "
+        "killed, or disk full writing <file>"
     )
-    complete: bool | None = Field(
-        default=None,
-        description="every selected row has a result and nothing stopped the run early",
-    )
-    interrupted: bool | None = Field(default=None, description="a signal or a crash ended the run")
-    stopped_by: str | None = Field(
-        default=None,
-        description="what stopped an incomplete run: -x, --maxfail=N, SIGINT, SIGTERM, "
-        "killed, or disk full writing <file>",
-    )
-    not_run: int | None = Field(default=None, description="selected rows with no result")
+    not_run: int | None = _optional("selected rows with no result")
 
 
 class ReportResume(_Open):
@@ -596,38 +515,23 @@ class ReportDocument(_Open):
         alias="schema",
         description=f"document format and version, '{REPORT_SCHEMA}' for this release",
     )
-    summary: ReportSummary = Field(default_factory=ReportSummary, description="the run's figures")
-    rows: list[ReportAttempt] = Field(
-        default_factory=list, description="every attempt of every row, in row order"
-    )
+    summary: ReportSummary = _empty(ReportSummary, "the run's figures")
+    rows: list[ReportAttempt] = _empty(list, "every attempt of every row, in row order")
     row_verdicts: list[ReportRowVerdict] = Field(description="each row's verdict, in row order")
-    not_run: list[str] = Field(default_factory=list, description="node ids selected but not run")
-    preflight: list[dict[str, Any]] = Field(
-        default_factory=list, description="the preflight checks' results"
+    not_run: list[str] = _empty(list, "node ids selected but not run")
+    preflight: list[dict[str, Any]] = _empty(list, "the preflight checks' results")
+    config: ReportConfig = _empty(ReportConfig, "the run's configuration (redacted)")
+    resume: ReportResume | None = _optional("present when the run resumed an earlier one")
+    gate: ReportGate | None = _optional("the pass-rate gate's decision (--osmosis-min-pass-rate)")
+    verdict: RunVerdict | None = _optional(
+        "the run's verdict and every reason for it (absent in older reports)"
     )
-    config: ReportConfig = Field(
-        default_factory=ReportConfig, description="the run's configuration (redacted)"
-    )
-    resume: ReportResume | None = Field(
-        default=None, description="present when the run resumed an earlier one"
-    )
-    gate: ReportGate | None = Field(
-        default=None, description="the pass-rate gate's decision (--osmosis-min-pass-rate)"
-    )
-    verdict: RunVerdict | None = Field(
-        default=None,
-        description="the run's verdict and every reason for it (absent in older reports)",
-    )
-    run_id: str | None = Field(default=None, description="the run's id (its journal lines')")
-    started_at: str | None = Field(
-        default=None, description="when the session started (UTC, ISO 8601)"
-    )
-    finished_at: str | None = Field(
-        default=None, description="when the verdict was decided (UTC, ISO 8601)"
-    )
-    tool_version: str | None = Field(default=None, description="pytest-osmosis's version")
-    baseline: ReportBaseline | None = Field(
-        default=None, description="the comparison with --osmosis-baseline, when given"
+    run_id: str | None = _optional("the run's id (its journal lines')")
+    started_at: str | None = _optional("when the session started (UTC, ISO 8601)")
+    finished_at: str | None = _optional("when the verdict was decided (UTC, ISO 8601)")
+    tool_version: str | None = _optional("pytest-osmosis's version")
+    baseline: ReportBaseline | None = _optional(
+        "the comparison with --osmosis-baseline, when given"
     )
 
 

@@ -154,11 +154,7 @@ def decide(
     outcome: Literal["passed", "failed", "incomplete"] = (
         "incomplete" if "incomplete" in outcomes else "failed" if "failed" in outcomes else "passed"
     )
-    return RunVerdict(
-        outcome=outcome,
-        exit_status=_exit_status(outcome, reasons),
-        reasons=reasons,
-    )
+    return RunVerdict(outcome=outcome, exit_status=_exit_status(outcome, reasons), reasons=reasons)
 
 
 def _exit_status(outcome: str, reasons: list[VerdictReason]) -> int:

@@ -317,11 +317,6 @@ def _log_beta(a: float, b: float) -> float:
     return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
 
 
-def _mixture_excess(x: float, log_inverse_alpha: float) -> float:
-    """The squared radius of :func:`mixture_radius` in units of the variance, at ``x = rho*V``."""
-    return (1.0 + x) * (2.0 * log_inverse_alpha + math.log1p(1.0 / x))
-
-
 def mixture_radius(variance: float, confidence: float, *, tuned_variance: float) -> float:
     """The half-width of a normal-mixture confidence sequence for an estimate of this variance.
 
@@ -341,8 +336,8 @@ def mixture_radius(variance: float, confidence: float, *, tuned_variance: float)
     if variance == 0.0:
         return 0.0
     log_inverse_alpha = math.log(1.0 / alpha)
-    rho = _best_ratio(log_inverse_alpha) / tuned_variance
-    return math.sqrt(variance * _mixture_excess(rho * variance, log_inverse_alpha))
+    x = _best_ratio(log_inverse_alpha) / tuned_variance * variance  # rho * V
+    return math.sqrt(variance * ((1.0 + x) * (2.0 * log_inverse_alpha + math.log1p(1.0 / x))))
 
 
 @functools.lru_cache(maxsize=32)

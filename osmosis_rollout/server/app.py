@@ -105,22 +105,6 @@ def _configure_default_logging(redactor: LiveRedactor) -> None:
         redact_handler(handler, redactor)
 
 
-@asynccontextmanager
-async def _redacted_output(redactor: LiveRedactor) -> AsyncIterator[None]:
-    """While the app serves, everything this process logs or prints is redacted.
-
-    Entered in the lifespan, after uvicorn configured its own loggers: every handler then
-    known redacts, and ``sys.stdout``/``sys.stderr`` get a redacting stream in front (user
-    code's prints, ``traceback.print_exc``, warnings).
-    """
-    redact_all_handlers(redactor)
-    restore = redact_std_streams(redactor)
-    try:
-        yield
-    finally:
-        restore()
-
-
 def _detail(status_code: int, detail: str, headers: Mapping[str, str] | None = None) -> Response:
     return JSONResponse({"detail": detail}, status_code=status_code, headers=headers)
 
@@ -219,8 +203,6 @@ class _Server:
         inbound_key: str | None = None,
     ) -> None:
         self.backend = backend
-        self.result_wait_timeout_sec = result_wait_timeout_sec
-        self.polling_lease_timeout_sec = polling_lease_timeout_sec
         self.artifact_root = artifact_root
         self.drain = drain
         self.on_status = on_status
@@ -286,12 +268,6 @@ class _Server:
             if status not in TERMINAL_STATUSES:
                 return None
         return disposition if isinstance(disposition, str) else None
-
-    def _reserve(self, rollout_id: str) -> None:
-        # Backends written against the official contract have no reserve/release hooks.
-        reserve = getattr(self.backend, "reserve", None)
-        if reserve is not None:
-            reserve(rollout_id)
 
     def _release(self, rollout_id: str) -> None:
         release = getattr(self.backend, "release", None)
@@ -365,9 +341,7 @@ class _Server:
                 # Retry-After (beyond the official 503): a rolling restart's replacement
                 # will be up by then, and a controller can retry there.
                 return _detail(
-                    503,
-                    "rollout server is shutting down",
-                    headers={"Retry-After": RETRY_AFTER_SEC},
+                    503, "rollout server is shutting down", headers={"Retry-After": RETRY_AFTER_SEC}
                 )
             if not self.backend.has_capacity():
                 return self._overloaded(RETRY_AFTER_SEC)
@@ -386,7 +360,9 @@ class _Server:
             self.redactor.hold("POLICY_API_KEY", key)
             try:
                 with self.observability.admission(rollout_id, request.metadata):
-                    self._reserve(rollout_id)
+                    # Backends written against the official contract have no reserve/release.
+                    if (reserve := getattr(self.backend, "reserve", None)) is not None:
+                        reserve(rollout_id)
                     task = asyncio.create_task(
                         self.run(entry, request), name=f"rollout-{rollout_id}"
                     )
@@ -410,8 +386,8 @@ class _Server:
             rollout_id=rollout_id,
             status=RolloutStatus.QUEUED,
             polling_lease_token=token,
-            result_wait_timeout_sec=self.result_wait_timeout_sec,
-            polling_lease_timeout_sec=self.polling_lease_timeout_sec,
+            result_wait_timeout_sec=self.registry.result_wait_timeout_sec,
+            polling_lease_timeout_sec=self.registry.leases.timeout_sec,
         )
         return JSONResponse(body.model_dump(mode="json"), status_code=202)
 
@@ -516,29 +492,25 @@ def create_rollout_server(
 ) -> FastAPI:
     """Build the FastAPI app that serves ``backend`` to an Osmosis controller.
 
-    Parameters match the official ``create_rollout_server``; beyond it:
-    ``artifact_root`` (where trajectories go; default ``$_OSMOSIS_ROLLOUT_ARTIFACT_ROOT`` or
-    ``~/.osmosis``, resolved per save), ``enable_metrics`` (``GET /metrics``, behind the same
-    ``api_key``), ``drain`` (shutdown stage timeouts) and ``on_status`` (an observer called
-    with ``(rollout_id, status)`` on every status change), ``max_body_bytes`` (request
-    bodies over it get 413; default 16 MiB, ``None`` for no limit) and ``max_queue_depth``
-    (sets the queue bound of a backend that has one, such as ``LocalBackend``: admissions
-    beyond the running slots plus this many waiting get 429 with ``Retry-After``) and
-    ``max_concurrent`` (``"auto"``: an adaptive limit on the rollouts running, or a fixed
-    number; either is capped by the backend's own limit and admits a short queue beyond
-    it, see ``server/concurrency.py``; ``None``, the default, leaves the backend's limit).
+    Parameters match the official ``create_rollout_server``; beyond it: ``artifact_root``
+    (where trajectories go; default ``$_OSMOSIS_ROLLOUT_ARTIFACT_ROOT`` or ``~/.osmosis``,
+    resolved per save), ``enable_metrics`` (``GET /metrics``, behind the same ``api_key``),
+    ``drain`` (shutdown stage timeouts), ``on_status`` (called with ``(rollout_id, status)``
+    on every status change), ``max_body_bytes`` (larger bodies get 413; default 16 MiB,
+    ``None``: no limit), ``max_queue_depth`` (the backend's queue bound, as LocalBackend's:
+    admissions beyond the running slots plus this many waiting get 429 with ``Retry-After``)
+    and ``max_concurrent`` (``"auto"``, an adaptive limit, or N, capped by the backend's own
+    and admitting a short queue beyond it, see ``server/concurrency.py``; ``None`` leaves it).
 
-    Raises ``ValueError`` for a blank ``api_key``, inconsistent timeouts or a bad limit.
-    ``backend`` is not checked here, as in the official SDK (an app built with
-    ``backend=None`` still serves its OpenAPI schema); a backend without ``execute`` fails
-    each rollout it admits.
+    Raises ``ValueError`` for a blank ``api_key``, inconsistent timeouts or a bad limit. As in
+    the official SDK, ``backend`` is not checked (``backend=None`` still serves its OpenAPI
+    schema); a backend without ``execute`` fails each rollout it admits.
     """
     auth = ControllerAuth(api_key)
     body_limit = check_max_body_bytes(max_body_bytes)
     if max_queue_depth is not None:
         set_queue_depth(backend, max_queue_depth)
-    check_timeouts(result_wait_timeout_sec, polling_lease_timeout_sec, result_retention_sec)
-    server = _Server(
+    server = _Server(  # its registry checks the timings
         backend,
         result_wait_timeout_sec=result_wait_timeout_sec,
         polling_lease_timeout_sec=polling_lease_timeout_sec,
@@ -559,7 +531,10 @@ def create_rollout_server(
             state: Any = None
             try:
                 if configure_logging:
-                    await stack.enter_async_context(_redacted_output(server.redactor))
+                    # After uvicorn configured its loggers: every handler then known redacts,
+                    # and so do sys.stdout/stderr (user code's prints, tracebacks, warnings).
+                    redact_all_handlers(server.redactor)
+                    stack.callback(redact_std_streams(server.redactor))
                 if lifespan is not None:
                     state = await stack.enter_async_context(lifespan(app))
                 # What a grader logs is its reason, sent with the result (``notes``).
@@ -571,9 +546,9 @@ def create_rollout_server(
                 # events flushed, the caller's lifespan.
                 stack.push_async_callback(asyncio.to_thread, server.observability.close)
                 stack.push_async_callback(server.registry.close)
-                shutdown_hook = getattr(backend, "shutdown", None)
-                if shutdown_hook is not None:
-                    stack.push_async_callback(_maybe_await_call, shutdown_hook)
+                hook = getattr(backend, "shutdown", None)
+                if hook is not None:
+                    stack.push_async_callback(lambda: _maybe_await(hook()))
                 await server.shutdown()
 
     app = FastAPI(title="Osmosis rollout server", lifespan=lifespan_with_drain)
@@ -669,8 +644,8 @@ def configure_rollout_app(
     Raises ``TypeError`` for an app that ``create_rollout_server`` did not build, and
     ``ValueError`` for inconsistent timings or a bad limit.
     """
-    server = getattr(getattr(app, "state", None), "osmosis_server", None)
-    if not isinstance(server, _Server):
+    server = rollout_server_of(app)
+    if server is None:
         raise TypeError(
             f"{app!r} was not built by create_rollout_server, so its server options cannot "
             "be set from outside; pass them where the app is built"
@@ -679,8 +654,8 @@ def configure_rollout_app(
     wait, lease_timeout, retention = (
         given if given is not None else current
         for given, current in (
-            (result_wait_timeout_sec, server.result_wait_timeout_sec),
-            (polling_lease_timeout_sec, server.polling_lease_timeout_sec),
+            (result_wait_timeout_sec, registry.result_wait_timeout_sec),
+            (polling_lease_timeout_sec, registry.leases.timeout_sec),
             (result_retention_sec, registry.result_retention_sec),
         )
     )
@@ -692,8 +667,8 @@ def configure_rollout_app(
         set_queue_depth(server.backend, max_queue_depth)
     if max_concurrent is not None:
         set_max_concurrent(server, max_concurrent)
-    server.result_wait_timeout_sec = registry.result_wait_timeout_sec = wait
-    server.polling_lease_timeout_sec = registry.leases.timeout_sec = lease_timeout
+    registry.result_wait_timeout_sec = wait
+    registry.leases.timeout_sec = lease_timeout
     registry.result_retention_sec = retention
     server.max_body_bytes = body_limit
     if enable_metrics:
@@ -734,16 +709,18 @@ def adaptive_concurrency_applies(app: Any) -> bool:
     It applies to an app ``create_rollout_server`` built over a backend with a limiter
     (LocalBackend) whose concurrency nobody set yet.
     """
-    server = getattr(getattr(app, "state", None), "osmosis_server", None)
+    server = rollout_server_of(app)
     return (
-        isinstance(server, _Server)
+        server is not None
         and server.admission is None
         and supports_concurrency_limit(server.backend)
     )
 
 
-async def _maybe_await_call(fn: Callable[[], Any]) -> None:
-    await _maybe_await(fn())
+def rollout_server_of(app: Any) -> _Server | None:
+    """The rollout server state behind an app ``create_rollout_server`` built, else None."""
+    server = getattr(getattr(app, "state", None), "osmosis_server", None)
+    return server if isinstance(server, _Server) else None
 
 
 __all__ = [

@@ -49,9 +49,7 @@ class ControllerAuth:
 
     def bearer_headers(self) -> dict[str, str]:
         """``{"Authorization": "Bearer <key>"}``, or ``{}`` without a key."""
-        if self.api_key is None:
-            return {}
-        return {"Authorization": f"Bearer {self.api_key}"}
+        return {"Authorization": f"Bearer {self.api_key}"} if self.enabled else {}
 
     def accepts(self, authorization: str | None) -> bool:
         """True when ``authorization`` is exactly ``Bearer <key>`` (or no key is set).

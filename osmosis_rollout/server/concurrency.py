@@ -19,10 +19,10 @@ concurrency-limits:
 4. Beyond the rollouts running, a short queue may wait: as many as start within 10 s at
    the measured rate (the lower of the completions counted over the last 10 s and
    running / latency; one limit's worth until a rollout has finished), and only those
-   expected to start and finish within 80% of their own ``agent_timeout_sec``; any
-   other ``POST /rollout`` gets 429 at
-   once (a comparison, before the admission lock), with a ``Retry-After`` near the
-   queue's expected wait, spread by +-40% so that refused rollouts come back spread out.
+   expected to start and finish within 80% of their own ``agent_timeout_sec``; any other
+   ``POST /rollout`` gets 429 at once (a comparison, before the admission lock), with a
+   ``Retry-After`` near the queue's expected wait, spread by +-40% so that refused
+   rollouts come back spread out.
 5. The time a rollout waits in the queue counts against its agent deadline (the backend's
    budget is the timeout minus the queue time), which is why the queue is measured in
    seconds of waiting rather than in rollouts.

@@ -2,37 +2,31 @@
 
 Uvicorn times out idle keep-alive connections but never a request that is still arriving:
 a client that sends its headers a byte at a time (slowloris), or a body at a trickle,
-holds a connection and a file descriptor for as long as it likes. A thousand of them
-exhaust the process's open files, and then nothing, not even ``/health`` with the right
-key, can connect. :class:`ConnectionGuard` watches every connection through a thin
-subclass of uvicorn's h11 protocol (:func:`guarded_protocol`) and sheds:
+holds a connection and a file descriptor as long as it likes, and a thousand of them leave
+no file for anyone, not even ``/health`` with the right key. :class:`ConnectionGuard`
+watches every connection through a thin subclass of uvicorn's h11 protocol
+(:func:`guarded_protocol`) and sheds:
 
 - a request whose headers are not complete ``header_timeout_sec`` (10 s) after its first
   byte, or after the connection opened;
 - a request body arriving slower than ``min_body_rate`` (1 KiB/s) on average once
   ``body_grace_sec`` (10 s) have passed since its headers;
-- when a new connection would pass ``max_connections`` (by default the open-file limit
-  less an eighth, at least 64, kept for rollouts, files and outbound calls), the oldest
-  *untrusted* connection that is not being answered (one that has not sent its first
-  request in full; a request refused for want of the key closes its connection after the
-  401, see ``auth.py``). A connection is trusted once its request headers carry the key
-  (before its body is read or it is answered), or once it has completed a request the
-  server did not refuse with 401 (any request when the server has no key): a controller's
-  connections, busy or idle. Trusted connections are never shed for the cap: churn of new
-  connections without the key cannot close them. Nor is a new connection whose request,
-  waiting in the kernel and not yet read, carries the key (looked at with ``MSG_PEEK``; any request when the server has no key): a flood accepted
-  in one go would otherwise close a controller's new connection before its request could
-  even be read. When no untrusted connection can be shed, the new one is closed.
+- past ``max_connections`` (by default the open-file limit less an eighth, at least 64,
+  kept for rollouts, files and outbound calls), the oldest *untrusted* connection that is
+  not being answered, else the new one. A connection is trusted once its request headers
+  carry the key, or once it completed a request not refused with 401 (any request when the
+  server has no key): a controller's connections, busy or idle, are never shed for churn
+  without the key. Nor is a new connection whose unread request carries the key (looked
+  at with ``MSG_PEEK``), so a flood accepted in one go cannot close it before it is read.
 
-When the process is out of open files anyway, the event loop's ``accept()`` fails for each
-connection waiting (asyncio calls it up to the listen backlog per tick, and logs a traceback
-each time): :class:`RefusedAccepts` turns those into one warning line per
+When the process is out of open files anyway, :class:`RefusedAccepts` turns the event loop's
+failed ``accept()`` calls (one traceback per connection waiting) into one warning line per
 :data:`REFUSED_ACCEPT_LOG_INTERVAL_SEC`.
 
 A slow *response* is legitimate: once a request has fully arrived (a long poll for a
 result, say), its connection is never timed out nor shed. The inbound key is checked as
-soon as the headers are complete (``BearerAuthMiddleware``, before any body is read), so a
-client without the key can hold a connection no longer than the header timeout.
+soon as the headers are complete (``BearerAuthMiddleware``), so a client without the key
+holds a connection no longer than the header timeout.
 """
 
 from __future__ import annotations
@@ -104,10 +98,6 @@ class _Connection:
             self.since = time.monotonic()
             self.body_bytes = 0
 
-    @property
-    def sheddable(self) -> bool:
-        return self.phase is not Phase.ANSWERING
-
 
 class ConnectionGuard:
     """Every open connection of one server, its phase, and the shedding rules above."""
@@ -159,15 +149,15 @@ class ConnectionGuard:
         """The oldest untrusted connection neither being answered nor holding an unread
         request that carries the key."""
         for connection in self._untrusted.values():
-            if connection.sheddable and not self._carries_key(connection.transport):
+            if connection.phase is not Phase.ANSWERING and not self._carries_key(
+                connection.transport
+            ):
                 return connection
         return None
 
     def _carries_key(self, transport: asyncio.Transport) -> bool:
         unread = _unread_bytes(transport)
-        if self.credential is None:
-            return bool(unread)
-        return self.credential in unread
+        return bool(unread) if self.credential is None else self.credential in unread
 
     def presented(self, connection: _Connection, headers: list[tuple[bytes, bytes]]) -> None:
         """``connection``'s request headers are complete: trust it now if they carry the key.
@@ -257,12 +247,9 @@ def _unread_bytes(transport: asyncio.Transport) -> bytes:
 class RefusedAccepts:
     """The event loop's exception handler: refused ``accept()`` calls become one line per interval.
 
-    asyncio reports an ``accept()`` that fails for want of files or memory through the loop's
-    exception handler, with a traceback, once per connection waiting in the backlog (it
-    retries the listener a second later). Those are counted here: the first is logged at once
-    with the fix, later ones as a count when :attr:`interval_sec` has passed since the last
-    line (and by :meth:`report` at the end). Every other exception goes to the handler that
-    was in place before.
+    The first refusal is logged at once with the fix, later ones as a count once
+    :attr:`interval_sec` has passed (and by :meth:`report` at the end). Every other exception
+    goes to the handler that was in place before.
     """
 
     def __init__(self, interval_sec: float = REFUSED_ACCEPT_LOG_INTERVAL_SEC) -> None:

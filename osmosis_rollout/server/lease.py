@@ -70,10 +70,7 @@ class LeaseManager:
         if rollout_id in self._leases:
             raise ValueError(f"a lease is already registered for rollout {rollout_id!r}")
         token = secrets.token_urlsafe(TOKEN_BYTES)
-        lease = PollingLease(
-            digest=_digest(token),
-            deadline=asyncio.get_running_loop().time() + self.timeout_sec,
-        )
+        lease = PollingLease(_digest(token), asyncio.get_running_loop().time() + self.timeout_sec)
         self._leases[rollout_id] = lease
         lease.watcher = asyncio.create_task(
             self._watch(rollout_id, lease), name=f"osmosis-lease-{rollout_id}"
@@ -125,8 +122,7 @@ class LeaseManager:
         for lease in self._leases.values():
             self._stop(lease)
         self._leases.clear()
-        if watchers:
-            await asyncio.gather(*watchers, return_exceptions=True)
+        await asyncio.gather(*watchers, return_exceptions=True)
 
     async def _watch(self, rollout_id: str, lease: PollingLease) -> None:
         loop = asyncio.get_running_loop()

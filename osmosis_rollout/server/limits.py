@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,9 +29,7 @@ is closed anyway.
 
 def check_max_body_bytes(value: int | None) -> int | None:
     """Validate ``max_body_bytes`` (``None`` = no limit); ``ValueError`` naming it."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"max_body_bytes must be a positive integer or None, got {value!r}")
     return value
 
@@ -125,8 +122,8 @@ async def _discard_body(receive: Receive) -> None:
 
 
 async def _send_413(send: Send, limit: int) -> None:
-    payload: Any = {"detail": too_large_detail(limit)}
-    await send_json(send, 413, json.dumps(payload).encode(), close=True)
+    body = json.dumps({"detail": too_large_detail(limit)}).encode()
+    await send_json(send, 413, body, close=True)
 
 
 __all__ = [

@@ -69,19 +69,15 @@ def _number(value: float) -> str:
 
 @dataclass
 class Histogram:
-    """A cumulative-bucket histogram."""
+    """A cumulative-bucket histogram over :data:`LATENCY_BUCKETS`."""
 
-    buckets: tuple[float, ...] = LATENCY_BUCKETS
-    counts: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
     total: float = 0.0
     count: int = 0
 
-    def __post_init__(self) -> None:
-        self.counts = [0] * len(self.buckets)
-
     def observe(self, value: float) -> None:
         """Record one observation."""
-        index = bisect.bisect_left(self.buckets, value)
+        index = bisect.bisect_left(LATENCY_BUCKETS, value)
         if index < len(self.counts):
             self.counts[index] += 1
         self.total += value
@@ -158,7 +154,7 @@ class RolloutMetrics:
         name = "osmosis_rollout_result_latency_seconds"
         family(name, "histogram", "Seconds from admission to the fixed result.")
         cumulative = 0
-        for bound, count in zip(self.latency.buckets, self.latency.counts, strict=True):
+        for bound, count in zip(LATENCY_BUCKETS, self.latency.counts, strict=True):
             cumulative += count
             lines.append(f"{name}_bucket{_labels([('le', _number(bound))])} {cumulative}")
         lines.append(f'{name}_bucket{{le="+Inf"}} {self.latency.count}')

@@ -18,6 +18,7 @@ Lifecycle of an entry:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import math
@@ -182,13 +183,11 @@ class RolloutRegistry:
                 claimed = self._claim_cancel(entry)
             if entry.result is None:
                 before = entry.progress.status
-                try:
+                with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.result_wait_timeout_sec):
                         await entry.progress.changed.wait_for(
                             lambda: entry.finished or entry.progress.status is not before
                         )
-                except TimeoutError:
-                    pass
                 self.leases.authenticate(rollout_id, token)
             if entry.result is not None:
                 entry.delivered = True
@@ -342,8 +341,7 @@ class RolloutRegistry:
         pending = [task for task in self._background if not task.done()]
         for task in pending:
             task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 def check_timeouts(wait: float, lease: float, retention: float) -> None:

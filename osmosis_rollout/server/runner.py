@@ -1,4 +1,4 @@
-"""Run a rollout app under uvicorn with a staged drain on SIGTERM (issue 13, defect 2).
+"""Run a rollout app under uvicorn with a staged drain on SIGTERM.
 
 Uvicorn's own SIGTERM handling closes the listener first: long polls still open get their
 answer, but every later poll is refused and the rollouts that finish during the lifespan
@@ -11,15 +11,14 @@ lease lapsed) or ``drain_timeout_sec`` passes; only then is uvicorn told to exit
 signal stops at once (uvicorn's graceful stop), a third SIGINT forces it.
 
 Connections are served through :func:`~osmosis_rollout.server.connections.guarded_protocol`:
-slow requests are timed out and, at the connection cap, the oldest connection that never
-completed a request with the key is shed;
-``accept()`` refused at the open-file limit is logged one line per interval
-(``connections.py``).
+slow requests are timed out, connections past the cap shed, and ``accept()`` refused at the
+open-file limit logged one line per interval.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import math
 import signal
@@ -29,6 +28,7 @@ from typing import Any
 
 import uvicorn
 
+from osmosis_rollout.server.app import rollout_server_of
 from osmosis_rollout.server.auth import SERVER_API_KEY_ENV
 from osmosis_rollout.server.connections import (
     HEADER_TIMEOUT_SEC,
@@ -44,14 +44,6 @@ GRACEFUL_SHUTDOWN_SEC = 5.0
 """After the drain, how long uvicorn waits for open requests before cancelling them."""
 
 
-def rollout_server_of(app: Any) -> Any | None:
-    """The rollout server state behind an app ``create_rollout_server`` built, else None."""
-    from osmosis_rollout.server.app import _Server
-
-    server = getattr(getattr(app, "state", None), "osmosis_server", None)
-    return server if isinstance(server, _Server) else None
-
-
 class DrainingServer(uvicorn.Server):  # type: ignore[misc]  # uvicorn ships no stubs here
     """A ``uvicorn.Server`` whose first shutdown signal drains the rollout server first."""
 
@@ -63,8 +55,7 @@ class DrainingServer(uvicorn.Server):  # type: ignore[misc]  # uvicorn ships no 
         self.drain_timeout_sec = drain_timeout_sec
         self.unfetched: list[str] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._drain_task: asyncio.Task[None] | None = None
-        self._drain_requested = False
+        self._draining: concurrent.futures.Future[None] | None = None
         self.refused_accepts = RefusedAccepts()
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
@@ -80,7 +71,7 @@ class DrainingServer(uvicorn.Server):  # type: ignore[misc]  # uvicorn ships no 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """First signal: start the drain. Later ones: uvicorn's own stop (then force)."""
         if (
-            self._drain_requested
+            self._draining is not None
             or self.should_exit
             or self.rollout_server is None
             or self.drain_timeout_sec <= 0
@@ -88,21 +79,15 @@ class DrainingServer(uvicorn.Server):  # type: ignore[misc]  # uvicorn ships no 
         ):
             super().handle_exit(sig, frame)
             return
-        self._drain_requested = True
+        self._draining = asyncio.run_coroutine_threadsafe(self._drain_then_exit(), self._loop)
         print(
             f"osmosis-rollout: {signal.Signals(sig).name}: draining for up to "
             f"{self.drain_timeout_sec:g}s (new rollouts get 503; results are still served); "
             "send it again to stop now",
             flush=True,
         )
-        self._loop.call_soon_threadsafe(self._start_drain)
 
-    def _start_drain(self) -> None:
-        self._drain_task = asyncio.get_running_loop().create_task(
-            self._drain(), name="osmosis-rollout-drain"
-        )
-
-    async def _drain(self) -> None:
+    async def _drain_then_exit(self) -> None:
         assert self.rollout_server is not None
         try:
             self.unfetched = await self.rollout_server.drain_before_exit(self.drain_timeout_sec)
@@ -154,9 +139,7 @@ def run_rollout_app(
         lifespan="on",
     )
     server = DrainingServer(
-        config,
-        rollout_server=rollout_server,
-        drain_timeout_sec=drain_timeout_sec,
+        config, rollout_server=rollout_server, drain_timeout_sec=drain_timeout_sec
     )
     server.run(sockets=sockets)
     return server

@@ -79,20 +79,16 @@ class Template:
 
     def sources(self, rollout_name: str, dataset: str) -> list[tuple[str, PurePosixPath]]:
         """(package source, workspace target) of every file the template writes, in order."""
-        return [
-            (f"{self.folder}/main.py.tmpl", PurePosixPath(f"rollouts/{rollout_name}/main.py")),
-            (self.policy, PurePosixPath(f"rollouts/{rollout_name}/policy.py")),
-            (
-                f"{_SHARED}/rollout_pyproject.toml.tmpl",
-                PurePosixPath(f"rollouts/{rollout_name}/pyproject.toml"),
-            ),
-            (f"{_SHARED}/eval.toml.tmpl", PurePosixPath(f"configs/eval/{rollout_name}.toml")),
-            (
-                f"{_SHARED}/training.toml.tmpl",
-                PurePosixPath(f"configs/training/{rollout_name}.toml"),
-            ),
-            (self.data, PurePosixPath(dataset_path(dataset))),
+        rollout = f"rollouts/{rollout_name}"
+        pairs = [
+            (f"{self.folder}/main.py.tmpl", f"{rollout}/main.py"),
+            (self.policy, f"{rollout}/policy.py"),
+            (f"{_SHARED}/rollout_pyproject.toml.tmpl", f"{rollout}/pyproject.toml"),
+            (f"{_SHARED}/eval.toml.tmpl", f"configs/eval/{rollout_name}.toml"),
+            (f"{_SHARED}/training.toml.tmpl", f"configs/training/{rollout_name}.toml"),
+            (self.data, dataset_path(dataset)),
         ]
+        return [(source, PurePosixPath(target)) for source, target in pairs]
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,7 @@
-"""ATIF v1.7 trajectory documents for finished rollouts.
-
-``messages_to_steps`` converts chat messages into ATIF steps, ``build_atif`` builds a whole
-document, ``trajectory_document`` does the same with the official SDK's call shape and
-optional per-call metrics (a ``TrajectoryReport``), ``convert_sample_to_trajectory`` returns
-that as the pydantic ``Trajectory`` the official SDK returns, ``format_atif`` serialises a
-document, ``write_trajectory`` writes ``<root>/<rollout_id>/trajectory.json`` (plus
-``diagnostics.json``) without ever raising, and ``save_trajectory`` is its official, awaited
-form. Pure: no web framework, no network.
+"""ATIF v1.7 trajectory documents for finished rollouts: build them from a sample's messages
+(``build_atif``, ``trajectory_document``, the official ``convert_sample_to_trajectory``) and
+write them (``write_trajectory`` never raises; ``save_trajectory`` is its official, awaited
+form). Pure: no web framework, no network.
 """
 
 from osmosis_rollout.trajectory.atif import (

@@ -17,6 +17,7 @@ and what to pass instead.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 from dataclasses import dataclass
@@ -65,10 +66,8 @@ class LoadedRollout:
 
 
 def _is_app(obj: Any) -> bool:
-    starlette = sys.modules.get("starlette.applications")
-    if starlette is None:
-        return False
-    return isinstance(obj, starlette.Starlette)
+    starlette = sys.modules.get("starlette.applications")  # no app without it imported
+    return starlette is not None and isinstance(obj, starlette.Starlette)
 
 
 def _split(spec: str) -> tuple[str, str | None]:
@@ -85,10 +84,8 @@ def syntax_error_text(exc: SyntaxError, base_dir: Path | None = None) -> str:
     """
     filename = exc.filename or "<unknown>"
     if base_dir is not None:
-        try:
+        with contextlib.suppress(ValueError, OSError):  # not under base_dir: kept as it is
             filename = str(Path(filename).resolve().relative_to(base_dir.resolve()))
-        except (ValueError, OSError):
-            pass
     where = f"{filename}:{exc.lineno}" if exc.lineno else filename
     text = f"{where}: {type(exc).__name__}: {exc.msg}"
     if exc.text and exc.text.strip():
@@ -105,7 +102,7 @@ def check_entrypoint_syntax(spec: str, *, base_dir: Path | None = None) -> None:
     target, _ = _split(spec)
     if not looks_like_file(target, base):
         return
-    path = Path(target) if Path(target).is_absolute() else base / target
+    path = base / target  # an absolute target stays as it is
     try:
         source = path.read_bytes()
     except OSError:
@@ -249,7 +246,7 @@ def load_entrypoint(spec: str, *, base_dir: Path | None = None) -> LoadedRollout
     base = base_dir or Path.cwd()
     target, attr = _split(spec)
     if looks_like_file(target, base):
-        path = Path(target) if Path(target).is_absolute() else base / target
+        path = base / target  # an absolute target stays as it is
         module = _import_file(path)
         loaded_path = str(path)
     else:

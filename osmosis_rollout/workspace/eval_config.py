@@ -205,25 +205,19 @@ class EvaluationConfig(_Section):
         """The keys the file set (absence, not falsiness, picks a default)."""
         return frozenset(self.model_fields_set)
 
-    @field_validator("limit", mode="before")
+    @field_validator("limit", "n", "batch_size", mode="before")
     @classmethod
-    def _limit(cls, value: Any) -> int | None:
-        return _integer(value, "limit", None)
+    def _integers(cls, value: Any, info: Any) -> int | None:
+        # Any limit goes (0 or less keeps every row); n and batch_size count from 1.
+        return _integer(value, info.field_name, None if info.field_name == "limit" else 1)
 
-    @field_validator("n", "batch_size", mode="before")
+    @field_validator(
+        "pass_threshold", "agent_workflow_timeout_s", "grader_timeout_s", mode="before"
+    )
     @classmethod
-    def _positive(cls, value: Any, info: Any) -> int | None:
-        return _integer(value, info.field_name, 1)
-
-    @field_validator("pass_threshold", mode="before")
-    @classmethod
-    def _threshold(cls, value: Any) -> float | None:
-        return _number(value, "pass_threshold", non_negative=False)
-
-    @field_validator("agent_workflow_timeout_s", "grader_timeout_s", mode="before")
-    @classmethod
-    def _timeout(cls, value: Any, info: Any) -> float | None:
-        return _number(value, info.field_name, non_negative=True)
+    def _numbers(cls, value: Any, info: Any) -> float | None:
+        # A threshold may be any finite number (rewards may be negative); a timeout may not.
+        return _number(value, info.field_name, non_negative=info.field_name != "pass_threshold")
 
 
 class EvalConfig(BaseModel):
@@ -288,22 +282,6 @@ def _did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f"did you mean {match[0]!r}? " if match else ""
 
 
-def _section_model(document: type[BaseModel], section: str) -> type[BaseModel] | None:
-    annotation = document.model_fields[section].annotation
-    return (
-        annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-    )
-
-
-def add_validation_errors(
-    issues: Issues, error: ValidationError, document: type[BaseModel], raw: Mapping[str, Any]
-) -> None:
-    """Translate pydantic's errors for ``document`` into issues with their fixes."""
-    sections = list(document.model_fields)
-    for detail in error.errors():
-        _add_error(issues, detail, document, sections, raw)
-
-
 def _add_error(
     issues: Issues,
     detail: ErrorDetails,
@@ -341,14 +319,14 @@ def _add_error(
         else:  # a section-wide rule (e.g. branch and commit_sha together)
             issues.add(section, str(ctx.get("message", detail["msg"])), ctx.get("fix"))
         return
-    model = _section_model(document, section)
-    allowed = list(model.model_fields) if model is not None else []
+    model = document.model_fields[section].annotation
+    allowed = (
+        list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+    )
     field = loc[1]
     if kind == "extra_forbidden":
         issues.add(
-            key,
-            "unknown key",
-            f"{_did_you_mean(field, allowed)}allowed keys: {', '.join(allowed)}",
+            key, "unknown key", f"{_did_you_mean(field, allowed)}allowed keys: {', '.join(allowed)}"
         )
     elif kind == "missing":
         issues.add(key, "is required", f'add {field} = "..." under [{section}]')
@@ -387,19 +365,14 @@ def check_env(table: Mapping[str, Any], issues: Issues) -> dict[str, str]:
 
 
 def check_secrets(
-    raw: Mapping[str, Any],
-    env: Mapping[str, str],
-    issues: Issues,
-    *,
-    required: bool,
-    purpose: str = "submit an eval",
+    raw: Mapping[str, Any], env: Mapping[str, str], issues: Issues, *, required: bool
 ) -> tuple[str, ...]:
     """``[secrets]``: ``required = [NAMES]``, each valid, once, and not also in ``[env]``."""
     if "secrets" not in raw:
         if required:
             issues.add(
                 "secrets",
-                f"section is required to {purpose}",
+                "section is required to submit an eval",
                 'add [secrets] with required = ["OPENAI_API_KEY"] (or required = [])',
             )
         return ()
@@ -478,7 +451,9 @@ def validate_document(
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        add_validation_errors(issues, exc, model, raw)
+        sections = list(model.model_fields)
+        for detail in exc.errors():
+            _add_error(issues, detail, model, sections, raw)
         return None
 
 

@@ -48,9 +48,7 @@ def rollout_entrypoints(workspace: Path) -> list[Path]:
 def rollout_name(entrypoint: str | Path) -> str | None:
     """``<name>`` of an entrypoint file ``.../rollouts/<name>/<file>.py[:ATTR]``, else ``None``."""
     path = Path(str(entrypoint).split(":", 1)[0])
-    if path.suffix != ".py" or not path.parent.name:
-        return None
-    return path.parent.name
+    return path.parent.name if path.suffix == ".py" and path.parent.name else None
 
 
 def eval_config_for(workspace: Path | None, entrypoint: str | Path) -> Path | None:
@@ -78,17 +76,13 @@ def config_workspace(config: Path) -> Path | None:
 
 def workspace_files(workspace: Path) -> tuple[list[Path], list[Path], list[Path], list[Path]]:
     """Entrypoints, eval configs, training configs and datasets of ``workspace``, sorted."""
-
-    def found(pattern: str) -> list[Path]:
-        return sorted(workspace.glob(pattern))
-
     datasets = sorted(
         path for suffix in DATASET_SUFFIXES for path in workspace.glob(f"{DATA_DIR}/*{suffix}")
     )
     return (
         rollout_entrypoints(workspace),
-        found(f"{EVAL_CONFIG_DIR}/*.toml"),
-        found(f"{TRAINING_CONFIG_DIR}/*.toml"),
+        sorted(workspace.glob(f"{EVAL_CONFIG_DIR}/*.toml")),
+        sorted(workspace.glob(f"{TRAINING_CONFIG_DIR}/*.toml")),
         datasets,
     )
 
@@ -111,7 +105,5 @@ def dataset_candidates(dataset: str, *, workspace: Path, base: Path | None = Non
 
 def find_local_dataset(dataset: str, *, workspace: Path, base: Path | None = None) -> Path | None:
     """The first of :func:`dataset_candidates` that exists, else ``None``."""
-    for candidate in dataset_candidates(dataset, workspace=workspace, base=base):
-        if candidate.is_file():
-            return candidate
-    return None
+    candidates = dataset_candidates(dataset, workspace=workspace, base=base)
+    return next((candidate for candidate in candidates if candidate.is_file()), None)

@@ -235,38 +235,28 @@ def check_entrypoint(
 
     name = name or f"entrypoint[{entrypoint}]"
     base = base_dir or Path.cwd()
-    file_part = Path(entrypoint.split(":", 1)[0])
-    file_path = file_part if file_part.is_absolute() else base / file_part
+    file_path = base / entrypoint.split(":", 1)[0]  # an absolute path stays as it is
     if file_path.suffix == ".py" and file_path.is_file():
         unsatisfied = unsatisfied_requirements(file_path.parent)
         if unsatisfied:
             problems = "\n".join(f"  - {problem}" for _, problem in unsatisfied)
             targets = " ".join(f'"{target}"' for target in dict.fromkeys(t for t, _ in unsatisfied))
-            return CheckResult(
-                name,
-                True,
-                "import skipped",
-                (
-                    f"{file_path.parent / 'pyproject.toml'} declares dependencies this Python "
-                    f"environment does not satisfy:\n{problems}\n"
-                    f"to check the entrypoint here: pip install {targets}",
-                ),
+            why = (
+                f"{file_path.parent / 'pyproject.toml'} declares dependencies this Python "
+                f"environment does not satisfy:\n{problems}"
             )
+            return _import_skipped(name, why, f"pip install {targets}")
     try:
         loaded = load_entrypoint(entrypoint, base_dir=base)
     except EntrypointError as exc:
         missing = _missing_module(exc)
         if missing is not None:
-            return CheckResult(
-                name,
-                True,
-                "import skipped",
-                (
-                    f"{entrypoint} could not be imported: ModuleNotFoundError: {missing}\n"
-                    "to check the entrypoint here: install that module into this Python "
-                    "environment (the rollout's own pyproject.toml should declare it)",
-                ),
+            why = f"{entrypoint} could not be imported: ModuleNotFoundError: {missing}"
+            fix = (
+                "install that module into this Python environment (the rollout's own "
+                "pyproject.toml should declare it)"
             )
+            return _import_skipped(name, why, fix)
         return CheckResult(name, False, str(exc))
     except Exception as exc:  # an import-time failure of user code, whatever it is
         return CheckResult(
@@ -274,33 +264,31 @@ def check_entrypoint(
         )
     if loaded.backend is None:
         return CheckResult(name, False, "exposes no workflow, backend or app")
-    return CheckResult(name, True, _describe_loaded(loaded), _ungraded_warning(loaded, entrypoint))
+    return CheckResult(name, True, *_describe_loaded(loaded, entrypoint))
 
 
-def _ungraded_warning(loaded: LoadedRollout, entrypoint: Any) -> tuple[str, ...]:
-    """Said before any row runs: a workflow with no Grader passes every row with no reward."""
-    workflow = loaded.workflow or getattr(loaded.backend, "workflow_cls", None)
-    grader = loaded.grader or getattr(loaded.backend, "grader_cls", None)
-    if workflow is None or grader is not None:
-        return ()
-    return (
-        f"{entrypoint} defines no Grader: its rows run ungraded (no reward); with no pass "
-        "threshold set they pass (--osmosis-require-grader fails such a run)",
+def _import_skipped(name: str, why: str, fix: str) -> CheckResult:
+    return CheckResult(
+        name, True, "import skipped", (f"{why}\nto check the entrypoint here: {fix}",)
     )
 
 
-def _describe_loaded(loaded: LoadedRollout) -> str:
-    backend = loaded.backend
-    workflow = loaded.workflow or getattr(backend, "workflow_cls", None)
-    grader = loaded.grader or getattr(backend, "grader_cls", None)
-    parts = []
-    if loaded.app is not None:
-        parts.append("app")
-    parts.append(type(backend).__name__)
+def _describe_loaded(loaded: LoadedRollout, entrypoint: str) -> tuple[str, tuple[str, ...]]:
+    """What the entrypoint exposes, and the warning said before any row runs when it has a
+    workflow and no Grader (every row then passes with no reward)."""
+    workflow = loaded.workflow or getattr(loaded.backend, "workflow_cls", None)
+    grader = loaded.grader or getattr(loaded.backend, "grader_cls", None)
+    parts = ["app"] if loaded.app is not None else []
+    parts.append(type(loaded.backend).__name__)
     if workflow is not None:
         parts.append(f"workflow {workflow.__name__}")
     if grader is not None:
         parts.append(f"grader {grader.__name__}")
-    elif workflow is not None:
-        parts.append("no grader (rows run ungraded and report no reward)")
-    return ", ".join(parts)
+    if workflow is None or grader is not None:
+        return ", ".join(parts), ()
+    parts.append("no grader (rows run ungraded and report no reward)")
+    warning = (
+        f"{entrypoint} defines no Grader: its rows run ungraded (no reward); with no pass "
+        "threshold set they pass (--osmosis-require-grader fails such a run)"
+    )
+    return ", ".join(parts), (warning,)

@@ -110,7 +110,7 @@ def load_object(reference: str, *, base_dir: Path) -> Any:
     target, sep, attr = reference.rpartition(":")
     if not sep or not target or not attr:
         raise EntrypointError(f"expected MODULE_OR_FILE:NAME, got {reference!r}")
-    path = Path(target) if Path(target).is_absolute() else base_dir / target
+    path = base_dir / target  # an absolute target stays as it is
     if target.endswith(".py") or path.is_file():
         module = import_user_file(path)
     else:

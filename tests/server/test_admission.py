@@ -348,7 +348,7 @@ async def test_after_a_lost_202_the_rollout_ends_by_lease_expiry() -> None:
 
 
 def test_the_result_model_timeouts_are_finite() -> None:
-    assert math.isfinite(make_app().state.osmosis_server.polling_lease_timeout_sec)
+    assert math.isfinite(make_app().state.osmosis_server.registry.leases.timeout_sec)
 
 
 async def test_poll_after_admission_reads_lease_header() -> None:
