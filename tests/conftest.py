@@ -9,17 +9,48 @@ from _support.inner_runs import INNER_RUN_ADDOPTS
 
 TESTS = Path(__file__).parent
 
-#: Folders whose files take longest (Ray clusters, thousands of rollouts, servers draining,
-#: subprocess pytest runs; the venvs they use are built before pytest): collected first, so
-#: xdist (``--dist loadfile`` hands out files in collection order) starts them first instead
-#: of leaving one worker finishing them while the others are idle.
+#: The files that take longest, longest first (each file's summed test time, measured on the
+#: whole suite at ``-n 4``; the 2026-12-07 figures are in bench/RESULTS.md): handed out first,
+#: so that none of them is started last and keeps one worker busy after the others are done.
+SLOWEST_FILES = (
+    "examples/test_examples.py",
+    "examples/test_workspace_cli.py",
+    "plugin/test_plugin_gate_estimand.py",
+    "examples/test_docs_commands.py",
+    "interop/test_drop_in_behaviour.py",
+    "plugin/test_plugin_progress.py",
+    "plugin/test_plugin_gating.py",
+    "plugin/test_plugin_rows.py",
+    "plugin/test_plugin_confidence_gate.py",
+    "interop/test_model_errors_differential.py",
+    "reliability/test_load.py",
+    "interop/test_public_api_differential.py",
+)
+
+#: Then the folders whose files take long (Ray clusters, thousands of rollouts, servers
+#: draining, subprocess pytest runs; the venvs they use are built before pytest).
 SLOW_FIRST = ("packaging", "ray", "reliability", "examples", "interop")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist (3.x) hands out ``--dist loadfile`` files largest (most tests) first, which
+    # puts the slowest files, most with few tests, last; keep the order collection gives.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        folder = item.path.relative_to(TESTS).parts[0] if TESTS in item.path.parents else ""
-        return SLOW_FIRST.index(folder) if folder in SLOW_FIRST else len(SLOW_FIRST)
+    """Order files slowest first (``SLOWEST_FILES``, then ``SLOW_FIRST``): xdist's
+    ``--dist loadfile`` hands them to the workers in this order."""
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        if TESTS not in item.path.parents:
+            return (2, 0)
+        relative = item.path.relative_to(TESTS)
+        if relative.as_posix() in SLOWEST_FILES:
+            return (0, SLOWEST_FILES.index(relative.as_posix()))
+        folder = relative.parts[0]
+        return (1, SLOW_FIRST.index(folder) if folder in SLOW_FIRST else len(SLOW_FIRST))
 
     items.sort(key=rank)  # stable: each file's tests stay together and in their order
 

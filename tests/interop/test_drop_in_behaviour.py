@@ -1,7 +1,8 @@
 """Behaviours a user of the official SDK hits, observed on ``osmosis-ai`` 0.3.8 and on ours.
 
 Each test runs one official-style snippet twice (``run_on_both``): in the official venv, and
-in ours with the documented import migration. The snippet prints what a user's code would
+in ours with the documented import migration (the three behaviours that import LiteLLM and
+the frameworks share one snippet, ``integrations_seen``, each a section of it). The snippet prints what a user's code would
 see (exception types, attributes, log lines, return values) as JSON; the two must be equal.
 Where ours says more than the official (an install hint naming ``pytest-osmosis``), that is
 asserted beside the comparison. docs/interop.md lists what is compared.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from interop_support import run_on_both
@@ -156,32 +158,30 @@ RUBRIC_CALLS = {
 }
 
 
+RUBRIC_SECTION = f"""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        os.environ.pop(name, None)
+    from osmosis_ai.eval.rubric import evaluate_rubric
+
+    async def rubric_call(arguments):
+        try:
+            await evaluate_rubric(model="openai/gpt-5-mini", **arguments)
+        except Exception as exc:
+            return {{"type": type(exc).__name__, "message": str(exc)}}
+        return {{"type": None}}
+
+    seen["rubric"] = {{
+        case: asyncio.run(rubric_call(arguments)) for case, arguments in {RUBRIC_CALLS!r}.items()
+    }}
+"""
+
+
 def test_evaluate_rubric_refuses_bad_arguments_like_the_official_before_any_request(
-    official_python: Path, tmp_path: Path
+    integrations_seen: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     # No key and an unreachable provider: a check that came after the request would show as a
-    # MissingAPIKeyError or a provider error instead. One process per SDK for every case:
-    # importing LiteLLM costs seconds.
-    official, ours = both(
-        official_python,
-        tmp_path,
-        f"""
-        import asyncio, json, os
-        for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
-            os.environ.pop(name, None)
-        from osmosis_ai.eval.rubric import evaluate_rubric
-
-        async def call(arguments):
-            try:
-                await evaluate_rubric(model="openai/gpt-5-mini", **arguments)
-            except Exception as exc:
-                return {{"type": type(exc).__name__, "message": str(exc)}}
-            return {{"type": None}}
-
-        cases = {RUBRIC_CALLS!r}
-        print(json.dumps({{case: asyncio.run(call(arguments)) for case, arguments in cases.items()}}))
-        """,
-    )
+    # MissingAPIKeyError or a provider error instead.
+    official, ours = (seen["rubric"] for seen in integrations_seen)
     assert isinstance(official, dict) and isinstance(ours, dict)
     assert sorted(ours) == sorted(official) == sorted(RUBRIC_CALLS)
     for case, seen in official.items():
@@ -206,14 +206,7 @@ LOG_CAPTURE = """
 """
 
 
-def test_the_integrations_conversion_failure_warnings_read_as_the_official(
-    official_python: Path, tmp_path: Path
-) -> None:
-    official, ours = both(
-        official_python,
-        tmp_path,
-        LOG_CAPTURE
-        + """
+CONVERSION_SECTION = """
     from osmosis_ai.rollout.integrations.agents.openai_agents import SessionSampleSource
     from osmosis_ai.rollout.integrations.agents.strands import StrandsAgentSampleSource
 
@@ -224,14 +217,20 @@ def test_the_integrations_conversion_failure_warnings_read_as_the_official(
     class Agent:  # a Strands agent's messages
         messages = [{"role": "user", "content": [{"mystery": 1}]}]
 
-    async def main():
+    async def convert():
         first = await SessionSampleSource(Session()).get_sample()
         second = await StrandsAgentSampleSource(Agent()).get_sample()
         return [first.trajectory_messages, second.trajectory_messages]
 
-    print(json.dumps({"trajectories": asyncio.run(main()), "logged": Keep.lines}))
-    """,
-    )
+    # First in the snippet, right after the capture starts: an import's warning would show.
+    seen["conversion"] = {"trajectories": asyncio.run(convert()), "logged": list(Keep.lines)}
+"""
+
+
+def test_the_integrations_conversion_failure_warnings_read_as_the_official(
+    integrations_seen: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    official, ours = (seen["conversion"] for seen in integrations_seen)
     assert (
         ours
         == official
@@ -289,8 +288,7 @@ def test_save_trajectory_warnings_read_as_the_official(
     )
 
 
-LITELLM_MODEL = """
-    import asyncio, json
+LITELLM_MODEL_SECTION = """
     from types import SimpleNamespace
     from agents import ModelSettings, ModelTracing
     from openai.types.responses import ResponseOutputMessage, ResponseOutputText
@@ -314,7 +312,7 @@ LITELLM_MODEL = """
         texts = [part.text for item in response.output for part in item.content]
         return {"output": texts, "requests": response.usage.requests}
 
-    async def main():
+    async def get_responses():
         seen = {}
         # No OsmosisMemorySession is registered, and nothing listens at the URL: only the
         # replaced stream_response can answer.
@@ -332,14 +330,41 @@ LITELLM_MODEL = """
                 seen["real request without a session"] = type(exc).__name__
         return seen
 
-    print(json.dumps(asyncio.run(main())))
+    seen["get_response"] = asyncio.run(get_responses())
 """
+
+INTEGRATIONS = (
+    """
+    import asyncio, json, os
+    seen = {}
+"""
+    + LOG_CAPTURE.replace("import asyncio, json, logging, tempfile", "import logging")
+    + CONVERSION_SECTION
+    + LITELLM_MODEL_SECTION
+    + RUBRIC_SECTION
+    + """
+    print(json.dumps(seen))
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def integrations_seen(
+    official_python: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the official SDK and ours did in the three behaviours that need LiteLLM and the
+    frameworks imported: one process per SDK runs all three (each import costs seconds)."""
+    official, ours = run_on_both(
+        official_python, textwrap.dedent(INTEGRATIONS), cwd=tmp_path_factory.mktemp("integrations")
+    )
+    assert isinstance(official, dict) and isinstance(ours, dict)
+    return official, ours
 
 
 def test_get_response_aggregates_a_replaced_stream_response_and_checks_the_session_at_request(
-    official_python: Path, tmp_path: Path
+    integrations_seen: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
-    official, ours = both(official_python, tmp_path, LITELLM_MODEL)
+    official, ours = (seen["get_response"] for seen in integrations_seen)
     assert (
         ours
         == official

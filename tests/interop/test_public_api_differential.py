@@ -1,7 +1,8 @@
 """The public API a ported production rollout calls, run on ``osmosis-ai`` 0.3.8 and on ours.
 
 Each test runs one official-style snippet in the official venv and, imports migrated, in ours
-(``run_on_both``), and compares what it printed (issue 34, items 2-5):
+(``run_on_both``), and compares what it printed (issue 34, items 2-5); the judge's cases run
+in one process per SDK (the ``judged`` fixture), each case against its own endpoint path:
 
 - the judge: ``evaluate_rubric``'s request bodies, captured by a loopback endpoint, equal
   apart from the prompt text when the official SDK is absent from ours, equal including it
@@ -15,9 +16,11 @@ Each test runs one official-style snippet in the official venv and, imports migr
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -33,16 +36,17 @@ def both(official_python: Path, tmp_path: Path, source: str) -> tuple[Any, Any]:
 
 
 class JudgeEndpoint:
-    """A chat-completions endpoint on 127.0.0.1 that records each side's request bodies.
+    """A chat-completions endpoint on 127.0.0.1 that records each run's request bodies.
 
-    A snippet sets ``OPENAI_BASE_URL`` to ``<url>/<side>/v1`` (``side``: the top package of
-    its ``evaluate_rubric``), so the two SDKs' requests are kept apart. Replies are
-    ``replies`` in turn (the last repeated); an ``int`` reply is that HTTP status.
+    A snippet's call for one case sets ``OPENAI_BASE_URL`` to ``<url>/<case>/<run>/v1``, so
+    the requests of every case and every run (the official SDK, ours, ours in the official
+    venv) are kept apart. A case's replies are ``replies[case]`` in turn (the last repeated);
+    an ``int`` reply is that HTTP status.
     """
 
-    def __init__(self) -> None:
-        self.bodies: dict[str, list[dict[str, Any]]] = {}
-        self.replies: list[str | int] = [VERDICT]
+    def __init__(self, replies: dict[str, tuple[str | int, ...]]) -> None:
+        self.bodies: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.replies = replies
         self.lock = threading.Lock()
         endpoint = self
 
@@ -50,14 +54,18 @@ class JudgeEndpoint:
             def do_POST(self) -> None:
                 size = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(size))
-                side = self.path.strip("/").split("/")[0]
+                case, run = self.path.strip("/").split("/")[:2]
                 with endpoint.lock:
-                    seen = endpoint.bodies.setdefault(side, [])
+                    seen = endpoint.bodies.setdefault((case, run), [])
                     seen.append(body)
-                    reply = endpoint.replies[min(len(seen), len(endpoint.replies)) - 1]
+                    replies = endpoint.replies[case]
+                    reply = replies[min(len(seen), len(replies)) - 1]
                 if isinstance(reply, int):
                     payload = json.dumps({"error": {"message": f"status {reply}"}}).encode()
                     self.send_response(reply)
+                    # Both SDKs retry through the OpenAI client, which waits this long instead
+                    # of its backoff of seconds: how often they try is what is compared.
+                    self.send_header("retry-after-ms", "10")
                 else:
                     payload = json.dumps(
                         {
@@ -92,52 +100,106 @@ class JudgeEndpoint:
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def reset(self, *replies: str | int) -> None:
+    def requests(self, case: str, run: str) -> list[dict[str, Any]]:
+        """The request bodies ``run`` sent for ``case``."""
         with self.lock:
-            self.bodies.clear()
-            self.replies = list(replies)
+            return list(self.bodies.get((case, run), []))
 
 
-@pytest.fixture
-def judge_endpoint() -> Iterator[JudgeEndpoint]:
-    endpoint = JudgeEndpoint()
+UNUSABLE_VERDICTS = {
+    "string-score": json.dumps({"score": "7.5", "explanation": "a string score"}),
+    "prose": "Score: " + VERDICT,
+    "no-explanation": json.dumps({"score": 7.5}),
+    "empty": "",
+}
+
+#: Every judge case: (model, the endpoint's replies in turn). All cases run in one process
+#: per SDK, one after the other: each process imports LiteLLM, seconds of CPU every time.
+JUDGE_CASES: dict[str, tuple[str, tuple[str | int, ...]]] = {
+    "gpt-4o-mini": ("openai/gpt-4o-mini", (VERDICT,)),
+    "unknown-model": ("openai/a-model-litellm-does-not-know", (VERDICT,)),
+    **{
+        f"unusable-{name}": ("openai/gpt-4o-mini", (reply, VERDICT))
+        for name, reply in UNUSABLE_VERDICTS.items()
+    },
+    "status-500": ("openai/gpt-4o-mini", (500,)),
+    "status-429": ("openai/gpt-4o-mini", (429,)),
+}
+
+JUDGE_SNIPPET = """
+    import asyncio, json, os
+    from osmosis_ai.eval.rubric import evaluate_rubric
+    os.environ.pop("OPENAI_API_BASE", None)
+
+    async def judge(case, model):
+        os.environ["OPENAI_BASE_URL"] = f"{url}/{{case}}/{run}/v1"
+        try:
+            result = await evaluate_rubric(
+                solution_str="6 x 7 = 42", rubric="10 when the product is right and shown, else 0.",
+                model=model, api_key="sk-interop-judge", ground_truth="42",
+                original_input="What is 6 times 7?", metadata={{"difficulty": "easy"}},
+                score_max=10.0, system_prompt="You grade arithmetic.",
+            )
+            return {{"score": result.score, "explanation": result.explanation,
+                     "prompt_source": getattr(result, "prompt_source", "official")}}
+        except Exception as exc:
+            return {{"error": [c.__name__ for c in type(exc).__mro__
+                              if c.__module__ == "builtins"], "message": str(exc)}}
+
+    async def main():
+        return {{case: await judge(case, model) for case, model in {cases!r}.items()}}
+
+    print(json.dumps(asyncio.run(main())))
+"""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What each run's ``evaluate_rubric`` returned or raised per case, and the endpoint."""
+
+    official: dict[str, Any]
+    ours: dict[str, Any]
+    ours_in_official_venv: dict[str, Any]
+    endpoint: JudgeEndpoint
+
+
+def _judge_source(url: str, run: str, cases: dict[str, str]) -> str:
+    return textwrap.dedent(JUDGE_SNIPPET.format(url=url, run=run, cases=cases))
+
+
+@pytest.fixture(scope="module")
+def judged(official_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
+    """Every judge case on the official SDK and on ours, and ``gpt-4o-mini`` once more with
+    ours in the official venv (where osmosis-ai, and its prompt builder, is installed)."""
+    endpoint = JudgeEndpoint({case: replies for case, (_, replies) in JUDGE_CASES.items()})
     endpoint.thread.start()
+    cwd = tmp_path_factory.mktemp("judge")
+    models = {case: model for case, (model, _) in JUDGE_CASES.items()}
     try:
-        yield endpoint
+        official = run_snippet(
+            official_python, _judge_source(endpoint.url, "official", models), cwd=cwd
+        )
+        ours = run_snippet(
+            sys.executable, _ours(_judge_source(endpoint.url, "ours", models)), cwd=cwd
+        )
+        in_official_venv = run_snippet(
+            official_python,
+            _ours(
+                _judge_source(
+                    endpoint.url, "ours-in-official-venv", {"gpt-4o-mini": models["gpt-4o-mini"]}
+                )
+            ),
+            cwd=cwd,
+        )
+        yield Judged(official, ours, in_official_venv, endpoint)
     finally:
         endpoint.server.shutdown()
         endpoint.server.server_close()
 
 
-JUDGE_SNIPPET = """
-    import asyncio, json, os
-    from osmosis_ai.eval.rubric import evaluate_rubric
-    side = evaluate_rubric.__module__.split(".")[0]
-    os.environ["OPENAI_BASE_URL"] = f"{url}/{{side}}/v1"
-    os.environ.pop("OPENAI_API_BASE", None)
-    try:
-        result = asyncio.run(evaluate_rubric(
-            solution_str="6 x 7 = 42", rubric="10 when the product is right and shown, else 0.",
-            model={model!r}, api_key="sk-interop-judge", ground_truth="42",
-            original_input="What is 6 times 7?", metadata={{"difficulty": "easy"}},
-            score_max=10.0, system_prompt="You grade arithmetic.",
-        ))
-        seen = {{"score": result.score, "explanation": result.explanation,
-                 "prompt_source": getattr(result, "prompt_source", "official")}}
-    except Exception as exc:
-        seen = {{"error": [c.__name__ for c in type(exc).__mro__
-                          if c.__module__ == "builtins"], "message": str(exc)}}
-    print(json.dumps(seen))
-"""
-
-
-def _judge(
-    official_python: Path,
-    tmp_path: Path,
-    endpoint: JudgeEndpoint,
-    model: str = "openai/gpt-4o-mini",
-) -> tuple[Any, Any]:
-    return both(official_python, tmp_path, JUDGE_SNIPPET.format(url=endpoint.url, model=model))
+def _ours(source: str) -> str:
+    """The migration ``run_on_both`` applies, with ours keeping the rubric in ``rubric``."""
+    return migrate_imports(source.replace("osmosis_ai.eval.rubric", "osmosis_rollout.rubric"))
 
 
 def _without_prompt_text(body: dict[str, Any]) -> dict[str, Any]:
@@ -147,73 +209,61 @@ def _without_prompt_text(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("model", ["openai/gpt-4o-mini", "openai/a-model-litellm-does-not-know"])
+@pytest.mark.parametrize("case", ["gpt-4o-mini", "unknown-model"])
 def test_the_judges_request_is_the_officials_apart_from_the_prompt_text(
-    official_python: Path, tmp_path: Path, judge_endpoint: JudgeEndpoint, model: str
+    judged: Judged, case: str
 ) -> None:
-    official, ours = _judge(official_python, tmp_path, judge_endpoint, model)
+    official, ours = dict(judged.official[case]), dict(judged.ours[case])
     assert ours.pop("prompt_source") == "ours"  # osmosis-ai is not in our venv
     official.pop("prompt_source")
     assert ours == official == {"score": 7.5, "explanation": "right, and shown"}
-    [official_body] = judge_endpoint.bodies["osmosis_ai"]
-    [our_body] = judge_endpoint.bodies["osmosis_rollout"]
+    [official_body] = judged.endpoint.requests(case, "official")
+    [our_body] = judged.endpoint.requests(case, "ours")
     assert _without_prompt_text(our_body) == _without_prompt_text(official_body)
     assert official_body["temperature"] == 0
-    expected_format = "json_schema" if model.endswith("gpt-4o-mini") else "json_object"
+    expected_format = (
+        "json_schema" if JUDGE_CASES[case][0].endswith("gpt-4o-mini") else "json_object"
+    )
     assert official_body["response_format"]["type"] == expected_format
 
 
 def test_with_osmosis_ai_installed_the_judges_request_is_the_officials_byte_for_byte(
-    official_python: Path, tmp_path: Path, judge_endpoint: JudgeEndpoint
+    judged: Judged,
 ) -> None:
-    # Ours run in the official venv, where osmosis-ai (and its prompt builder) is installed.
-    source = textwrap.dedent(
-        JUDGE_SNIPPET.format(url=judge_endpoint.url, model="openai/gpt-4o-mini")
-    )
-    official = run_snippet(official_python, source, cwd=tmp_path)
-    ours_source = migrate_imports(
-        source.replace("osmosis_ai.eval.rubric", "osmosis_rollout.rubric")
-    )
-    ours = run_snippet(official_python, ours_source, cwd=tmp_path)
+    official = dict(judged.official["gpt-4o-mini"])
+    ours = dict(judged.ours_in_official_venv["gpt-4o-mini"])
     assert ours.pop("prompt_source") == "official"
     official.pop("prompt_source")
     assert ours == official
-    assert judge_endpoint.bodies["osmosis_rollout"] == judge_endpoint.bodies["osmosis_ai"]
+    assert judged.endpoint.requests("gpt-4o-mini", "ours-in-official-venv") == (
+        judged.endpoint.requests("gpt-4o-mini", "official")
+    )
 
 
-@pytest.mark.parametrize(
-    "reply",
-    [
-        json.dumps({"score": "7.5", "explanation": "a string score"}),
-        "Score: " + VERDICT,
-        json.dumps({"score": 7.5}),
-        "",
-    ],
-    ids=["string-score", "prose", "no-explanation", "empty"],
-)
-def test_an_unusable_verdict_is_one_request_and_the_same_error(
-    official_python: Path, tmp_path: Path, judge_endpoint: JudgeEndpoint, reply: str
-) -> None:
-    judge_endpoint.reset(reply, VERDICT)
-    official, ours = _judge(official_python, tmp_path, judge_endpoint)
+@pytest.mark.parametrize("reply", sorted(UNUSABLE_VERDICTS))
+def test_an_unusable_verdict_is_one_request_and_the_same_error(judged: Judged, reply: str) -> None:
+    case = f"unusable-{reply}"
+    official, ours = judged.official[case], judged.ours[case]
     assert ours == official
     assert "RuntimeError" in official["error"]
     assert official["message"].startswith("Provider 'openai' request for model 'gpt-4o-mini'")
     assert (
-        len(judge_endpoint.bodies["osmosis_rollout"])
-        == len(judge_endpoint.bodies["osmosis_ai"])
+        len(judged.endpoint.requests(case, "ours"))
+        == len(judged.endpoint.requests(case, "official"))
         == 1
     )
 
 
 @pytest.mark.parametrize("status", [500, 429])
 def test_a_failing_provider_is_tried_as_often_and_raises_the_same_error(
-    official_python: Path, tmp_path: Path, judge_endpoint: JudgeEndpoint, status: int
+    judged: Judged, status: int
 ) -> None:
-    judge_endpoint.reset(status)
-    official, ours = _judge(official_python, tmp_path, judge_endpoint)
+    case = f"status-{status}"
+    official, ours = judged.official[case], judged.ours[case]
     assert set(ours["error"]) == set(official["error"])
-    assert len(judge_endpoint.bodies["osmosis_rollout"]) == len(judge_endpoint.bodies["osmosis_ai"])
+    assert len(judged.endpoint.requests(case, "ours")) == len(
+        judged.endpoint.requests(case, "official")
+    )
 
 
 # -- item 3: convert_sample_to_trajectory ---------------------------------------------------
