@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -171,17 +171,11 @@ def start_engine(
         policy_server.start()
         started.callback(policy_server.stop)
         redactor.add_family("POLICY_API_KEY", policy_server.api_key)
-        shared: dict[str, Any] = {
-            "policy_server": policy_server,
-            "rollouts": rollouts,
-            "agent_timeout": s.agent_timeout,
-            "grader_timeout": s.grader_timeout,
-            "prices": None,
-        }
+        prices = None
         if s.price_in is not None and s.price_out is not None:
             from osmosis_rollout.policy import TokenPrices
 
-            shared["prices"] = TokenPrices(s.price_in, s.price_out)
+            prices = TokenPrices(s.price_in, s.price_out)
         if s.servers or s.serve:
             urls = list(s.servers)
             if urls:
@@ -205,13 +199,29 @@ def start_engine(
             started.callback(scheduler.close)
             clients = make_clients(scheduler, urls)
             started.callback(close_clients, scheduler, clients)
-            runner = ServerRunner(clients=clients, served=served, **shared)
+            runner = ServerRunner(
+                clients=clients,
+                served=served,
+                policy_server=policy_server,
+                rollouts=rollouts,
+                agent_timeout=s.agent_timeout,
+                grader_timeout=s.grader_timeout,
+                prices=prices,
+            )
         else:
             show_startup_step(config, f"importing {_shown(config, entrypoint)}…")
             backend, entrypoint = load_backend(config, s, entrypoint, rollouts, started)
             scheduler = RolloutScheduler(_concurrency(settings, backend, rollouts))
             started.callback(scheduler.close)
-            runner = InProcessRunner(backend=backend, on_write_failure=on_write_failure, **shared)
+            runner = InProcessRunner(
+                backend=backend,
+                on_write_failure=on_write_failure,
+                policy_server=policy_server,
+                rollouts=rollouts,
+                agent_timeout=s.agent_timeout,
+                grader_timeout=s.grader_timeout,
+                prices=prices,
+            )
         _before_the_clock(rollouts, in_process=not (s.servers or s.serve or s.ray))
     except BaseException:
         with contextlib.suppress(Exception):

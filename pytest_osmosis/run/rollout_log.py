@@ -196,18 +196,20 @@ def rollouts_log(path: Path, redactor: Redactor, *, echo: bool) -> Iterator[Roll
     package.propagate = False
     if package.level == logging.NOTSET or package.level > logging.INFO:
         package.setLevel(logging.INFO)
-    terminal = sys.stdout
-    while isinstance(terminal, _Router):
-        terminal = terminal._inner
-    echoed = logging.StreamHandler(terminal)
-    echoed.setFormatter(logging.Formatter("%(message)s"))
-    redact_handler(echoed, redactor)
+    echoed: logging.Handler | None = None
     if echo:
+        terminal = sys.stdout
+        while isinstance(terminal, _Router):
+            terminal = terminal._inner
+        echoed = logging.StreamHandler(terminal)
+        echoed.setFormatter(logging.Formatter("%(message)s"))
+        redact_handler(echoed, redactor)
         logger.addHandler(echoed)
     try:
         yield handler
     finally:
-        logger.removeHandler(echoed)
+        if echoed is not None:
+            logger.removeHandler(echoed)
         package.removeHandler(handler)
         handler.close()
         package.propagate = propagate
