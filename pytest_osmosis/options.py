@@ -171,6 +171,8 @@ OPTIONS = tuple(
     for stem, _, metavar in [usage.partition(" ")]
 )
 """Every option, in the order ``pytest --help`` lists them."""
+BY_FLAG = {name: spec for spec in OPTIONS for name in (spec.flag, ALIASES.get(spec.stem)) if name}
+"""Each option by the names it takes on the command line: its flag and its alias."""
 
 
 _KINDS: dict[str, tuple[str, Literal["string", "args", "bool"], Any]] = {
@@ -655,12 +657,13 @@ def check_rootdir_kept(config: pytest.Config) -> None:
     """
     from _pytest.config.findpaths import determine_setup
 
-    takes_value = {spec.flag for spec in OPTIONS if spec.kind != "flag"}
     invocation = Path(config.invocation_params.dir)
     spaced = [
         (flag, value)
         for flag, value in itertools.pairwise(config.invocation_params.args)
-        if flag in takes_value and (invocation / value.split("::")[0]).exists()
+        if flag in BY_FLAG
+        and BY_FLAG[flag].kind != "flag"
+        and (invocation / value.split("::")[0]).exists()
     ]
     if not spaced:
         return

@@ -23,7 +23,7 @@ from osmosis_rollout.errors import DatasetError
 from osmosis_rollout.runs.report_model import RowRecord
 from osmosis_rollout.sample_text import first_user_text
 from pytest_osmosis.keys import ROW_KEY, RowRef
-from pytest_osmosis.options import OPTIONS
+from pytest_osmosis.options import BY_FLAG
 from pytest_osmosis.results.verdict import VerdictHookError, failure_message
 from pytest_osmosis.run.policy_choice import CassetteKeys
 from pytest_osmosis.run.session import OsmosisSession, ensure_session
@@ -58,7 +58,6 @@ def rerun_command(config: pytest.Config, path: Path, name: str) -> str:
 
 
 _DESTINATIONS = frozenset({"output", "report", "html", "markdown", "resume"})
-_FLAGS = frozenset(spec.flag for spec in OPTIONS if spec.kind == "flag")
 
 
 def _osmosis_args(args: Sequence[str]) -> list[str]:
@@ -66,9 +65,11 @@ def _osmosis_args(args: Sequence[str]) -> list[str]:
     kept: list[str] = []
     rest = iter(args)
     for arg in rest:
-        if arg.startswith("--osmosis-"):
-            option = [arg] if "=" in arg or arg in _FLAGS else [arg, *itertools.islice(rest, 1)]
-            if arg.split("=", 1)[0].removeprefix("--osmosis-") not in _DESTINATIONS:
+        spec = BY_FLAG.get(arg.split("=", 1)[0])  # its flag or its alias
+        if spec is not None:
+            one_word = "=" in arg or spec.kind == "flag"
+            option = [arg] if one_word else [arg, *itertools.islice(rest, 1)]
+            if spec.stem not in _DESTINATIONS:
                 kept += option
     return kept
 

@@ -147,6 +147,28 @@ def test_the_printed_rerun_line_leaves_the_run_and_its_baseline_untouched(
     assert _bytes(kept) == before
 
 
+def test_the_rerun_line_leaves_out_destinations_named_by_their_clearer_aliases(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    """``--osmosis-json-report`` and ``--osmosis-html-report`` (the names the help lists
+    first) name files this run writes, as their stems do: never in the rerun line."""
+    workspace(multiply_rows(3, wrong={1}))
+    result = pytester.runpytest(
+        DATASET, POLICY, "--osmosis-json-report", "r.json", "--osmosis-html-report", "h.html"
+    )
+    result.assert_outcomes(passed=2 + PREFLIGHT, failed=1)
+    line = _rerun_line(result.stdout.str())
+    assert "report" not in line and "r.json" not in line and "h.html" not in line, line
+    assert POLICY in line and DATASET in line, line
+
+
+def test_a_flag_alias_takes_no_value_in_the_rerun_line() -> None:
+    from pytest_osmosis.collect.items import _osmosis_args
+
+    args = ["--osmosis-start-server", "--osmosis-n", "2", "data/test.jsonl"]
+    assert _osmosis_args(args) == ["--osmosis-start-server", "--osmosis-n", "2"]
+
+
 def test_a_run_refuses_to_replace_an_earlier_runs_report_unless_asked(
     workspace: Callable[..., Path], pytester: pytest.Pytester
 ) -> None:

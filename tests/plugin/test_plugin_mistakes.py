@@ -160,8 +160,9 @@ def test_a_dataset_outside_the_rootdir_never_moves_the_rootdir_or_the_ini_file(
     again.assert_outcomes(failed=1)
 
 
+@pytest.mark.parametrize("flag", ["--osmosis-html", "--osmosis-html-report"])
 def test_an_existing_output_outside_the_rootdir_given_after_a_space_is_refused_too(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, flag: str
 ) -> None:
     """The second run of ``--osmosis-html ../out/page.html``: the page the first run wrote
     now exists, so pytest took it for a test path and the workspace's ini (the one naming
@@ -176,15 +177,15 @@ def test_an_existing_output_outside_the_rootdir_given_after_a_space_is_refused_t
         'osmosis_dataset = ["../shared/ext.jsonl"]\n'
     )
 
-    spaced = pytester.runpytest("--osmosis-html", "../out/page.html")
+    spaced = pytester.runpytest(flag, "../out/page.html")
     assert spaced.ret == pytest.ExitCode.USAGE_ERROR
     spaced.stderr.fnmatch_lines(
         [
-            "*--osmosis-html ../out/page.html moved pytest's rootdir from "
+            f"*{flag} ../out/page.html moved pytest's rootdir from "
             f"{ws} to {pytester.path} and left {ws / 'pyproject.toml'} unread*"
-            "write --osmosis-html=../out/page.html*"
+            f"write {flag}=../out/page.html*"
         ]
     )
-    joined = pytester.runpytest("--osmosis-html=../out/page.html", "--osmosis-overwrite")
+    joined = pytester.runpytest(f"{flag}=../out/page.html", "--osmosis-overwrite")
     joined.assert_outcomes(passed=2 + 2, failed=1)
     assert "row-0" in page.read_text()
