@@ -311,7 +311,14 @@ async def evaluate_rubric(
         notes = current_notes()
         if notes is not None:
             notes.add_verdict(score, verdict.explanation)
-        return RubricResult(score, verdict.explanation, raw, clamped_from, attempt, prompt_source)
+        return RubricResult(
+            score=score,
+            explanation=verdict.explanation,
+            raw=raw,
+            clamped_from=clamped_from,
+            attempts=attempt,
+            prompt_source=prompt_source,
+        )
     raise JudgeError(
         target.name if target is not None else "policy",
         target.bare_model if target is not None else repr(judge),

@@ -169,10 +169,13 @@ def _ignore_signal(signum: int, frame: FrameType | None) -> None:
 
 def _server_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {
-        name: value
-        for name in (*_TIMING_OPTIONS, "enable_metrics", "max_queue_depth", "max_body_bytes")
-        if (value := getattr(args, name)) is not None and value is not False  # a flag: if set
+        name: getattr(args, name) for name in _TIMING_OPTIONS if getattr(args, name) is not None
     }
+    if args.enable_metrics:
+        options["enable_metrics"] = True
+    for name in ("max_queue_depth", "max_body_bytes"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
     if args.max_concurrent is not None:
         from osmosis_rollout.errors import UsageError
         from osmosis_rollout.server.concurrency import parse_max_concurrent

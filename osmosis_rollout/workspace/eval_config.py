@@ -205,19 +205,26 @@ class EvaluationConfig(_Section):
         """The keys the file set (absence, not falsiness, picks a default)."""
         return frozenset(self.model_fields_set)
 
-    @field_validator("limit", "n", "batch_size", mode="before")
+    @field_validator("limit", mode="before")
     @classmethod
-    def _integers(cls, value: Any, info: Any) -> int | None:
-        # Any limit goes (0 or less keeps every row); n and batch_size count from 1.
-        return _integer(value, info.field_name, None if info.field_name == "limit" else 1)
+    def _limit(cls, value: Any) -> int | None:
+        return _integer(value, "limit", None)  # any limit goes: 0 or less keeps every row
 
-    @field_validator(
-        "pass_threshold", "agent_workflow_timeout_s", "grader_timeout_s", mode="before"
-    )
+    @field_validator("n", "batch_size", mode="before")
     @classmethod
-    def _numbers(cls, value: Any, info: Any) -> float | None:
-        # A threshold may be any finite number (rewards may be negative); a timeout may not.
-        return _number(value, info.field_name, non_negative=info.field_name != "pass_threshold")
+    def _positive(cls, value: Any, info: Any) -> int | None:
+        return _integer(value, info.field_name, 1)
+
+    @field_validator("pass_threshold", mode="before")
+    @classmethod
+    def _threshold(cls, value: Any) -> float | None:
+        # Any finite number: rewards may be negative.
+        return _number(value, "pass_threshold", non_negative=False)
+
+    @field_validator("agent_workflow_timeout_s", "grader_timeout_s", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any, info: Any) -> float | None:
+        return _number(value, info.field_name, non_negative=True)
 
 
 class EvalConfig(BaseModel):
