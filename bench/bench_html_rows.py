@@ -1,6 +1,6 @@
 """The HTML report's cost per row: the table that says why each row failed (issue 35) vs before.
 
-The same synthetic report rendered by two trees' ``results/html.py``, side by side in one run:
+The same synthetic report rendered by two trees' ``osmosis_rollout/runs/html.py``, side by side in one run:
 ``before`` (``--before-rev``, default the merge base with ``main``, read with ``git show``)
 and ``after`` (this checkout). Each row has one attempt with a trajectory file on disk (a
 user prompt, an agent answer with a tool call and its result, the label); one row in five
@@ -28,7 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _benchlib import REPO, machine, median, table
 
-HTML = "pytest_osmosis/results/html.py"
+# Where the page lives since it moved beside the report it renders; a ``--before-rev`` older
+# than that move has the page at pytest_osmosis/results/html.py and cannot be loaded here.
+HTML = "osmosis_rollout/runs/html.py"
 
 
 def load(path: Path, name: str) -> ModuleType:

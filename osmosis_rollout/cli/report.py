@@ -3,9 +3,10 @@
 A run killed half way (``kill -9``, an OOM kill, a workflow's ``os._exit()``) leaves
 ``run.json`` and ``rows.jsonl`` but no ``report.json``. This command writes
 ``RUN_DIR/report.json`` (or ``--output PATH``) from them: every finished row, the ids of the
-rows that never ran, and ``summary.complete`` saying whether that is all of them. Exit
-status 0 when written, 2 when ``RUN_DIR`` is not a run directory or the report could not
-be written.
+rows that never ran, and ``summary.complete`` saying whether that is all of them; with
+``--html PATH``, the HTML page of that report too. Exit status 0 when written, 2 when
+``RUN_DIR`` is not a run directory, an output names one of its two files, or a file could
+not be written.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from osmosis_rollout.runs.journal import RunJournalError, write_json_atomic
+from osmosis_rollout.runs.html import write_html
+from osmosis_rollout.runs.journal import (
+    JOURNAL_FILENAME,
+    RUN_FILENAME,
+    RunJournalError,
+    write_json_atomic,
+)
 from osmosis_rollout.runs.report import rebuild_report
 
 __all__ = ["add_parser", "describe_summary", "run_rebuild"]
@@ -44,6 +51,7 @@ def add_parser(subparsers: Any) -> None:
     rebuild.add_argument(
         "--output", metavar="PATH", help="write here (default RUN_DIR/report.json)"
     )
+    rebuild.add_argument("--html", metavar="PATH", help="also write the report's HTML page here")
     rebuild.set_defaults(handler=run_rebuild)
 
 
@@ -67,19 +75,33 @@ def run_rebuild(
     """Rebuild and write the report; print where it went and its one-line summary."""
     out, err = out or sys.stdout, err or sys.stderr
     run_dir = Path(args.run_dir)
+    target = Path(args.output) if args.output else run_dir / "report.json"
+    outputs = [("--output", target), *([("--html", Path(args.html))] if args.html else [])]
+    inputs = {(run_dir / name).resolve() for name in (RUN_FILENAME, JOURNAL_FILENAME)}
+    for flag, path in outputs:
+        if path.resolve() in inputs:
+            print(
+                f"osmosis-rollout report rebuild: {flag} {path} is the run's own {path.name}, "
+                "which the report is rebuilt from; write the report somewhere else",
+                file=err,
+            )
+            return EXIT_USAGE
     try:
         document, bad = rebuild_report(run_dir)
     except RunJournalError as exc:
         print(f"osmosis-rollout report rebuild: {exc}", file=err)
         return EXIT_USAGE
-    target = Path(args.output) if args.output else run_dir / "report.json"
-    try:
-        write_json_atomic(target, document)
-    except OSError as exc:
-        print(f"osmosis-rollout report rebuild: could not write {target}: {exc}", file=err)
-        return EXIT_USAGE
+    writers = [(target, write_json_atomic), *([(Path(args.html), write_html)] if args.html else [])]
+    for path, write in writers:
+        try:
+            write(path, document)
+        except OSError as exc:
+            print(f"osmosis-rollout report rebuild: could not write {path}: {exc}", file=err)
+            return EXIT_USAGE
     if bad:
         print(f"skipped {bad} unreadable journal line(s) (a torn last write)", file=out)
     print(describe_summary(document["summary"]), file=out)
     print(f"report: {target}", file=out)
+    if args.html:
+        print(f"html: {args.html}", file=out)
     return EXIT_OK

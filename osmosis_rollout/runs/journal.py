@@ -51,6 +51,7 @@ __all__ = [
     "RunJournalError",
     "cut_torn_tail",
     "read_journal",
+    "read_json_object",
     "read_run_file",
     "write_json_atomic",
     "write_run_file",
@@ -289,3 +290,13 @@ def read_run_file(run_dir: Path) -> dict[str, Any]:
     if not isinstance(document, dict) or document.get("schema") != RUN_SCHEMA:
         raise RunJournalError(f"{path}: not a pytest-osmosis run file (schema {RUN_SCHEMA!r})")
     return document
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (a run file, a lock, a trajectory); None when it cannot
+    be read as one."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) else None

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, NamedTuple
 
-from pytest_osmosis.results.report import Segment, format_cost
+from osmosis_rollout.runs.report_text import format_cost
+from pytest_osmosis.results.report import Segment
 
 _ERASE_LINE = "\r\x1b[K"
 _SEPARATOR = "  "

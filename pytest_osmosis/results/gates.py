@@ -25,8 +25,8 @@ from osmosis_rollout.runs.gating import (
     rule_gate,
 )
 from osmosis_rollout.runs.report_model import ReportFileError, read_report
+from osmosis_rollout.runs.report_text import baseline_counts, ungraded_line
 from pytest_osmosis.options import OsmosisSettings
-from pytest_osmosis.results.report import ungraded_line
 
 
 def _row_rewards(attempts: list[dict[str, Any]]) -> dict[str, float]:
@@ -269,9 +269,3 @@ def _baseline_gate(
         )
         line = f"baseline gate: {regressed} row{'' if regressed == 1 else 's'} regressed: "
     result.verdicts.append((line + ("passed" if passed else why), passed))
-
-
-def baseline_counts(baseline: dict[str, Any]) -> str:
-    """``1 regressed, 2 improved, 0 new, 0 gone``: the rows that changed against a baseline."""
-    changes = ("regressed", "improved", "new", "gone")
-    return ", ".join(f"{len(baseline.get(key) or [])} {key}" for key in changes)

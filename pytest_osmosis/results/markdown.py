@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_osmosis.results.gates import baseline_counts
-from pytest_osmosis.results.report import interval_text
+from osmosis_rollout.runs.report_text import baseline_counts, interval_text
 
 __all__ = ["SHOWN_ROWS", "STEP_SUMMARY_ENV", "RowMiss", "append_markdown", "render_markdown"]
 

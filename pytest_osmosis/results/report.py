@@ -15,13 +15,13 @@ from typing import Any
 
 from osmosis_rollout._internal.atomic import copy_atomic, write_json_atomic
 from osmosis_rollout.redaction import Redactor
-from osmosis_rollout.runs.gating import percent
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME, RowJournal, read_journal
 from osmosis_rollout.runs.report import build_report, in_report_order
 from osmosis_rollout.runs.report_model import RowRecord
+from osmosis_rollout.runs.report_text import format_cost, interval_text, ungraded_line
 from osmosis_rollout.runs.run_verdict import failed_parts
 
-__all__ = ["RunReport", "format_cost", "reward_word"]
+__all__ = ["RunReport", "reward_word"]
 
 
 class RunReport:
@@ -100,15 +100,6 @@ class RunReport:
         self._written = path
 
 
-def format_cost(cost: float) -> str:
-    """US dollars with enough digits to see small amounts: ``$0.0042``, ``$1.23``."""
-    if cost >= 1:
-        return f"${cost:,.2f}"
-    if cost >= 0.01:
-        return f"${cost:.3f}"
-    return f"${cost:.4f}"
-
-
 def _fmt(value: float | None) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
@@ -172,40 +163,6 @@ def _counts(counts: dict[str, Any]) -> list[Segment]:
     rate = f"{counts['pass_rate']:.1%}{interval_text(counts.get('pass_rate_interval'))}"
     segments.append((f"  pass rate: {rate}", {}))
     return segments
-
-
-UNGRADED_WHY = {
-    "no_grader": "{entrypoint} defines no Grader",
-    "no_label": "rows with no ground_truth or metadata: the grader did not run",
-    "not_graded": "the grader set no reward",
-}
-
-
-def ungraded_line(summary: dict[str, Any], entrypoint: str | None) -> str | None:
-    """``ungraded: 8 rows (rollouts/x/main.py defines no Grader)``, or None when every row
-    that ran was graded."""
-    count = (summary.get("rows") or {}).get("ungraded") or 0
-    if not count:
-        return None
-    shown = _relative(entrypoint) if entrypoint else "the rollout"
-    whys = summary.get("ungraded_why") or ["not_graded"]
-    why = "; ".join(UNGRADED_WHY.get(w, w).format(entrypoint=shown) for w in whys)
-    return f"ungraded: {count} row{'' if count == 1 else 's'} ({why})"
-
-
-def _relative(path: str) -> str:
-    try:
-        return Path(path).resolve().relative_to(Path.cwd()).as_posix()
-    except (ValueError, OSError):
-        return path
-
-
-def interval_text(interval: Any, fmt: str = "{:.1%}") -> str:
-    """`` [74.1%, 88.6%] (95%)`` for a report's ``{low, high, confidence}``, else nothing."""
-    if not isinstance(interval, dict):
-        return ""
-    low, high = fmt.format(interval["low"]), fmt.format(interval["high"])
-    return f" [{low}, {high}] ({percent(interval['confidence'])})"
 
 
 def summary_segments(

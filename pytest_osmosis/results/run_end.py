@@ -169,7 +169,7 @@ def write_report_files(
         json_file = functools.partial(report.write_json, resolve_path(config, shown))
         writes.append(OutputWrite("JSON report", shown, json_file))
     if settings.html:
-        from pytest_osmosis.results.html import write_html
+        from osmosis_rollout.runs.html import write_html
 
         html = functools.partial(write_html, resolve_path(config, settings.html), document)
         writes.append(OutputWrite("HTML report", settings.html, html))

@@ -27,6 +27,7 @@ from osmosis_rollout.runs.journal import (
     RUN_FILENAME,
     RUN_SCHEMA,
     cut_torn_tail,
+    read_json_object,
     write_run_file,
 )
 
@@ -35,7 +36,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: no flock, the folder is not locked
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILENAME", "REPORT_FILENAME", "RunFolder", "read_json_object"]
+__all__ = ["LOCK_FILENAME", "REPORT_FILENAME", "RunFolder"]
 
 LOCK_FILENAME = "run.lock"
 REPORT_FILENAME = "report.json"
@@ -217,16 +218,6 @@ def _make_dirs(path: Path) -> Path:
         outermost = outermost.parent
     path.mkdir(parents=True, exist_ok=True)
     return outermost
-
-
-def read_json_object(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path`` (a run file, a lock, a trajectory); None when it cannot
-    be read as one."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return document if isinstance(document, dict) else None
 
 
 def _holder(path: Path) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -351,3 +352,32 @@ def test_a_row_record_answers_to_outcome_as_the_fixture_result_did_before_record
     from osmosis_rollout.runs.report_model import RowRecord
 
     assert RowRecord(nodeid="d::row-0", verdict="failed").outcome == "failed"
+
+
+def test_report_rebuild_writes_the_html_page_of_a_killed_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_run(tmp_path, finished=None, done=2, selected=5)
+    page = tmp_path / "pages" / "report.html"
+    assert cli_main(["report", "rebuild", str(run), "--html", str(page)]) == 0
+    assert f"html: {page}" in capsys.readouterr().out
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!doctype html>")
+    assert "INCOMPLETE" in text
+    for nodeid in ids(2):
+        assert html.escape(nodeid) in text
+    # The same page the run itself would have written from the rebuilt report.
+    assert json.loads((run / "report.json").read_text())["summary"]["complete"] is False
+
+
+@pytest.mark.parametrize("name", ["run.json", "rows.jsonl"])
+@pytest.mark.parametrize("flag", ["--output", "--html"])
+def test_report_rebuild_refuses_to_write_over_its_own_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, name: str
+) -> None:
+    run = make_run(tmp_path, finished=None, done=2, selected=2)
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    assert cli_main(["report", "rebuild", str(run), flag, str(run / name)]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} {run / name}" in err and "the run's own" in err
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before

@@ -123,4 +123,4 @@ def test_the_license_file_is_the_apache_2_0_text() -> None:
 def test_the_wheel_carries_the_html_reports_stylesheet_and_script(built: Built) -> None:
     with zipfile.ZipFile(built.wheel) as archive:
         names = set(archive.namelist())
-    assert {"pytest_osmosis/results/html.css", "pytest_osmosis/results/html.js"} <= names
+    assert {"osmosis_rollout/runs/html.css", "osmosis_rollout/runs/html.js"} <= names

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_osmosis.results.html import render, row_outcome, write_html
+from osmosis_rollout.runs.html import render, row_outcome, write_html
 
 
 def _attempt(key: str, **fields: Any) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from osmosis_rollout.runs.report_text import format_cost
 from pytest_osmosis.display.progress import (
     Field,
     ProgressDisplay,
@@ -15,7 +16,6 @@ from pytest_osmosis.display.progress import (
     progress_line,
     progress_segments,
 )
-from pytest_osmosis.results.report import format_cost
 
 
 class Clock:

@@ -21,10 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_rollout.runs.gating import RegressionTest, percent
+from osmosis_rollout.runs.journal import read_json_object
+from osmosis_rollout.runs.report_text import (
+    baseline_counts,
+    format_cost,
+    interval_text,
+    ungraded_line,
+)
 from osmosis_rollout.runs.run_verdict import failed_parts
-from pytest_osmosis.results.gates import baseline_counts
-from pytest_osmosis.results.report import format_cost, interval_text, ungraded_line
-from pytest_osmosis.results.run_folder import read_json_object
 
 MAX_MESSAGE_CHARS = 4000
 """A conversation message longer than this is cut in the report (the trajectory has it all)."""
@@ -45,7 +49,7 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline
 
 
 def _asset(name: str) -> str:
-    return files("pytest_osmosis.results").joinpath(name).read_text(encoding="utf-8")
+    return files("osmosis_rollout.runs").joinpath(name).read_text(encoding="utf-8")
 
 
 def _e(value: Any) -> str:
