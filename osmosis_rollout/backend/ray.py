@@ -21,6 +21,9 @@ grader run changes.
   closed, so the cause is in the message and in ``extra_fields["cause"]``). With
   ``retry_lost=True`` it runs once more on another actor; one that never started is always
   redispatched. Either way: one outcome per ``execute``, and the pool replaces the actor.
+  "Never started" is as the caller saw it: the actor's ``started`` reaches the caller
+  asynchronously, so a rollout that had just started when its actor died can run again
+  (``rollouts_redispatched`` in the health counts them).
 """
 
 from __future__ import annotations
@@ -531,6 +534,7 @@ class RayBackend(ExecutionBackend):
         self.actors_replaced = 0
         self.rollouts_lost = 0
         self.rollouts_retried = 0
+        self.rollouts_redispatched = 0
 
     # -- connection and pool ---------------------------------------------------------------
 
@@ -689,6 +693,7 @@ class RayBackend(ExecutionBackend):
                 "actors_replaced": self.actors_replaced,
                 "rollouts_lost": self.rollouts_lost,
                 "rollouts_retried": self.rollouts_retried,
+                "rollouts_redispatched": self.rollouts_redispatched,
             },
         }
         if self.max_queue_depth is not None:
@@ -724,6 +729,7 @@ class RayBackend(ExecutionBackend):
             except _ActorLost as lost:
                 if not lost.started and redispatched < REDISPATCH_LIMIT:
                     redispatched += 1
+                    self.rollouts_redispatched += 1
                     continue
                 if self.retry_lost and not retried:
                     retried = True
