@@ -48,7 +48,7 @@ _INLINE_MAX_MESSAGES = 64
 _INLINE_MAX_CHARS = 64 * 1024
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ExecutedRollout:
     """One finished in-process rollout."""
 
@@ -236,7 +236,13 @@ async def execute_in_process(
             secrets,
             on_write_failure,
         )
-    return ExecutedRollout(request.id, result, trajectory, diagnostics, notes)
+    return ExecutedRollout(
+        rollout_id=request.id,
+        result=result,
+        trajectory=trajectory,
+        diagnostics=diagnostics,
+        notes=notes,
+    )
 
 
 __all__ = ["PHASE_GRADER", "PHASE_WORKFLOW", "ExecutedRollout", "execute_in_process"]

@@ -272,10 +272,9 @@ class RowPassRule:
 
 def parse_row_pass(text: str) -> RowPassRule:
     """Parse ``all|any|majority|at_least:K|rate:R``; raise ``pytest.UsageError`` otherwise."""
-    text = text.strip()
-    if text in ("all", "any", "majority"):
-        return RowPassRule(text)  # type: ignore[arg-type]
-    kind, _, arg = text.partition(":")
+    kind, _, arg = _word(text).partition(":")
+    if kind in ("all", "any", "majority") and not arg:
+        return RowPassRule(kind)  # type: ignore[arg-type]
     try:
         number = float(arg)
     except ValueError:
@@ -346,12 +345,31 @@ def _number(stem: str, value: Any) -> float:
     return int(number) if whole else number
 
 
-def _choice(stem: str, value: Any, choices: tuple[str, ...], *, word: str = "mode") -> str:
-    """``value``, trimmed and lower-cased, when it is one of ``choices``; else a usage error."""
-    text = str(value).strip().lower()
-    if text not in choices:
+def _word(value: Any) -> str:
+    """``value`` read as a word an option defines (a mode, a rule, ``auto``): trimmed and
+    lower-cased, so ``ONCE`` on the command line or in the ini file is ``once``.
+
+    The one rule for every such word; what names something of the user's (a path, a URL, a
+    host, a module) is never passed here and keeps its case.
+    """
+    return str(value).strip().lower()
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "record_mode": RECORD_MODES,
+    "gate_undecided": GATE_UNDECIDED,
+    "progress": PROGRESS_MODES,
+}
+"""The options whose value is one of a fixed list of modes; the settings field has the stem's
+name."""
+
+
+def _choice(stem: str, value: Any) -> str:
+    """``value`` as the :func:`_word` it is in ``CHOICES[stem]``, or a usage error."""
+    choices = CHOICES[stem]
+    if (text := _word(value)) not in choices:
         raise pytest.UsageError(
-            f"{_flag_of(stem)}: invalid {word} {value!r}; choose one of {', '.join(choices)}"
+            f"{_flag_of(stem)}: invalid mode {value!r}; choose one of {', '.join(choices)}"
         )
     return text
 
@@ -415,7 +433,7 @@ class OsmosisSettings:
         return bool(self.datasets)
 
 
-PLAIN_STEMS = ("output", "report", "cassette_dir", "baseline", "resume", "html", "markdown", "ray")
+PLAIN_STEMS = ("output", "report", "cassette_dir", "baseline", "resume", "html", "markdown")
 """Options whose settings field (of the same name) is the value as given."""
 
 
@@ -430,14 +448,12 @@ def resolve_settings(
         value = raw_value(config, stem)
         return toml.get(stem) if value is None else value
 
-    record_mode = raw_value(config, "record_mode")
-    if record_mode is not None and record_mode not in RECORD_MODES:
-        raise pytest.UsageError(
-            f"--osmosis-record-mode: invalid mode {record_mode!r}; choose one of {', '.join(RECORD_MODES)}"
-        )
+    choices: dict[str, Any] = {
+        stem: _choice(stem, value) for stem in CHOICES if (value := pick(stem)) is not None
+    }
     policy, model = _policy_or_model(config)
     n, max_n, rule_text, min_rate = (pick(s) for s in ("n", "max_n", "row_pass", "min_pass_rate"))
-    auto = isinstance(n, str) and n.strip().lower() == "auto"
+    auto = isinstance(n, str) and _word(n) == "auto"
     if max_n is not None and not auto:
         raise pytest.UsageError(
             f"--osmosis-max-n {max_n}: applies only with --osmosis-n auto (a fixed "
@@ -456,12 +472,9 @@ def resolve_settings(
             "each row; drop --osmosis-row-pass (the gate then judges the attempt pass rate), "
             "or give a fixed --osmosis-n N"
         )
-    undecided = _choice(
-        "gate_undecided", pick("gate_undecided") or "fail", GATE_UNDECIDED, word="value"
-    )
     ray, servers = raw_value(config, "ray"), raw_value(config, "server") or []
     if ray:
-        _check_ray_address(str(ray))
+        ray = _ray_address(str(ray))
     if ray and (servers or raw_value(config, "serve")):
         raise pytest.UsageError(
             "--osmosis-ray runs the rows on a Ray cluster and --osmosis-server/--osmosis-serve "
@@ -519,15 +532,14 @@ def resolve_settings(
         model=model,
         toml_model=toml.get("model"),
         rows=rows,
-        record_mode=record_mode,
         n_auto=auto,
         row_pass=RowPassRule("all") if rule_text is None else parse_row_pass(str(rule_text)),
         row_pass_set=rule_text is not None,
         pass_threshold_set="pass_threshold" in numbers,
-        gate_undecided=undecided,
         servers=tuple(servers),
+        ray=ray,
         policy_host=policy_host,
-        progress=_choice("progress", raw_value(config, "progress") or "auto", PROGRESS_MODES),
+        **choices,
         **numbers,
         **{stem: raw_value(config, stem) for stem in PLAIN_STEMS},
         **flags,
@@ -583,13 +595,13 @@ def _check_server_url(url: str) -> None:
         )
 
 
-def _check_ray_address(address: str) -> None:
+def _ray_address(address: str) -> str:
     """``auto``, ``local``, ``HOST:PORT`` or ``ray://HOST:PORT``, checked before Ray is loaded."""
+    if _word(address) in ("auto", "local"):
+        return _word(address)
     host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if address in ("auto", "local") or (
-        sep and _is_host(host) and port.isdigit() and 0 < int(port) < 65536
-    ):
-        return
+    if sep and _is_host(host) and port.isdigit() and 0 < int(port) < 65536:
+        return address
     raise pytest.UsageError(
         f"--osmosis-ray: {address!r} is not a Ray address; give one of auto, local, HOST:PORT "
         "or ray://HOST:PORT (e.g. 10.0.0.5:6379 or ray://head:10001)"

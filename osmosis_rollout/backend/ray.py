@@ -203,7 +203,7 @@ class RolloutActor:
         return True
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Actor:
     """The caller's view of one actor in the pool."""
 
@@ -589,7 +589,13 @@ class RayBackend(ExecutionBackend):
 
     def _adopt(self, handle: Any, info: Mapping[str, Any]) -> _Actor:
         limit = self.max_concurrent or info.get("max_concurrent")
-        actor = _Actor(self._next_index, handle, info.get("pid"), info.get("node"), limit)
+        actor = _Actor(
+            index=self._next_index,
+            handle=handle,
+            pid=info.get("pid"),
+            node=info.get("node"),
+            max_concurrent=limit,
+        )
         self._next_index += 1
         return actor
 

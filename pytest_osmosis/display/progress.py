@@ -73,10 +73,25 @@ class ProgressState:
     running: int | None = 0
     _rows: dict[str, _Row] = field(default_factory=dict, repr=False)
 
-    passed = property(lambda self: self._count("passed"), doc="Rows that passed.")
-    failed = property(lambda self: self._count("failed"), doc="Rows below the threshold.")
-    errored = property(lambda self: self._count("errored"), doc="Rows whose rollouts errored.")
-    skipped = property(lambda self: self._count("skipped"), doc="Rows the grader removed.")
+    @property
+    def passed(self) -> int:
+        """Rows that passed."""
+        return self._count("passed")
+
+    @property
+    def failed(self) -> int:
+        """Rows below the threshold."""
+        return self._count("failed")
+
+    @property
+    def errored(self) -> int:
+        """Rows whose rollouts errored."""
+        return self._count("errored")
+
+    @property
+    def skipped(self) -> int:
+        """Rows the grader removed."""
+        return self._count("skipped")
 
     def _count(self, category: str) -> int:
         return sum(1 for row in self._rows.values() if row.category == category)

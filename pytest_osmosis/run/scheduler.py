@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from pytest_osmosis.run.watchdog import LoopBlock, LoopWatchdog
@@ -54,6 +56,9 @@ class RolloutScheduler:
         self._futures: dict[str, concurrent.futures.Future[Any]] = {}
         self._runs: set[concurrent.futures.Future[Any]] = set()
         self._submitted: dict[str, float] = {}
+        self._handed: weakref.WeakSet[Coroutine[Any, Any, Any]] = weakref.WeakSet()
+        """Coroutines handed to the loop (held weakly: a finished one drops out), for a loop
+        that dies before starting them to close."""
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run_loop, name="osmosis-rollouts", daemon=True)
         self._thread.start()
@@ -79,6 +84,20 @@ class RolloutScheduler:
                     "rollout still pending on it failed"
                 )
             )
+            self._close_unstarted()
+
+    def _close_unstarted(self) -> None:
+        """Close the coroutines the dead loop never started (queued, or a task not yet
+        stepped): left to the garbage collector, each warns it was never awaited.
+
+        Only on the loop's thread once the loop is dead: nothing runs them then, and
+        :meth:`_hand_over` (under the lock) hands over nothing more once ``stopped`` is set.
+        """
+        with self._lock:
+            unstarted = list(self._handed)
+        for coroutine in unstarted:
+            if inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED:
+                coroutine.close()
 
     def _on_block(self, block: LoopBlock) -> None:
         """From the watchdog, while the loop is blocked: past ``block_limit``, give it up."""
@@ -122,13 +141,16 @@ class RolloutScheduler:
         if error is None:
             coroutine = self._guarded(key, factory)
             try:
-                return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+                future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
             except RuntimeError as exc:
                 coroutine.close()  # never scheduled, so never to be awaited
                 error = exc
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        future.set_exception(error)
-        return future
+            else:
+                self._handed.add(coroutine)
+                return future
+        failed: concurrent.futures.Future[T] = concurrent.futures.Future()
+        failed.set_exception(error)
+        return failed
 
     async def _guarded(self, key: str | None, factory: Callable[[], Awaitable[T]]) -> T:
         """``factory()``; a keyed rollout under the bound, a :meth:`run` (no key) without."""

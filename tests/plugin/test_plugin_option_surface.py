@@ -197,3 +197,66 @@ def test_the_ini_twins_keep_working_and_the_command_line_wins(
     result = pytester.runpytest("--osmosis-limit=2")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["rows: 2  passed: 2  failed: 0 *"])
+
+
+WORDS = [
+    ("record_mode", "once"),
+    ("progress", "line"),
+    ("gate_undecided", "pass"),
+    ("row_pass", "majority"),
+    ("n", "auto"),
+    ("ray", "local"),
+]
+"""An option and one word of its fixed list (a mode, a rule, a keyword)."""
+
+
+def _settings(pytester: pytest.Pytester, stem: str, value: str, *, ini: bool) -> object:
+    from pytest_osmosis.options import resolve_settings
+
+    if ini:
+        pytester.makepyprojecttoml(f'[tool.pytest.ini_options]\nosmosis_{stem} = "{value}"\n')
+        return resolve_settings(pytester.parseconfig(DATASET, POLICY))
+    flag = "--osmosis-" + stem.replace("_", "-")
+    return resolve_settings(pytester.parseconfig(DATASET, POLICY, f"{flag}={value}"))
+
+
+@pytest.mark.parametrize("ini", [False, True], ids=["command-line", "ini"])
+@pytest.mark.parametrize(("stem", "word"), WORDS, ids=[stem for stem, _ in WORDS])
+def test_an_options_words_are_read_in_any_case(
+    workspace: Callable[..., Path], pytester: pytest.Pytester, stem: str, word: str, ini: bool
+) -> None:
+    workspace()
+    upper = _settings(pytester, stem, f" {word.upper()} ", ini=ini)
+    assert upper == _settings(pytester, stem, word, ini=ini)
+
+
+CHOICES = [
+    ("record_mode", "REPLAY", "invalid mode 'REPLAY'; choose one of none, once, new_episodes, all"),
+    ("progress", "PLAIN", "invalid mode 'PLAIN'; choose one of off, auto, line, bar"),
+    ("gate_undecided", "MAYBE", "invalid mode 'MAYBE'; choose one of fail, pass"),
+    (
+        "row_pass",
+        "MOST",
+        "invalid rule 'MOST'; expected one of all|any|majority|at_least:K|rate:R*",
+    ),
+]
+
+
+@pytest.mark.parametrize("ini", [False, True], ids=["command-line", "ini"])
+@pytest.mark.parametrize(("stem", "value", "error"), CHOICES, ids=[c[0] for c in CHOICES])
+def test_a_word_outside_an_options_list_is_a_usage_error_naming_the_choices(
+    workspace: Callable[..., Path],
+    pytester: pytest.Pytester,
+    stem: str,
+    value: str,
+    error: str,
+    ini: bool,
+) -> None:
+    workspace()
+    flag = "--osmosis-" + stem.replace("_", "-")
+    if ini:
+        pytester.makepyprojecttoml(f'[tool.pytest.ini_options]\nosmosis_{stem} = "{value}"\n')
+        result = pytester.runpytest(DATASET, POLICY)
+    else:
+        result = pytester.runpytest(DATASET, POLICY, f"{flag}={value}")
+    _usage_error(result, f"{flag}: {error}")

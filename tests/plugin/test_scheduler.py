@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import subprocess
 import sys
 import threading
@@ -191,6 +192,35 @@ def test_an_exception_escaping_the_loop_fails_every_pending_rollout_and_later_on
 
 def _raise_system_exit() -> None:
     raise SystemExit(3)
+
+
+def test_rollouts_queued_on_a_loop_that_dies_are_closed_and_fail_with_its_cause(
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    scheduler = RolloutScheduler(concurrency=1)
+    blocking, release = threading.Event(), threading.Event()
+
+    async def escapes() -> None:
+        asyncio.get_running_loop().call_soon(_raise_system_exit)
+        blocking.set()
+        release.wait(10)  # sync code: the rows below are queued behind the exit meanwhile
+
+    async def sleeps() -> None:
+        await asyncio.sleep(60)
+
+    try:
+        first = scheduler.submit("row-0#0", escapes)
+        assert blocking.wait(10)
+        queued = [scheduler.submit(f"row-{i}#0", sleeps) for i in range(1, 4)]
+        release.set()
+        for future in [first, *queued]:
+            with pytest.raises(RolloutLoopStopped, match="SystemExit"):
+                future.result(timeout=10)
+    finally:
+        release.set()
+        scheduler.close()
+    gc.collect()  # a coroutine nobody closed warns when it is collected
+    assert [str(w.message) for w in recwarn if issubclass(w.category, RuntimeWarning)] == []
 
 
 def test_a_loop_blocked_past_the_block_limit_is_given_up_naming_the_blocking_line(
