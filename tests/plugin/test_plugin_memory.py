@@ -33,9 +33,9 @@ def pytest_runtestloop(session):
     from osmosis_rollout.runs.report_model import AttemptRecord, RowRecord
 
     # The rollouts' thread may still be returning from the last row's callbacks (it holds
-    # that attempt's task a moment longer on a busy machine): count until nothing is held,
-    # for two seconds at most. A record kept for good still shows.
-    for _ in range(20):
+    # that attempt's task a moment longer on a busy machine: over 2 s at load 8): count
+    # until nothing is held, for ten seconds at most. A record kept for good still shows.
+    for _ in range(100):
         gc.collect()
         alive = {"AttemptRecord": 0, "RowRecord": 0}
         for obj in gc.get_objects():
