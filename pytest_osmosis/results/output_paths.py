@@ -32,7 +32,7 @@ class Input:
     """A file or folder the run reads, which no output may overwrite."""
 
     what: str
-    """What it is, for the message: ``the dataset``, ``cassettes``."""
+    """What it is, for the message: ``the dataset``, ``the cassettes folder``."""
     path: Path
     folder: bool = False
     """A folder: nothing inside it may be written either."""
@@ -89,8 +89,9 @@ def check_output_paths(
         for read in () if directory else inputs:
             if read.holds(path):
                 shown = path.relative_to(base) if path.is_relative_to(base) else path
+                where = "inside " if read.folder else ""
                 raise pytest.UsageError(
-                    f"{flag}: {shown} is {read.what} this run reads; "
+                    f"{flag}: {shown} is {where}{read.what} this run reads; "
                     "writing there would overwrite it: choose another path"
                 )
         reason = why_unwritable(path, directory=directory)

@@ -86,32 +86,52 @@ def _skipped(name: str) -> bool:
     return name.startswith(".") or name == "__pycache__" or name.endswith((".pyc", ".pyo"))
 
 
-def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] = ()) -> str | None:
-    """A short hash of every file of the rollout's folder (the entrypoint's, or its package's:
-    a module ``main.py`` imports counts too); the reference itself when no file is found.
-    ``skip``: files and folders left out (the run's output, datasets, cassettes)."""
+def rollout_files(
+    entrypoint: str | None, *, base: Path, skip: Iterable[Path] = ()
+) -> tuple[Path, list[Path]] | None:
+    """The rollout's folder (the entrypoint's, or its outermost package's: a module
+    ``main.py`` imports counts too) and its files, in a fixed order; None when no entrypoint
+    file is found. ``skip``: files and folders left out (the run's output, datasets,
+    cassettes)."""
     if not entrypoint:
         return None
-    target, path = reference_file(entrypoint, base=base)
+    _, path = reference_file(entrypoint, base=base)
     if path is None:
-        return target
+        return None
     folder = path.resolve().parent
     while (folder / "__init__.py").is_file() and (folder.parent / "__init__.py").is_file():
-        folder = folder.parent  # the outermost package folder holding the entrypoint
+        folder = folder.parent
     skipped = {s.resolve() for s in skip}
-    digest = hashlib.sha256()
-    for root, dirs, files in os.walk(folder):
+    files: list[Path] = []
+    for root, dirs, names in os.walk(folder):
         here = Path(root)
         dirs[:] = sorted(d for d in dirs if not _skipped(d) and (here / d).resolve() not in skipped)
-        for name in sorted(files):
-            if _skipped(name) or (here / name).resolve() in skipped:
-                continue
-            try:
-                data = (here / name).read_bytes()
-            except OSError:
-                continue  # unreadable (a dangling link): not part of what the rollout can run
-            relative = (here / name).relative_to(folder).as_posix()
-            digest.update(relative.encode() + b"\0" + bytes_digest(data).encode())
+        files += [
+            here / name
+            for name in sorted(names)
+            if not _skipped(name) and (here / name).resolve() not in skipped
+        ]
+    return folder, files
+
+
+def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] = ()) -> str | None:
+    """A short hash of every file of the rollout's folder (:func:`rollout_files`); the
+    reference itself when no file is found."""
+    if not entrypoint:
+        return None
+    target = reference_file(entrypoint, base=base)[0]
+    found = rollout_files(entrypoint, base=base, skip=skip)
+    if found is None:
+        return target
+    folder, files = found
+    digest = hashlib.sha256()
+    for path in files:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue  # unreadable (a dangling link): not part of what the rollout can run
+        relative = path.relative_to(folder).as_posix()
+        digest.update(relative.encode() + b"\0" + bytes_digest(data).encode())
     return f"{target}#{digest.hexdigest()[:16]}"
 
 

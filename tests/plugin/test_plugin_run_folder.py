@@ -126,19 +126,29 @@ def test_a_folder_of_an_earlier_run_is_reused_and_an_empty_one_adopted(
         ("--osmosis-report", "data/test.jsonl", "the dataset"),
         ("--osmosis-html", "rollouts/steps/main.py", "the rollout entrypoint"),
         ("--osmosis-report", "policy.py", "the policy"),
-        ("--osmosis-html", "data/cassettes/data/test.jsonl/row-0/attempt-0.json", "cassettes"),
+        (
+            "--osmosis-html",
+            "data/cassettes/data/test.jsonl/row-0/attempt-0.json",
+            "inside the cassettes folder",
+        ),
+        ("--osmosis-report", "rollouts/steps/helper.py", "a module of the rollout"),
+        ("--osmosis-html", "pyproject.toml", "the ini file"),
     ],
 )
 def test_a_report_path_that_names_an_input_is_refused_and_the_input_is_intact(
     pytester: pytest.Pytester, flag: str, path: str, what: str
 ) -> None:
     root = write_workspace(pytester.path, ["answer", "answer"])
+    pytester.makepyprojecttoml("[tool.pytest.ini_options]\n")
     target = root / path
     target.parent.mkdir(parents=True, exist_ok=True)
     if not target.exists():
         target.write_text("{}")
     before = target.read_bytes()
-    result = pytester.runpytest(*BASE, "--osmosis-output=out", f"{flag}={path}")
+    # Even asked to replace what an earlier run wrote, a run never writes over its inputs.
+    result = pytester.runpytest(
+        *BASE, "--osmosis-output=out", f"{flag}={path}", "--osmosis-overwrite"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{flag}: {path} is {what} this run reads*choose another path*"])
     assert target.read_bytes() == before
