@@ -29,7 +29,7 @@ from osmosis_rollout.runs.journal import (
     read_run_file,
 )
 from osmosis_rollout.runs.report_model import RowRecord
-from pytest_osmosis.keys import row_ref
+from pytest_osmosis.keys import DATASETS_KEY, row_ref
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
@@ -286,6 +286,7 @@ class Resume:
             journaled, _ = read_journal(osmosis.output / JOURNAL_FILENAME)
         except RunJournalError as exc:
             raise pytest.UsageError(f"--osmosis-resume: {exc}") from exc
+        _refuse_other_datasets(config, osmosis.output, journaled)
         refs = ((item.nodeid, row_ref(item)) for item in items)
         # Today's fingerprint of each collected row (None: not a dataset row, nothing to compare).
         fingerprints = {
@@ -308,3 +309,29 @@ class Resume:
         if stand:
             config.hook.pytest_deselected(items=[item for item in items if item.nodeid in stand])
             items[:] = [item for item in items if item.nodeid not in stand]
+
+
+def _refuse_other_datasets(config: pytest.Config, output: Path, journaled: list[RowRecord]) -> None:
+    """A journal holding rows of a dataset this run does not read is another run's: its
+    rows would count in this run's verdict. ``pytest.UsageError`` naming the dataset."""
+    reads = config.stash.get(DATASETS_KEY, set())
+    if not reads:
+        return  # rows from a marker's datasets: no run-wide dataset to compare with
+    base = Path(config.invocation_params.dir)
+
+    def shown(path: Path) -> str:
+        return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
+
+    foreign = sorted(
+        {shown(Path(row.dataset)) for row in journaled if row.dataset} - {shown(p) for p in reads}
+    )
+    foreign = [d for d in foreign if (base / d).resolve() not in reads]
+    if not foreign:
+        return
+    ours = ", ".join(sorted(shown(p) for p in reads))
+    flags = " ".join(f"--osmosis-dataset={d}" for d in foreign)
+    raise pytest.UsageError(
+        f"--osmosis-resume {shown(output)}: that run read {', '.join(foreign)}, "
+        f"which this run does not read (it reads {ours}): pass {flags} to continue it, or "
+        "drop --osmosis-resume for a fresh run"
+    )
