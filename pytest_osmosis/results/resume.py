@@ -39,7 +39,11 @@ RESUME_PLUGIN = "osmosis-resume"
 ENV_DECLARATION = "OSMOSIS_ENV"
 """The entrypoint's top-level list of the environment variables its rollout reads."""
 
+LOST_WRITE = "lost_write"
+"""The fingerprint key of a row journaled after a write of its run failed (the failure)."""
+
 CHANGED = {
+    LOST_WRITE: "a file of its run could not be written",
     "entrypoint": "rollout files changed",
     "env": "environment changed",
     "policy": "policy changed",
