@@ -173,7 +173,9 @@ def _check_outputs(
         resolve_path(config, value) if value else None
         for value in (settings.report, settings.html, settings.markdown)
     )
-    check_output_paths(config, output=output, report=report, html=html, inputs=inputs)
+    check_output_paths(
+        config, output=output, report=report, html=html, markdown=markdown, inputs=inputs
+    )
     if not settings.resume and not config.option.collectonly:
         flags = ("--osmosis-report", "--osmosis-html", "--osmosis-markdown")
         files = list(zip(flags, (report, html, markdown), strict=True))

@@ -1,9 +1,10 @@
 """The run's output paths: checked before any row runs, written without hiding the results.
 
 At start-up every path the run will write (``--osmosis-output``, ``--osmosis-report``,
-``--osmosis-html``, ``--junitxml``) is checked: one that cannot be written (under a plain file,
-a directory, no permission) or that names one of the run's inputs (the dataset, the policy, the
-baseline, a cassette...) is a usage error naming the flag, the path and why. At the end, a file
+``--osmosis-html``, ``--osmosis-markdown``, ``--junitxml``) is checked: one that cannot be
+written (under a plain file, a directory, no permission), that names one of the run's inputs
+(the dataset, the policy, the baseline, a cassette...) or a file of the run folder, or that
+another output names too, is a usage error naming the flag, the path and why. At the end, a file
 that still cannot be written is one line after the summary, and the run exits 12
 (:data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`): its outcome is not on disk.
 """
@@ -81,6 +82,7 @@ def check_output_paths(
     output: Path | None,
     report: Path | None,
     html: Path | None,
+    markdown: Path | None = None,
     inputs: Sequence[Input] = (),
 ) -> None:
     """Raise ``pytest.UsageError`` for the first output path that cannot be written, that
@@ -92,6 +94,7 @@ def check_output_paths(
         ("--osmosis-output", output, True),
         ("--osmosis-report", report, False),
         ("--osmosis-html", html, False),
+        ("--osmosis-markdown", markdown, False),
         ("--junitxml", base / Path(junit).expanduser() if junit else None, False),
     ]
     owned = _run_files(output) if output is not None else []

@@ -133,6 +133,7 @@ def test_a_folder_of_an_earlier_run_is_reused_and_an_empty_one_adopted(
         ),
         ("--osmosis-report", "rollouts/steps/helper.py", "a module of the rollout"),
         ("--osmosis-html", "pyproject.toml", "the ini file"),
+        ("--osmosis-markdown", "data/test.jsonl", "the dataset"),
     ],
 )
 def test_a_report_path_that_names_an_input_is_refused_and_the_input_is_intact(
