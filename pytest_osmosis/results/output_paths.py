@@ -38,7 +38,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Input:
-    """A file or folder the run reads, which no output may overwrite."""
+    """A file or folder the run reads (or writes itself), which no other output may overwrite."""
 
     what: str
     """What it is, for the message: ``the dataset``, ``the cassettes folder``."""
