@@ -22,7 +22,7 @@ from pytest_osmosis.keys import DATASETS_KEY
 from pytest_osmosis.options import raw_value, resolve_path, resolve_settings
 from pytest_osmosis.results.gates import load_baseline
 from pytest_osmosis.results.output_paths import Input, check_output_paths, refuse_overwrites
-from pytest_osmosis.results.resume import declared_env, reference_file
+from pytest_osmosis.results.resume import declared_env, reference_file, rollout_files
 from pytest_osmosis.run.policy_choice import cassette_dir, check_policy_given
 from pytest_osmosis.run.session import OsmosisSession, ensure_session, is_worker
 from pytest_osmosis.run.workspace import (
@@ -160,12 +160,22 @@ def _check_outputs(
     read["the baseline"] = resolve_path(config, settings.baseline) if settings.baseline else None
     inputs = [Input("the dataset", path) for path in datasets]
     inputs += [Input(what, path) for what, path in read.items() if path is not None]
-    inputs.append(Input("cassettes", cassette_dir(config, settings), folder=True))
+    cassettes = cassette_dir(config, settings)
+    inputs.append(Input("the cassettes folder", cassettes, folder=True))
+    # The rollout's other modules (what resume fingerprints); its data files may sit beside
+    # a report of the user's (an entrypoint at the workspace's top), so only modules count.
+    found = rollout_files(entrypoint, base=base, skip=[output, cassettes, *datasets])
+    modules = [path for path in found[1] if path.suffix == ".py"] if found else []
+    inputs += [Input("a module of the rollout", path) for path in modules]
+    if config.inipath is not None:
+        inputs.append(Input("the ini file", Path(config.inipath)))
     report, html, markdown = (
         resolve_path(config, value) if value else None
         for value in (settings.report, settings.html, settings.markdown)
     )
-    check_output_paths(config, output=output, report=report, html=html, inputs=inputs)
+    check_output_paths(
+        config, output=output, report=report, html=html, markdown=markdown, inputs=inputs
+    )
     if not settings.resume and not config.option.collectonly:
         flags = ("--osmosis-report", "--osmosis-html", "--osmosis-markdown")
         files = list(zip(flags, (report, html, markdown), strict=True))

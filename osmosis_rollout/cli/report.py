@@ -5,8 +5,9 @@ A run killed half way (``kill -9``, an OOM kill, a workflow's ``os._exit()``) le
 ``RUN_DIR/report.json`` (or ``--output PATH``) from them: every finished row, the ids of the
 rows that never ran, and ``summary.complete`` saying whether that is all of them; with
 ``--html PATH``, the HTML page of that report too. Exit status 0 when written, 2 when
-``RUN_DIR`` is not a run directory, an output names one of its two files, or a file could
-not be written.
+``RUN_DIR`` is not a run directory, an output names one of its two files or a file the run
+read (its dataset, entrypoint, policy, eval config or baseline), or a file could not be
+written.
 """
 
 from __future__ import annotations
@@ -69,6 +70,26 @@ def describe_summary(summary: dict[str, Any]) -> str:
     return line + "  INCOMPLETE" + (f" (stopped by {stopped})" if stopped else "")
 
 
+def _read_by_the_run(document: dict[str, Any]) -> dict[Path, str]:
+    """The files the run read, as its configuration and rows name them (resolved) -> what
+    each is: the dataset, the rollout entrypoint, the policy, the eval config, the baseline."""
+    config = document.get("config") or {}
+    named = {
+        "rollout entrypoint": config.get("entrypoint"),
+        "eval config": config.get("eval_config"),
+        "baseline": config.get("baseline"),
+    }
+    policy = config.get("policy")
+    if isinstance(policy, str) and not policy.startswith("litellm:"):
+        head, sep, tail = policy.rpartition(":")
+        named["policy"] = head if sep and tail.isidentifier() else policy
+    read = {Path(p).resolve(): what for what, p in named.items() if isinstance(p, str) and p}
+    for line in document.get("row_verdicts") or []:
+        if isinstance(line.get("dataset"), str):
+            read.setdefault(Path(line["dataset"]).resolve(), "dataset")
+    return read
+
+
 def run_rebuild(
     args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
@@ -91,6 +112,16 @@ def run_rebuild(
     except RunJournalError as exc:
         print(f"osmosis-rollout report rebuild: {exc}", file=err)
         return EXIT_USAGE
+    read = _read_by_the_run(document)
+    for flag, path in outputs:
+        what = read.get(path.resolve())
+        if what is not None:
+            print(
+                f"osmosis-rollout report rebuild: {flag} {path} is the run's {what}; writing "
+                "there would overwrite it: write the report somewhere else",
+                file=err,
+            )
+            return EXIT_USAGE
     writers = [(target, write_json_atomic), *([(Path(args.html), write_html)] if args.html else [])]
     for path, write in writers:
         try:

@@ -218,6 +218,10 @@ class Fingerprint(_Open):
     pass_threshold: float = Field(description="the pass threshold")
     row_pass: str = Field(description="the row rule over attempts (--osmosis-row-pass)")
     n: int = Field(description="attempts per row (--osmosis-n)")
+    lost_write: str | None = _optional(
+        "why a write of the run failed before the row was journaled (its cassette or "
+        "trajectory may be lost): a resume runs it again; absent otherwise"
+    )
 
 
 class RowRecord(_Open):

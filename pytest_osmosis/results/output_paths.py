@@ -1,9 +1,10 @@
 """The run's output paths: checked before any row runs, written without hiding the results.
 
 At start-up every path the run will write (``--osmosis-output``, ``--osmosis-report``,
-``--osmosis-html``, ``--junitxml``) is checked: one that cannot be written (under a plain file,
-a directory, no permission) or that names one of the run's inputs (the dataset, the policy, the
-baseline, a cassette...) is a usage error naming the flag, the path and why. At the end, a file
+``--osmosis-html``, ``--osmosis-markdown``, ``--junitxml``) is checked: one that cannot be
+written (under a plain file, a directory, no permission), that names one of the run's inputs
+(the dataset, the policy, the baseline, a cassette...) or a file of the run folder, or that
+another output names too, is a usage error naming the flag, the path and why. At the end, a file
 that still cannot be written is one line after the summary, and the run exits 12
 (:data:`~pytest_osmosis.results.stopped.EXIT_WRITE_FAILED`): its outcome is not on disk.
 """
@@ -17,6 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from osmosis_rollout.runs.journal import JOURNAL_FILENAME, RUN_FILENAME
+from pytest_osmosis.results.run_folder import LOCK_FILENAME, REPORT_FILENAME
+
+ROLLOUTS_LOG = "rollouts.log"
+"""What the rollouts logged and printed, in the run folder."""
+TRAJECTORIES_DIR = "rollouts"
+"""The run folder's subfolder of per-attempt trajectories and diagnostics."""
+
 __all__ = [
     "Input",
     "OutputWrite",
@@ -29,13 +38,15 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Input:
-    """A file or folder the run reads, which no output may overwrite."""
+    """A file or folder the run reads (or writes itself), which no other output may overwrite."""
 
     what: str
-    """What it is, for the message: ``the dataset``, ``cassettes``."""
+    """What it is, for the message: ``the dataset``, ``the cassettes folder``."""
     path: Path
     folder: bool = False
     """A folder: nothing inside it may be written either."""
+    verb: str = "reads"
+    """``writes`` for the run's own files (its journal), which no other output may replace."""
 
     def holds(self, path: Path) -> bool:
         """True when writing ``path`` would overwrite this input."""
@@ -71,33 +82,61 @@ def check_output_paths(
     output: Path | None,
     report: Path | None,
     html: Path | None,
+    markdown: Path | None = None,
     inputs: Sequence[Input] = (),
 ) -> None:
-    """Raise ``pytest.UsageError`` for the first output path that cannot be written, or
-    that names one of the run's ``inputs``."""
+    """Raise ``pytest.UsageError`` for the first output path that cannot be written, that
+    names one of the run's ``inputs`` or a file of the run folder, or that another output
+    names too."""
     base = Path(config.invocation_params.dir)
     junit = getattr(config.option, "xmlpath", None)
     checks: list[tuple[str, Path | None, bool]] = [
         ("--osmosis-output", output, True),
         ("--osmosis-report", report, False),
         ("--osmosis-html", html, False),
+        ("--osmosis-markdown", markdown, False),
         ("--junitxml", base / Path(junit).expanduser() if junit else None, False),
     ]
+    owned = _run_files(output) if output is not None else []
+    # Each file output's path -> who writes it: two outputs on one path overwrite each other.
+    # The run's own report.json may be named by --osmosis-report too (one report, one file).
+    written = {} if output is None else {(output / REPORT_FILENAME).resolve(): "--osmosis-output"}
     for flag, path, directory in checks:
         if path is None:
             continue
-        for read in () if directory else inputs:
+        shown = path.relative_to(base) if path.is_relative_to(base) else path
+        for read in () if directory else [*inputs, *owned]:
             if read.holds(path):
-                shown = path.relative_to(base) if path.is_relative_to(base) else path
+                where = "inside " if read.folder else ""
                 raise pytest.UsageError(
-                    f"{flag}: {shown} is {read.what} this run reads; "
+                    f"{flag}: {shown} is {where}{read.what} this run {read.verb}; "
                     "writing there would overwrite it: choose another path"
+                )
+        if not directory:
+            writer = written.setdefault(path.resolve(), flag)
+            same_report = writer == "--osmosis-output" and flag == "--osmosis-report"
+            if writer != flag and not same_report:
+                what = "its report" if writer == "--osmosis-output" else "its file"
+                raise pytest.UsageError(
+                    f"{flag}: {shown} is where {writer} writes {what}; two outputs on one "
+                    "path would overwrite each other: choose another path"
                 )
         reason = why_unwritable(path, directory=directory)
         if reason is not None:
             raise pytest.UsageError(
                 f"{flag}: cannot write {path}: {reason}; choose another path or remove what is in the way"
             )
+
+
+def _run_files(output: Path) -> list[Input]:
+    """The run folder's own files, which only the run writes."""
+    return [
+        Input("the journal", output / JOURNAL_FILENAME, verb="writes"),
+        Input("the run file", output / RUN_FILENAME, verb="writes"),
+        Input("the rollouts' log", output / ROLLOUTS_LOG, verb="writes"),
+        Input("the lock", output / LOCK_FILENAME, verb="writes"),
+        Input("the trajectories folder", output / TRAJECTORIES_DIR, folder=True, verb="writes"),
+    ]
 
 
 def refuse_overwrites(files: list[tuple[str, Path | None]], *, overwrite: bool) -> None:

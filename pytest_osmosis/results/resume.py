@@ -29,7 +29,7 @@ from osmosis_rollout.runs.journal import (
     read_run_file,
 )
 from osmosis_rollout.runs.report_model import RowRecord
-from pytest_osmosis.keys import row_ref
+from pytest_osmosis.keys import DATASETS_KEY, row_ref
 
 if TYPE_CHECKING:
     from osmosis_rollout.dataset import DatasetRow
@@ -39,7 +39,11 @@ RESUME_PLUGIN = "osmosis-resume"
 ENV_DECLARATION = "OSMOSIS_ENV"
 """The entrypoint's top-level list of the environment variables its rollout reads."""
 
+LOST_WRITE = "lost_write"
+"""The fingerprint key of a row journaled after a write of its run failed (the failure)."""
+
 CHANGED = {
+    LOST_WRITE: "a file of its run could not be written",
     "entrypoint": "rollout files changed",
     "env": "environment changed",
     "policy": "policy changed",
@@ -86,32 +90,52 @@ def _skipped(name: str) -> bool:
     return name.startswith(".") or name == "__pycache__" or name.endswith((".pyc", ".pyo"))
 
 
-def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] = ()) -> str | None:
-    """A short hash of every file of the rollout's folder (the entrypoint's, or its package's:
-    a module ``main.py`` imports counts too); the reference itself when no file is found.
-    ``skip``: files and folders left out (the run's output, datasets, cassettes)."""
+def rollout_files(
+    entrypoint: str | None, *, base: Path, skip: Iterable[Path] = ()
+) -> tuple[Path, list[Path]] | None:
+    """The rollout's folder (the entrypoint's, or its outermost package's: a module
+    ``main.py`` imports counts too) and its files, in a fixed order; None when no entrypoint
+    file is found. ``skip``: files and folders left out (the run's output, datasets,
+    cassettes)."""
     if not entrypoint:
         return None
-    target, path = reference_file(entrypoint, base=base)
+    _, path = reference_file(entrypoint, base=base)
     if path is None:
-        return target
+        return None
     folder = path.resolve().parent
     while (folder / "__init__.py").is_file() and (folder.parent / "__init__.py").is_file():
-        folder = folder.parent  # the outermost package folder holding the entrypoint
+        folder = folder.parent
     skipped = {s.resolve() for s in skip}
-    digest = hashlib.sha256()
-    for root, dirs, files in os.walk(folder):
+    files: list[Path] = []
+    for root, dirs, names in os.walk(folder):
         here = Path(root)
         dirs[:] = sorted(d for d in dirs if not _skipped(d) and (here / d).resolve() not in skipped)
-        for name in sorted(files):
-            if _skipped(name) or (here / name).resolve() in skipped:
-                continue
-            try:
-                data = (here / name).read_bytes()
-            except OSError:
-                continue  # unreadable (a dangling link): not part of what the rollout can run
-            relative = (here / name).relative_to(folder).as_posix()
-            digest.update(relative.encode() + b"\0" + bytes_digest(data).encode())
+        files += [
+            here / name
+            for name in sorted(names)
+            if not _skipped(name) and (here / name).resolve() not in skipped
+        ]
+    return folder, files
+
+
+def rollout_digest(entrypoint: str | None, *, base: Path, skip: Iterable[Path] = ()) -> str | None:
+    """A short hash of every file of the rollout's folder (:func:`rollout_files`); the
+    reference itself when no file is found."""
+    if not entrypoint:
+        return None
+    target = reference_file(entrypoint, base=base)[0]
+    found = rollout_files(entrypoint, base=base, skip=skip)
+    if found is None:
+        return target
+    folder, files = found
+    digest = hashlib.sha256()
+    for path in files:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue  # unreadable (a dangling link): not part of what the rollout can run
+        relative = path.relative_to(folder).as_posix()
+        digest.update(relative.encode() + b"\0" + bytes_digest(data).encode())
     return f"{target}#{digest.hexdigest()[:16]}"
 
 
@@ -266,6 +290,7 @@ class Resume:
             journaled, _ = read_journal(osmosis.output / JOURNAL_FILENAME)
         except RunJournalError as exc:
             raise pytest.UsageError(f"--osmosis-resume: {exc}") from exc
+        _refuse_other_datasets(config, osmosis.output, journaled)
         refs = ((item.nodeid, row_ref(item)) for item in items)
         # Today's fingerprint of each collected row (None: not a dataset row, nothing to compare).
         fingerprints = {
@@ -288,3 +313,29 @@ class Resume:
         if stand:
             config.hook.pytest_deselected(items=[item for item in items if item.nodeid in stand])
             items[:] = [item for item in items if item.nodeid not in stand]
+
+
+def _refuse_other_datasets(config: pytest.Config, output: Path, journaled: list[RowRecord]) -> None:
+    """A journal holding rows of a dataset this run does not read is another run's: its
+    rows would count in this run's verdict. ``pytest.UsageError`` naming the dataset."""
+    reads = config.stash.get(DATASETS_KEY, set())
+    if not reads:
+        return  # rows from a marker's datasets: no run-wide dataset to compare with
+    base = Path(config.invocation_params.dir)
+
+    def shown(path: Path) -> str:
+        return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
+
+    foreign = sorted(
+        {shown(Path(row.dataset)) for row in journaled if row.dataset} - {shown(p) for p in reads}
+    )
+    foreign = [d for d in foreign if (base / d).resolve() not in reads]
+    if not foreign:
+        return
+    ours = ", ".join(sorted(shown(p) for p in reads))
+    flags = " ".join(f"--osmosis-dataset={d}" for d in foreign)
+    raise pytest.UsageError(
+        f"--osmosis-resume {shown(output)}: that run read {', '.join(foreign)}, "
+        f"which this run does not read (it reads {ours}): pass {flags} to continue it, or "
+        "drop --osmosis-resume for a fresh run"
+    )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from osmosis_rollout.runs.journal import JOURNAL_FILENAME
+from pytest_osmosis.results.resume import LOST_WRITE
 
 if TYPE_CHECKING:
     from osmosis_rollout.runs.journal import RowJournal
@@ -116,8 +117,13 @@ class RowBook:
 
     def journal_row(self, row: Row, record: RowRecord) -> None:
         """Journal ``record``, the row's verdict, where it was decided. A write that fails
-        stops the run (:meth:`RunFolder.write_failed`); the row still reaches its report."""
+        stops the run (:meth:`RunFolder.write_failed`); the row still reaches its report.
+        A row journaled after any write of the run failed is marked to run again on resume."""
         record.fingerprint = row.fingerprint
+        if row.fingerprint is not None and self.folder.write_failure is not None:
+            # A row ending after a write failed may have lost its cassette or trajectory:
+            # its journal line says so, and a resume runs it again rather than keep it.
+            record.fingerprint = {**row.fingerprint, LOST_WRITE: self.folder.write_failure}
         try:
             self.journal.write_row(record)
         except OSError as exc:

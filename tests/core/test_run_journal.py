@@ -381,3 +381,43 @@ def test_report_rebuild_refuses_to_write_over_its_own_inputs(
     err = capsys.readouterr().err
     assert f"{flag} {run / name}" in err and "the run's own" in err
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
+@pytest.mark.parametrize("what", ["dataset", "entrypoint", "policy", "eval_config"])
+@pytest.mark.parametrize("flag", ["--output", "--html"])
+def test_report_rebuild_refuses_to_write_over_a_file_the_run_read(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    flag: str,
+    what: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    files = {
+        "dataset": tmp_path / "data" / "test.jsonl",
+        "entrypoint": tmp_path / "rollouts" / "x" / "main.py",
+        "policy": tmp_path / "rollouts" / "x" / "policy.py",
+        "eval_config": tmp_path / "configs" / "eval" / "x.toml",
+    }
+    for path in files.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("the user's file\n")
+    run = tmp_path / "run"
+    config = {
+        "pass_threshold": 1.0,
+        "n": 1,
+        "entrypoint": str(files["entrypoint"]),
+        "policy": f"{files['policy']}:policy",
+        "eval_config": str(files["eval_config"]),
+    }
+    write_run_file(run, config=config, selected=ids(1), finished=None)
+    journal = RowJournal(run / "rows.jsonl", fresh=True)
+    record = row(ids(1)[0])
+    record.dataset = str(files["dataset"])  # the journal keeps the dataset's absolute path
+    journal.write_row(record)
+    journal.close()
+
+    target = files[what].relative_to(tmp_path)
+    assert cli_main(["report", "rebuild", str(run), flag, str(target)]) == 2
+    assert f"{flag} {target} is the run's" in capsys.readouterr().err
+    assert all(path.read_text() == "the user's file\n" for path in files.values())

@@ -116,12 +116,15 @@ RUN = [b for b in SHELL_BLOCKS if b.skip_reason is None]
 
 def _workspace(root: Path, page: Path) -> Path:
     """The rendered ``multiply`` workspace, with ``example_rollouts/`` beside its files and
-    the page's file blocks where the page puts them."""
-    for rel, text in render_template("plain", "multiply", dataset="test").items():
+    the page's file blocks where the page puts them. The README's is the one
+    ``osmosis-rollout init multiply --template plain`` writes (its dataset named as the
+    template names it); the reference pages' keep their rows in ``data/test.jsonl``."""
+    dataset = None if page.name == "README.md" else "test"
+    for rel, text in render_template("plain", "multiply", dataset=dataset).items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
     (root / "pyproject.toml").write_text(
-        render_workspace_pyproject("plain", "multiply", dataset="test"), encoding="utf-8"
+        render_workspace_pyproject("plain", "multiply", dataset=dataset), encoding="utf-8"
     )
     shutil.copytree(
         ROOT / "example_rollouts",

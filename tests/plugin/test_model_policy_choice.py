@@ -55,3 +55,29 @@ def test_the_model_pool_holds_one_connection_per_rollout_in_flight(
     config = pytester.parseconfig("--osmosis-model=openai/qwen3", *args)
     policy = choose_policy(config, resolve_settings(config))
     assert (policy.route, policy.pool_size) == ("openai", size)
+
+
+def test_replaying_a_models_cassettes_needs_no_key(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from osmosis_rollout.policy import RecordingPolicy
+
+    monkeypatch.delenv("OPENAI_API_KEY")
+    pytester.makeini("[pytest]\n")
+    cassette = pytester.path / "cassettes" / "row-0" / "attempt-0.json"
+    cassette.parent.mkdir(parents=True)
+    cassette.write_text("{}")
+    # The recording command with its record mode set to replay, as CI runs it without keys.
+    config = pytester.parseconfig(
+        "--osmosis-model=openai/qwen3",
+        "--osmosis-record-mode=none",
+        "--osmosis-cassette-dir=cassettes",
+    )
+    policy = choose_policy(config, resolve_settings(config))
+    assert isinstance(policy, RecordingPolicy) and policy.mode == "none"
+    # Told to call the model (no replay asked for), the missing key is still said up front.
+    config = pytester.parseconfig(
+        "--osmosis-model=openai/qwen3", "--osmosis-cassette-dir=cassettes"
+    )
+    with pytest.raises(pytest.UsageError, match="needs OPENAI_API_KEY"):
+        choose_policy(config, resolve_settings(config))

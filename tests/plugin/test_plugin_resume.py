@@ -285,3 +285,25 @@ def test_a_rollout_at_the_workspace_root_does_not_fingerprint_its_datasets(
     resumed = pytester.runpytest(*RESUME, "--osmosis-rollout=main.py")
     resumed.assert_outcomes(passed=1 + PREFLIGHT, deselected=3)
     resumed.stdout.fnmatch_lines(["resumed: 1 row ran again: row content or label changed (1)"])
+
+
+def test_a_resume_of_another_datasets_run_is_refused_naming_the_dataset(
+    pytester: pytest.Pytester,
+) -> None:
+    root = write_workspace(pytester.path, ["answer", "answer"])
+    (root / "data" / "other.jsonl").write_text(
+        json.dumps({"id": "o0", "user_prompt": "o0: answer", "ground_truth": "ok"}) + "\n"
+    )
+    other = ("-p", "no:cacheprovider", "--osmosis-policy=policy.py:policy")
+    first = pytester.runpytest(*other, "--osmosis-dataset=data/other.jsonl", "--osmosis-output=out")
+    first.assert_outcomes(passed=1 + PREFLIGHT)
+
+    # The workspace's own dataset, resuming the run of data/other.jsonl: its row would count
+    # in a verdict about data/test.jsonl.
+    resumed = pytester.runpytest(*RESUME)
+    assert resumed.ret == pytest.ExitCode.USAGE_ERROR
+    resumed.stderr.fnmatch_lines(
+        ["*--osmosis-resume*out*data/other.jsonl*this run does not read*--osmosis-dataset*"]
+    )
+    assert executed(root) == ["o0"]
+    assert [line["nodeid"] for line in journal_lines(root / "out")] == ["data/other.jsonl::o0"]

@@ -126,23 +126,67 @@ def test_a_folder_of_an_earlier_run_is_reused_and_an_empty_one_adopted(
         ("--osmosis-report", "data/test.jsonl", "the dataset"),
         ("--osmosis-html", "rollouts/steps/main.py", "the rollout entrypoint"),
         ("--osmosis-report", "policy.py", "the policy"),
-        ("--osmosis-html", "data/cassettes/data/test.jsonl/row-0/attempt-0.json", "cassettes"),
+        (
+            "--osmosis-html",
+            "data/cassettes/data/test.jsonl/row-0/attempt-0.json",
+            "inside the cassettes folder",
+        ),
+        ("--osmosis-report", "rollouts/steps/helper.py", "a module of the rollout"),
+        ("--osmosis-html", "pyproject.toml", "the ini file"),
+        ("--osmosis-markdown", "data/test.jsonl", "the dataset"),
     ],
 )
 def test_a_report_path_that_names_an_input_is_refused_and_the_input_is_intact(
     pytester: pytest.Pytester, flag: str, path: str, what: str
 ) -> None:
     root = write_workspace(pytester.path, ["answer", "answer"])
+    pytester.makepyprojecttoml("[tool.pytest.ini_options]\n")
     target = root / path
     target.parent.mkdir(parents=True, exist_ok=True)
     if not target.exists():
         target.write_text("{}")
     before = target.read_bytes()
-    result = pytester.runpytest(*BASE, "--osmosis-output=out", f"{flag}={path}")
+    # Even asked to replace what an earlier run wrote, a run never writes over its inputs.
+    result = pytester.runpytest(
+        *BASE, "--osmosis-output=out", f"{flag}={path}", "--osmosis-overwrite"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{flag}: {path} is {what} this run reads*choose another path*"])
     assert target.read_bytes() == before
     assert executed(root) == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "path", "clash"),
+    [
+        ("--osmosis-html", "out/rows.jsonl", "is the journal this run writes"),
+        ("--junitxml", "out/rows.jsonl", "is the journal this run writes"),
+        ("--osmosis-report", "out/run.json", "is the run file this run writes"),
+        ("--osmosis-html", "out/rollouts.log", "is the rollouts' log this run writes"),
+        ("--osmosis-html", "out/report.json", "is where --osmosis-output writes its report"),
+        ("--junitxml", "out/rollouts/j.xml", "is inside the trajectories folder this run writes"),
+    ],
+)
+def test_a_report_path_that_names_a_file_of_the_run_itself_is_refused(
+    pytester: pytest.Pytester, flag: str, path: str, clash: str
+) -> None:
+    write_workspace(pytester.path, ["answer"])
+    result = pytester.runpytest(*BASE, "--osmosis-output=out", f"{flag}={path}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{flag}: {path} {clash}*choose another path*"])
+    assert executed(pytester.path) == []
+
+
+def test_two_outputs_naming_one_file_are_refused(pytester: pytest.Pytester) -> None:
+    write_workspace(pytester.path, ["answer"])
+    result = pytester.runpytest(
+        *BASE, "--osmosis-output=out", "--osmosis-report=r.json", "--osmosis-html=r.json"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--osmosis-html: r.json is where --osmosis-report writes*"])
+    # The run's own report.json named again by --osmosis-report is the same file: allowed.
+    same = pytester.runpytest(*BASE, "--osmosis-output=out", "--osmosis-report=out/report.json")
+    same.assert_outcomes(passed=1 + PREFLIGHT)
 
 
 def test_a_report_path_that_names_the_baseline_is_refused(pytester: pytest.Pytester) -> None:

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 WRITE_FAILED = 12
+FEW_ROWS = 8
+"""Rows enough to have several in flight when a nearly full disk fills."""
 
 MAIN_PY = """
 import logging
@@ -165,6 +167,44 @@ def test_a_full_disk_under_the_cassettes_being_recorded_stops_the_run_with_exit_
     # The model answered every row that ran: a cassette that could not be kept is the
     # run's failure, not the rows'.
     assert "policy_error" not in out, out[-3000:]
+
+
+def test_a_resume_after_a_full_cassette_disk_records_every_row_the_disk_lost(
+    pytester: pytest.Pytester, tiny_disk: Path
+) -> None:
+    write_big_rows(pytester.path, CALLING_MAIN_PY, rows=FEW_ROWS)
+    # Room for about one cassette: the rows in flight when the disk fills finish without one.
+    stat = os.statvfs(tiny_disk)
+    (tiny_disk / "filler").write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 4096))
+    args = (
+        "-p",
+        "no:cacheprovider",
+        "--osmosis-dataset=data/test.jsonl",
+        "--osmosis-policy=policy.py:policy",
+        "--osmosis-record-mode=once",
+        "--osmosis-progress=off",
+    )
+    full = pytester.runpytest_subprocess(
+        *args, f"--osmosis-cassette-dir={tiny_disk}", "--osmosis-output=out", timeout=120
+    )
+    assert full.ret == WRITE_FAILED, full.stdout.str()[-3000:]
+
+    # Room again (another folder): the resume records what the full disk lost.
+    resumed = pytester.runpytest_subprocess(
+        *args, "--osmosis-cassette-dir=cassettes", "--osmosis-resume=out", timeout=120
+    )
+    assert resumed.ret == pytest.ExitCode.OK, resumed.stdout.str()[-3000:]
+
+    def recorded(folder: Path, i: int) -> bool:
+        cassette = folder / "data" / "test.jsonl" / f"row-{i}" / "attempt-0.json"
+        return cassette.is_file() and cassette.stat().st_size > 0
+
+    lost = [
+        i
+        for i in range(FEW_ROWS)
+        if not (recorded(tiny_disk, i) or recorded(pytester.path / "cassettes", i))
+    ]
+    assert lost == [], f"passed on resume with no cassette recorded: rows {lost[:10]}"
 
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
