@@ -240,12 +240,12 @@ def _plan_shipping(
     entrypoint: str, base_dir: Path, working_dir: Path | None
 ) -> tuple[Path, str, str]:
     """``(working_dir, spec inside it, absolute spec)`` for an entrypoint spec."""
-    from osmosis_rollout.workspace.entrypoint import _split
+    from osmosis_rollout.workspace.entrypoint import split_reference
     from osmosis_rollout.workspace.user_code import looks_like_file
 
     if not entrypoint or not entrypoint.strip():
         raise EntrypointError("empty entrypoint; pass path/to/main.py or package.module")
-    target, attr = _split(entrypoint)
+    target, attr = split_reference(entrypoint)
     suffix = f":{attr}" if attr else ""
     if not looks_like_file(target, base_dir):
         return (working_dir or base_dir).resolve(), entrypoint, entrypoint

@@ -25,6 +25,7 @@ from osmosis_rollout.runs.journal import (
     write_json_atomic,
 )
 from osmosis_rollout.runs.report import rebuild_report
+from osmosis_rollout.workspace.entrypoint import split_reference
 
 __all__ = ["add_parser", "describe_summary", "run_rebuild"]
 
@@ -70,19 +71,19 @@ def describe_summary(summary: dict[str, Any]) -> str:
     return line + "  INCOMPLETE" + (f" (stopped by {stopped})" if stopped else "")
 
 
-def _read_by_the_run(document: dict[str, Any]) -> dict[Path, str]:
-    """The files the run read, as its configuration and rows name them (resolved) -> what
-    each is: the dataset, the rollout entrypoint, the policy, the eval config, the baseline."""
+def _read_by_the_run(run_dir: Path, document: dict[str, Any]) -> dict[Path, str]:
+    """The files the run read (resolved) -> what each is: its own run file and journal, and
+    what its configuration and rows name (dataset, entrypoint, policy, eval config, baseline)."""
     config = document.get("config") or {}
     named = {
+        "own run.json": str(run_dir / RUN_FILENAME),
+        "own rows.jsonl": str(run_dir / JOURNAL_FILENAME),
         "rollout entrypoint": config.get("entrypoint"),
         "eval config": config.get("eval_config"),
         "baseline": config.get("baseline"),
     }
-    policy = config.get("policy")
-    if isinstance(policy, str) and not policy.startswith("litellm:"):
-        head, sep, tail = policy.rpartition(":")
-        named["policy"] = head if sep and tail.isidentifier() else policy
+    if isinstance(policy := config.get("policy"), str) and not policy.startswith("litellm:"):
+        named["policy"] = split_reference(policy)[0]
     read = {Path(p).resolve(): what for what, p in named.items() if isinstance(p, str) and p}
     for line in document.get("row_verdicts") or []:
         if isinstance(line.get("dataset"), str):
@@ -97,33 +98,24 @@ def run_rebuild(
     out, err = out or sys.stdout, err or sys.stderr
     run_dir = Path(args.run_dir)
     target = Path(args.output) if args.output else run_dir / "report.json"
-    outputs = [("--output", target), *([("--html", Path(args.html))] if args.html else [])]
-    inputs = {(run_dir / name).resolve() for name in (RUN_FILENAME, JOURNAL_FILENAME)}
-    for flag, path in outputs:
-        if path.resolve() in inputs:
-            print(
-                f"osmosis-rollout report rebuild: {flag} {path} is the run's own {path.name}, "
-                "which the report is rebuilt from; write the report somewhere else",
-                file=err,
-            )
-            return EXIT_USAGE
     try:
         document, bad = rebuild_report(run_dir)
     except RunJournalError as exc:
         print(f"osmosis-rollout report rebuild: {exc}", file=err)
         return EXIT_USAGE
-    read = _read_by_the_run(document)
-    for flag, path in outputs:
-        what = read.get(path.resolve())
-        if what is not None:
+    outputs = [("--output", target, write_json_atomic)]
+    if args.html:
+        outputs.append(("--html", Path(args.html), write_html))
+    read = _read_by_the_run(run_dir, document)
+    for flag, path, _ in outputs:
+        if (what := read.get(path.resolve())) is not None:
             print(
                 f"osmosis-rollout report rebuild: {flag} {path} is the run's {what}; writing "
                 "there would overwrite it: write the report somewhere else",
                 file=err,
             )
             return EXIT_USAGE
-    writers = [(target, write_json_atomic), *([(Path(args.html), write_html)] if args.html else [])]
-    for path, write in writers:
+    for _, path, write in outputs:
         try:
             write(path, document)
         except OSError as exc:

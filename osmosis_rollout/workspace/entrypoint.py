@@ -70,7 +70,8 @@ def _is_app(obj: Any) -> bool:
     return starlette is not None and isinstance(obj, starlette.Starlette)
 
 
-def _split(spec: str) -> tuple[str, str | None]:
+def split_reference(spec: str) -> tuple[str, str | None]:
+    """``FILE_OR_MODULE[:ATTR]`` -> (``FILE_OR_MODULE``, ``ATTR`` or None)."""
     target, sep, attr = spec.rpartition(":")
     if sep and attr and all(part.isidentifier() for part in attr.split(".")) and target:
         return target, attr
@@ -99,7 +100,7 @@ def check_entrypoint_syntax(spec: str, *, base_dir: Path | None = None) -> None:
     A module path, or a file that does not exist, is left to :func:`load_entrypoint`.
     """
     base = base_dir or Path.cwd()
-    target, _ = _split(spec)
+    target, _ = split_reference(spec)
     if not looks_like_file(target, base):
         return
     path = base / target  # an absolute target stays as it is
@@ -244,7 +245,7 @@ def load_entrypoint(spec: str, *, base_dir: Path | None = None) -> LoadedRollout
     if not spec or not spec.strip():
         raise EntrypointError("empty entrypoint; pass path/to/main.py or package.module")
     base = base_dir or Path.cwd()
-    target, attr = _split(spec)
+    target, attr = split_reference(spec)
     if looks_like_file(target, base):
         path = base / target  # an absolute target stays as it is
         module = _import_file(path)
@@ -301,4 +302,4 @@ def load_entrypoint(spec: str, *, base_dir: Path | None = None) -> LoadedRollout
     )
 
 
-__all__ = ["Found", "LoadedRollout", "discover_entrypoints", "load_entrypoint"]
+__all__ = ["Found", "LoadedRollout", "discover_entrypoints", "load_entrypoint", "split_reference"]

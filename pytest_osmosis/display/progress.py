@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, NamedTuple
@@ -73,28 +74,10 @@ class ProgressState:
     running: int | None = 0
     _rows: dict[str, _Row] = field(default_factory=dict, repr=False)
 
-    @property
-    def passed(self) -> int:
-        """Rows that passed."""
-        return self._count("passed")
-
-    @property
-    def failed(self) -> int:
-        """Rows below the threshold."""
-        return self._count("failed")
-
-    @property
-    def errored(self) -> int:
-        """Rows whose rollouts errored."""
-        return self._count("errored")
-
-    @property
-    def skipped(self) -> int:
-        """Rows the grader removed."""
-        return self._count("skipped")
-
-    def _count(self, category: str) -> int:
-        return sum(1 for row in self._rows.values() if row.category == category)
+    def counts(self) -> Counter[str]:
+        """Finished rows by category: ``passed``, ``failed`` (below the threshold),
+        ``errored`` (its rollouts errored) and ``skipped`` (the grader removed it)."""
+        return Counter(row.category for row in self._rows.values())
 
     @property
     def done(self) -> int:
@@ -146,14 +129,16 @@ class ProgressState:
     def fields(self) -> list[Field]:
         """The status line's fields, in order. A narrow terminal keeps the counts longest, then
         the ETA, the rate, tokens and cost; "running" and a zero "errored" give way to the ETA."""
-        passed, failed, errored, skipped = self.passed, self.failed, self.errored, self.skipped
+        counts = self.counts()
+        passed, errored, skipped = counts["passed"], counts["errored"], counts["skipped"]
+        # "failed" counts the errored rows too, as the summary, the HTML and report.json do.
+        failed = counts["failed"] + errored
         fields = [Field(f"osmosis {self.done}/{self.total} rows", {"bold": True}, 100)]
         if self.running is not None:
             fields.append(Field(f"running {self.running}", {}, 60))
         fields += [
             Field(f"passed {passed}", {"green": True} if passed else {}, 90),
-            # "failed" counts the errored rows too, as the summary, the HTML and report.json do.
-            Field(f"failed {failed + errored}", {"red": True} if failed + errored else {}, 95),
+            Field(f"failed {failed}", {"red": True} if failed else {}, 95),
             Field(f"errored {errored}", {"red": True} if errored else {}, 94 if errored else 55),
         ]
         if skipped:

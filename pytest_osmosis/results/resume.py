@@ -29,6 +29,7 @@ from osmosis_rollout.runs.journal import (
     read_run_file,
 )
 from osmosis_rollout.runs.report_model import RowRecord
+from osmosis_rollout.workspace.entrypoint import split_reference
 from pytest_osmosis.keys import DATASETS_KEY, row_ref
 
 if TYPE_CHECKING:
@@ -57,8 +58,7 @@ CHANGED = {
 
 def reference_file(reference: str, *, base: Path) -> tuple[str, Path | None]:
     """``FILE_OR_MODULE[:ATTR]`` -> (``FILE_OR_MODULE``, its file if one is found)."""
-    head, sep, tail = reference.rpartition(":")
-    target = head if sep and head and tail.isidentifier() else reference
+    target = split_reference(reference)[0]
     path = base / Path(target).expanduser()  # an absolute path stays itself
     if path.is_file():
         return target, path
