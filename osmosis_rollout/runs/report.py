@@ -220,6 +220,10 @@ def rebuild_report(run_dir: Path) -> tuple[dict[str, Any], int]:
     """
     run = read_run_file(run_dir)
     rows, bad = read_journal(run_dir / JOURNAL_FILENAME)
+    # Rows the run journaled but did not count (pytest had stopped reporting: -x, --maxfail
+    # under pytest-xdist) are not counted here either: the rebuilt report is the run's.
+    left_out = set((run.get("finished") or {}).get("not_counted") or ())
+    rows = [row for row in rows if row.nodeid not in left_out]
     config = run.get("config") or {}
     threshold = config.get("pass_threshold")
     document = build_report(

@@ -65,12 +65,17 @@ class RunReport:
         self, *, selected: list[str], finished: dict[str, Any], counted: set[str] | None = None
     ) -> None:
         """Read the journal once: its rows (every row that finished, reported or not; with
-        ``counted``, only those) in ``selected`` order, and how the run ended."""
+        ``counted``, only those) in ``selected`` order, and how the run ended (with the
+        journaled rows left out: ``finished["not_counted"]``, which ``run.json`` keeps so
+        that ``osmosis-rollout report rebuild`` leaves them out too)."""
         rows, _ = read_journal(self.output / JOURNAL_FILENAME, self.redactor)
+        self.finished = dict(finished)
         if counted is not None:
+            if left_out := [row.nodeid for row in rows if row.nodeid not in counted]:
+                self.finished["not_counted"] = left_out
             rows = [row for row in rows if row.nodeid in counted]
         self.rows = in_report_order(rows, selected)
-        self._selected, self.finished = selected, dict(finished)
+        self._selected = selected
 
     def document(self) -> dict[str, Any]:
         """The JSON report of the rows :meth:`finish` read, redacted: :meth:`write_json`

@@ -132,6 +132,7 @@ def decide_run(
         # (-x, --maxfail or a write that failed stopped it) counts nowhere, as in pytest.
         counted = report.reported | set(plan.kept if plan is not None else ())
     report.finish(selected=osmosis.selected, finished=finished, counted=counted)
+    finished = report.finished
     settings = osmosis.settings
     document = report.document()
     baseline = resolve_path(osmosis.config, settings.baseline) if settings.baseline else None

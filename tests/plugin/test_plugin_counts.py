@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from workspaces import multiply_rows
 
+from osmosis_rollout.runs.report import rebuild_report
+
 ARGS = ("--osmosis-dataset=data/test.jsonl", "--osmosis-policy=policy.py:policy")
 ITEMS = 6  # 4 rows + the dataset and entrypoint checks
 
@@ -133,3 +135,8 @@ def test_maxfail_under_xdist_agrees_with_pytest_and_reports_every_row(
     verdicts = {r["nodeid"] for r in document["row_verdicts"]}
     assert verdicts.isdisjoint(document["not_run"])
     assert verdicts | set(document["not_run"]) == {f"data/test.jsonl::row-{i}" for i in range(20)}
+    # Rebuilt from the journal, the report says the same: rows a worker journaled after
+    # pytest stopped reporting count in neither.
+    rebuilt, _ = rebuild_report(pytester.path / "out")
+    assert rebuilt["summary"]["rows"] == rows
+    assert rebuilt["not_run"] == document["not_run"]
