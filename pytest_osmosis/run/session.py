@@ -332,7 +332,8 @@ class OsmosisSession:
         d = self.describe()
         return [
             f"osmosis: {d['mode']}, rollout {d['entrypoint'] or ', '.join(d['servers'])}, "
-            f"policy {d['policy'] or 'replay/config'}, threshold {d['pass_threshold']:g}, n {d['n']}"
+            f"policy {d['policy'] or 'replay/config'}{_record_mode(d['record_mode'])}, "
+            f"threshold {d['pass_threshold']:g}, n {d['n']}"
             + (f", concurrency {d['concurrency']}" if d["concurrency"] else ""),
             f"osmosis output: {d['output']}",
         ]
@@ -345,3 +346,10 @@ class OsmosisSession:
         session = self.config.pluginmanager.get_plugin("session")
         if session is not None:  # a signal while pytest wrote its reports: still interrupted
             session.exitstatus = self.signals.exit_status(session.exitstatus)
+
+
+def _record_mode(mode: str | None) -> str:
+    """What the header says of the cassettes: with ``none``, the policy is never called."""
+    if mode is None:
+        return ""
+    return ", replay only (record mode none)" if mode == "none" else f", record mode {mode}"

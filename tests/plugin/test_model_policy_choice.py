@@ -3,7 +3,11 @@ its connection pool (one connection per rollout in flight, ``--osmosis-concurren
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
+from workspaces import multiply_rows
 
 from osmosis_rollout.integrations._litellm import import_litellm
 from pytest_osmosis.options import DEFAULT_CONCURRENCY, resolve_settings
@@ -81,3 +85,18 @@ def test_replaying_a_models_cassettes_needs_no_key(
     )
     with pytest.raises(pytest.UsageError, match="needs OPENAI_API_KEY"):
         choose_policy(config, resolve_settings(config))
+
+
+def test_the_header_says_what_the_record_mode_does(
+    workspace: Callable[..., Path], pytester: pytest.Pytester
+) -> None:
+    workspace(multiply_rows(1))
+    args = ("--osmosis-dataset=data/test.jsonl", "--osmosis-policy=policy.py:policy", "--co")
+    result = pytester.runpytest(*args, "--osmosis-record-mode=none")
+    result.stdout.fnmatch_lines(
+        ["osmosis: *, policy policy.py:policy, replay only (record mode none),*"]
+    )
+    result = pytester.runpytest(*args, "--osmosis-record-mode=once")
+    result.stdout.fnmatch_lines(["osmosis: *, policy policy.py:policy, record mode once,*"])
+    result = pytester.runpytest(*args)
+    assert "record mode" not in result.stdout.str()
