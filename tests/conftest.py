@@ -9,22 +9,22 @@ from _support.inner_runs import INNER_RUN_ADDOPTS
 
 TESTS = Path(__file__).parent
 
-#: The files that take longest, longest first (each file's summed test time, measured on the
-#: whole suite at ``-n 4``; the 2026-12-07 figures are in bench/RESULTS.md): handed out first,
-#: so that none of them is started last and keeps one worker busy after the others are done.
+#: The files that take longest, longest first (each file's time on the whole suite at ``-n 4``,
+#: the third pass's figures in bench/RESULTS.md): handed out first, so that none of them is
+#: started last and keeps one worker busy after the others are done.
 SLOWEST_FILES = (
     "examples/test_examples.py",
-    "examples/test_workspace_cli.py",
-    "plugin/test_plugin_gate_estimand.py",
-    "examples/test_docs_commands.py",
-    "interop/test_drop_in_behaviour.py",
-    "plugin/test_plugin_progress.py",
-    "plugin/test_plugin_gating.py",
-    "plugin/test_plugin_rows.py",
-    "plugin/test_plugin_confidence_gate.py",
-    "interop/test_model_errors_differential.py",
-    "reliability/test_load.py",
     "interop/test_public_api_differential.py",
+    "plugin/test_plugin_progress.py",
+    "examples/test_workspace_cli.py",
+    "plugin/test_plugin_why_errored.py",
+    "examples/test_docs_commands.py",
+    "reliability/test_load.py",
+    "examples/test_quickstart.py",
+    "interop/test_drop_in_behaviour.py",
+    "plugin/test_signals.py",
+    "plugin/test_plugin_gating.py",
+    "interop/test_model_errors_differential.py",
 )
 
 #: Then the folders whose files take long (Ray clusters, thousands of rollouts, servers
