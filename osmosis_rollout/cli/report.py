@@ -6,8 +6,8 @@ A run killed half way (``kill -9``, an OOM kill, a workflow's ``os._exit()``) le
 rows that never ran, and ``summary.complete`` saying whether that is all of them; with
 ``--html PATH``, the HTML page of that report too. Exit status 0 when written, 2 when
 ``RUN_DIR`` is not a run directory, an output names one of its two files or a file the run
-read (its dataset, entrypoint, policy, eval config or baseline), or a file could not be
-written.
+read (its dataset, entrypoint, policy, eval config or baseline), both outputs name one path,
+or a file could not be written.
 """
 
 from __future__ import annotations
@@ -115,6 +115,14 @@ def run_rebuild(
                 file=err,
             )
             return EXIT_USAGE
+    if args.html and Path(args.html).resolve() == target.resolve():
+        # Written after the report, the page would replace the report it renders.
+        print(
+            f"osmosis-rollout report rebuild: --html {args.html} is where --output writes the "
+            "report; two outputs on one path would overwrite each other: choose another path",
+            file=err,
+        )
+        return EXIT_USAGE
     for _, path, write in outputs:
         try:
             write(path, document)

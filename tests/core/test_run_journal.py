@@ -421,3 +421,16 @@ def test_report_rebuild_refuses_to_write_over_a_file_the_run_read(
     assert cli_main(["report", "rebuild", str(run), flag, str(target)]) == 2
     assert f"{flag} {target} is the run's" in capsys.readouterr().err
     assert all(path.read_text() == "the user's file\n" for path in files.values())
+
+
+@pytest.mark.parametrize("output", [None, "elsewhere.json"])
+def test_report_rebuild_refuses_html_on_the_reports_own_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], output: str | None
+) -> None:
+    # Written one after the other, the page would replace the report it renders.
+    run = make_run(tmp_path, finished=None, done=2, selected=2)
+    report = tmp_path / output if output else run / "report.json"
+    args = ["--output", str(report)] if output else []
+    assert cli_main(["report", "rebuild", str(run), *args, "--html", str(report)]) == 2
+    assert f"--html {report} is where --output writes the report" in capsys.readouterr().err
+    assert not report.exists()
