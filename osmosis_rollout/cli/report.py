@@ -78,10 +78,12 @@ def _read_by_the_run(run_dir: Path, document: dict[str, Any]) -> dict[Path, str]
     named = {
         "own run.json": str(run_dir / RUN_FILENAME),
         "own rows.jsonl": str(run_dir / JOURNAL_FILENAME),
-        "rollout entrypoint": config.get("entrypoint"),
         "eval config": config.get("eval_config"),
         "baseline": config.get("baseline"),
     }
+    # Both are FILE_OR_MODULE[:ATTR] as given: the file is the part before the attribute.
+    if isinstance(entrypoint := config.get("entrypoint"), str):
+        named["rollout entrypoint"] = split_reference(entrypoint)[0]
     if isinstance(policy := config.get("policy"), str) and not policy.startswith("litellm:"):
         named["policy"] = split_reference(policy)[0]
     read = {Path(p).resolve(): what for what, p in named.items() if isinstance(p, str) and p}

@@ -423,6 +423,22 @@ def test_report_rebuild_refuses_to_write_over_a_file_the_run_read(
     assert all(path.read_text() == "the user's file\n" for path in files.values())
 
 
+def test_report_rebuild_refuses_the_entrypoint_file_named_with_its_attribute(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # run.json keeps the entrypoint as given: FILE:ATTR names the file FILE all the same.
+    main = tmp_path / "rollouts" / "x" / "main.py"
+    main.parent.mkdir(parents=True)
+    main.write_text("the user's rollout\n")
+    run = tmp_path / "run"
+    config = {"pass_threshold": 1.0, "n": 1, "entrypoint": f"{main}:MyRollout"}
+    write_run_file(run, config=config, selected=ids(1), finished=None)
+    RowJournal(run / "rows.jsonl", fresh=True).close()
+    assert cli_main(["report", "rebuild", str(run), "--html", str(main)]) == 2
+    assert f"--html {main} is the run's rollout entrypoint" in capsys.readouterr().err
+    assert main.read_text() == "the user's rollout\n"
+
+
 @pytest.mark.parametrize("output", [None, "elsewhere.json"])
 def test_report_rebuild_refuses_html_on_the_reports_own_path(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], output: str | None
