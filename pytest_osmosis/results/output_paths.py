@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_rollout.runs.journal import JOURNAL_FILENAME, RUN_FILENAME
+from osmosis_rollout.runs.journal import (
+    JOURNAL_FILENAME,
+    ROLLOUTS_LOG,
+    RUN_FILENAME,
+    TRAJECTORIES_DIR,
+)
 from pytest_osmosis.results.run_folder import LOCK_FILENAME, REPORT_FILENAME
-
-ROLLOUTS_LOG = "rollouts.log"
-"""What the rollouts logged and printed, in the run folder."""
-TRAJECTORIES_DIR = "rollouts"
-"""The run folder's subfolder of per-attempt trajectories and diagnostics."""
 
 __all__ = [
     "Input",

@@ -450,3 +450,18 @@ def test_report_rebuild_refuses_html_on_the_reports_own_path(
     assert cli_main(["report", "rebuild", str(run), *args, "--html", str(report)]) == 2
     assert f"--html {report} is where --output writes the report" in capsys.readouterr().err
     assert not report.exists()
+
+
+@pytest.mark.parametrize("name", ["rollouts.log", "rollouts/row-0/attempt-0.json"])
+def test_report_rebuild_refuses_to_write_over_the_runs_log_or_trajectories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    # The page reads the trajectories it shows; the log is the run's only record of its output.
+    run = make_run(tmp_path, finished=None, done=2, selected=2)
+    target = run / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("the run's file\n")
+    assert cli_main(["report", "rebuild", str(run), "--html", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert f"--html {target} is" in err and "the run's own" in err
+    assert target.read_text() == "the run's file\n"
