@@ -129,8 +129,10 @@ def check_output_paths(
 
 
 def _run_files(output: Path) -> list[Input]:
-    """The run folder's own files, which only the run writes."""
+    """The run folder and its own files, which only the run writes (a report on the
+    folder's own path could only fail at the end, once every row had run)."""
     return [
+        Input("the run folder", output, verb="writes"),
         Input("the journal", output / JOURNAL_FILENAME, verb="writes"),
         Input("the run file", output / RUN_FILENAME, verb="writes"),
         Input("the rollouts' log", output / ROLLOUTS_LOG, verb="writes"),
