@@ -5,9 +5,10 @@ A run killed half way (``kill -9``, an OOM kill, a workflow's ``os._exit()``) le
 ``RUN_DIR/report.json`` (or ``--output PATH``) from them: every finished row, the ids of the
 rows that never ran, and ``summary.complete`` saying whether that is all of them; with
 ``--html PATH``, the HTML page of that report too. Exit status 0 when written, 2 when
-``RUN_DIR`` is not a run directory, an output names one of its two files or a file the run
-read (its dataset, entrypoint, policy, eval config or baseline), or a file could not be
-written.
+``RUN_DIR`` is not a run directory, an output names one of its files (``run.json``,
+``rows.jsonl``, ``rollouts.log``, a trajectory) or a file the run read (its dataset,
+entrypoint, policy, eval config or baseline), both outputs name one path, or a file could
+not be written.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import Any, TextIO
 from osmosis_rollout.runs.html import write_html
 from osmosis_rollout.runs.journal import (
     JOURNAL_FILENAME,
+    ROLLOUTS_LOG,
     RUN_FILENAME,
+    TRAJECTORIES_DIR,
     RunJournalError,
     write_json_atomic,
 )
@@ -72,16 +75,19 @@ def describe_summary(summary: dict[str, Any]) -> str:
 
 
 def _read_by_the_run(run_dir: Path, document: dict[str, Any]) -> dict[Path, str]:
-    """The files the run read (resolved) -> what each is: its own run file and journal, and
-    what its configuration and rows name (dataset, entrypoint, policy, eval config, baseline)."""
+    """The files the run read (resolved) -> what each is: its own run file, journal and log,
+    and what its configuration and rows name (dataset, entrypoint, policy, eval config, baseline)."""
     config = document.get("config") or {}
     named = {
         "own run.json": str(run_dir / RUN_FILENAME),
         "own rows.jsonl": str(run_dir / JOURNAL_FILENAME),
-        "rollout entrypoint": config.get("entrypoint"),
+        f"own {ROLLOUTS_LOG}": str(run_dir / ROLLOUTS_LOG),
         "eval config": config.get("eval_config"),
         "baseline": config.get("baseline"),
     }
+    # Both are FILE_OR_MODULE[:ATTR] as given: the file is the part before the attribute.
+    if isinstance(entrypoint := config.get("entrypoint"), str):
+        named["rollout entrypoint"] = split_reference(entrypoint)[0]
     if isinstance(policy := config.get("policy"), str) and not policy.startswith("litellm:"):
         named["policy"] = split_reference(policy)[0]
     read = {Path(p).resolve(): what for what, p in named.items() if isinstance(p, str) and p}
@@ -107,14 +113,27 @@ def run_rebuild(
     if args.html:
         outputs.append(("--html", Path(args.html), write_html))
     read = _read_by_the_run(run_dir, document)
+    trajectories = (run_dir / TRAJECTORIES_DIR).resolve()
     for flag, path, _ in outputs:
-        if (what := read.get(path.resolve())) is not None:
+        # The trajectories are the run's too (the page reads them): nothing inside is written.
+        inside = path.resolve().is_relative_to(trajectories)
+        what = "own trajectories folder" if inside else read.get(path.resolve())
+        if what is not None:
+            where = "inside " if inside else ""
             print(
-                f"osmosis-rollout report rebuild: {flag} {path} is the run's {what}; writing "
-                "there would overwrite it: write the report somewhere else",
+                f"osmosis-rollout report rebuild: {flag} {path} is {where}the run's {what}; "
+                "writing there would overwrite it: write the report somewhere else",
                 file=err,
             )
             return EXIT_USAGE
+    if args.html and Path(args.html).resolve() == target.resolve():
+        # Written after the report, the page would replace the report it renders.
+        print(
+            f"osmosis-rollout report rebuild: --html {args.html} is where --output writes the "
+            "report; two outputs on one path would overwrite each other: choose another path",
+            file=err,
+        )
+        return EXIT_USAGE
     for _, path, write in outputs:
         try:
             write(path, document)

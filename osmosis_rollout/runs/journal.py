@@ -45,8 +45,10 @@ from osmosis_rollout.runs.report_model import RowRecord
 
 __all__ = [
     "JOURNAL_FILENAME",
+    "ROLLOUTS_LOG",
     "RUN_FILENAME",
     "RUN_SCHEMA",
+    "TRAJECTORIES_DIR",
     "RowJournal",
     "RunJournalError",
     "cut_torn_tail",
@@ -60,6 +62,10 @@ __all__ = [
 JOURNAL_FILENAME = "rows.jsonl"
 RUN_FILENAME = "run.json"
 RUN_SCHEMA = "pytest-osmosis/run/v1"
+ROLLOUTS_LOG = "rollouts.log"
+"""What the rollouts logged and printed, in the run folder."""
+TRAJECTORIES_DIR = "rollouts"
+"""The run folder's subfolder of per-attempt trajectories and diagnostics."""
 
 
 class RunJournalError(Exception):

@@ -20,6 +20,7 @@ import pytest
 
 from osmosis_rollout.dataset import DatasetRow, load_dataset
 from osmosis_rollout.errors import DatasetError
+from osmosis_rollout.runs.journal import ROLLOUTS_LOG
 from osmosis_rollout.runs.report_model import RowRecord
 from osmosis_rollout.sample_text import first_user_text
 from pytest_osmosis.keys import ROW_KEY, RowRef
@@ -187,7 +188,7 @@ class RowItem(pytest.Item):
             # A rollout server logs its tracebacks itself, not in our rollouts.log.
             log_path=None
             if session.settings.servers or session.settings.serve
-            else str(session.output / "rollouts.log"),
+            else str(session.output / ROLLOUTS_LOG),
             rerun=rerun_command(self.config, self.path, self.name),
             prompt=first_user_text(self.row.initial_messages),
         )

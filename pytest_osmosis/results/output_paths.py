@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_rollout.runs.journal import JOURNAL_FILENAME, RUN_FILENAME
+from osmosis_rollout.runs.journal import (
+    JOURNAL_FILENAME,
+    ROLLOUTS_LOG,
+    RUN_FILENAME,
+    TRAJECTORIES_DIR,
+)
 from pytest_osmosis.results.run_folder import LOCK_FILENAME, REPORT_FILENAME
-
-ROLLOUTS_LOG = "rollouts.log"
-"""What the rollouts logged and printed, in the run folder."""
-TRAJECTORIES_DIR = "rollouts"
-"""The run folder's subfolder of per-attempt trajectories and diagnostics."""
 
 __all__ = [
     "Input",
@@ -129,8 +129,10 @@ def check_output_paths(
 
 
 def _run_files(output: Path) -> list[Input]:
-    """The run folder's own files, which only the run writes."""
+    """The run folder and its own files, which only the run writes (a report on the
+    folder's own path could only fail at the end, once every row had run)."""
     return [
+        Input("the run folder", output, verb="writes"),
         Input("the journal", output / JOURNAL_FILENAME, verb="writes"),
         Input("the run file", output / RUN_FILENAME, verb="writes"),
         Input("the rollouts' log", output / ROLLOUTS_LOG, verb="writes"),

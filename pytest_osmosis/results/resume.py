@@ -326,14 +326,13 @@ def _refuse_other_datasets(config: pytest.Config, output: Path, journaled: list[
     def shown(path: Path) -> str:
         return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
 
-    foreign = sorted(
-        {shown(Path(row.dataset)) for row in journaled if row.dataset} - {shown(p) for p in reads}
-    )
-    foreign = [d for d in foreign if (base / d).resolve() not in reads]
+    theirs = sorted({shown(Path(row.dataset)) for row in journaled if row.dataset})
+    foreign = [d for d in theirs if (base / d).resolve() not in reads]
     if not foreign:
         return
     ours = ", ".join(sorted(shown(p) for p in reads))
-    flags = " ".join(f"--osmosis-dataset={d}" for d in foreign)
+    # Every dataset of that run: given only the foreign ones, a resume refuses the others.
+    flags = " ".join(f"--osmosis-dataset={d}" for d in theirs)
     raise pytest.UsageError(
         f"--osmosis-resume {shown(output)}: that run read {', '.join(foreign)}, "
         f"which this run does not read (it reads {ours}): pass {flags} to continue it, or "

@@ -14,6 +14,7 @@ import pytest
 
 from osmosis_rollout.redaction import Redactor
 from osmosis_rollout.rollout_notes import taking_notes
+from osmosis_rollout.runs.journal import ROLLOUTS_LOG, TRAJECTORIES_DIR
 from pytest_osmosis.display.live import show_startup_step
 from pytest_osmosis.options import DEFAULT_CONCURRENCY, OsmosisSettings
 from pytest_osmosis.run.attempts import AttemptRunner, InProcessRunner, ServerRunner
@@ -157,7 +158,7 @@ def start_engine(
 
     s = settings
     started = contextlib.ExitStack()
-    rollouts = output / "rollouts"
+    rollouts = output / TRAJECTORIES_DIR
     runner: AttemptRunner
     try:
         show_startup_step(config, "starting the policy endpoint…")
@@ -233,6 +234,6 @@ def start_engine(
     closers.enter_context(taking_notes())
     # With -s, the user asked to see what runs print: rollouts' prints join the terminal.
     echo = config.getoption("capture", None) == "no"
-    log = closers.enter_context(rollouts_log(output / "rollouts.log", redactor, echo=echo))
+    log = closers.enter_context(rollouts_log(output / ROLLOUTS_LOG, redactor, echo=echo))
     closers.push(started)
     return Engine(scheduler, runner, entrypoint, log, closers)

@@ -57,8 +57,9 @@ class CassetteKeys:
         return key
 
 
-def _replays(settings: OsmosisSettings, cassettes: Path) -> bool:
-    """Without a record mode, cassettes already recorded are replayed."""
+def replays(settings: OsmosisSettings, cassettes: Path) -> bool:
+    """True when recorded cassettes are replayed: one is under ``cassettes`` and the record
+    mode is unset or ``none`` (``none`` with nothing recorded leaves the policy to answer)."""
     return (
         settings.record_mode in (None, "none")
         and cassettes.is_dir()
@@ -71,7 +72,7 @@ def check_policy_given(config: pytest.Config, settings: OsmosisSettings) -> None
     answer the calls."""
     s = settings
     cassettes = cassette_dir(config, settings)
-    if s.policy or s.model or s.toml_model or _replays(s, cassettes):
+    if s.policy or s.model or s.toml_model or replays(s, cassettes):
         return
     raise pytest.UsageError(
         "pytest-osmosis: no policy to answer the rollouts' model calls. Pass "
@@ -94,17 +95,17 @@ def choose_policy(
     if s.policy:
         base = Path(config.invocation_params.dir)
         inner = as_policy(load_callable(s.policy, base=base, what="--osmosis-policy"))
-    elif s.model and s.record_mode == "none" and _replays(s, cassettes):
+    elif s.model and s.record_mode == "none" and replays(s, cassettes):
         # Replay only: the model is never called, so CI needs no key for it.
         return RecordingPolicy(None, cassettes, "none")
     elif s.model:
         inner = _litellm_policy(s.model, "--osmosis-model", s)
-    elif _replays(s, cassettes):
+    elif replays(s, cassettes):
         return RecordingPolicy(None, cassettes, "none")
     else:
         check_policy_given(config, settings)
         inner = _litellm_policy(str(s.toml_model), "the eval TOML's model_path", s)
-    if s.record_mode is None or (s.record_mode == "none" and not _replays(s, cassettes)):
+    if s.record_mode is None or (s.record_mode == "none" and not replays(s, cassettes)):
         return inner
     mode = cast("RecordMode", s.record_mode)
     return RecordingPolicy(inner, cassettes, mode, on_write_failure=on_write_failure)

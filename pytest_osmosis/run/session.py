@@ -30,7 +30,7 @@ from pytest_osmosis.results.resume import RESUME_PLUGIN, Resume, row_fingerprint
 from pytest_osmosis.results.rows import RowBook
 from pytest_osmosis.results.run_end import SUMMARY_PLUGIN, RunSummary
 from pytest_osmosis.results.run_folder import RunFolder
-from pytest_osmosis.run.policy_choice import cassette_dir
+from pytest_osmosis.run.policy_choice import cassette_dir, replays
 from pytest_osmosis.run.row_runner import ITEM_GRACE_SEC, ROWS_PLUGIN, RowRunner
 from pytest_osmosis.run.xdist_run import XDIST_PLUGIN, XdistRun
 from pytest_osmosis.signals import SignalWatch
@@ -326,13 +326,25 @@ class OsmosisSession:
         except Exception:
             return  # the session remembers the engine's error; every row reports it
 
+    def _record_mode(self) -> str:
+        """What the header says of the cassettes: replay only (the policy is never called)
+        with ``none`` and cassettes to replay; with none recorded, the policy answers."""
+        mode = self.settings.record_mode
+        if mode is None:
+            return ""
+        if mode != "none":
+            return f", record mode {mode}"
+        if replays(self.settings, cassette_dir(self.config, self.settings)):
+            return ", replay only (record mode none)"
+        return ", record mode none (no cassettes: the policy answers)"
+
     def pytest_report_header(self) -> list[str] | None:
         if not self.settings.active:
             return None
         d = self.describe()
         return [
             f"osmosis: {d['mode']}, rollout {d['entrypoint'] or ', '.join(d['servers'])}, "
-            f"policy {d['policy'] or 'replay/config'}{_record_mode(d['record_mode'])}, "
+            f"policy {d['policy'] or 'replay/config'}{self._record_mode()}, "
             f"threshold {d['pass_threshold']:g}, n {d['n']}"
             + (f", concurrency {d['concurrency']}" if d["concurrency"] else ""),
             f"osmosis output: {d['output']}",
@@ -346,10 +358,3 @@ class OsmosisSession:
         session = self.config.pluginmanager.get_plugin("session")
         if session is not None:  # a signal while pytest wrote its reports: still interrupted
             session.exitstatus = self.signals.exit_status(session.exitstatus)
-
-
-def _record_mode(mode: str | None) -> str:
-    """What the header says of the cassettes: with ``none``, the policy is never called."""
-    if mode is None:
-        return ""
-    return ", replay only (record mode none)" if mode == "none" else f", record mode {mode}"

@@ -421,3 +421,47 @@ def test_report_rebuild_refuses_to_write_over_a_file_the_run_read(
     assert cli_main(["report", "rebuild", str(run), flag, str(target)]) == 2
     assert f"{flag} {target} is the run's" in capsys.readouterr().err
     assert all(path.read_text() == "the user's file\n" for path in files.values())
+
+
+def test_report_rebuild_refuses_the_entrypoint_file_named_with_its_attribute(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # run.json keeps the entrypoint as given: FILE:ATTR names the file FILE all the same.
+    main = tmp_path / "rollouts" / "x" / "main.py"
+    main.parent.mkdir(parents=True)
+    main.write_text("the user's rollout\n")
+    run = tmp_path / "run"
+    config = {"pass_threshold": 1.0, "n": 1, "entrypoint": f"{main}:MyRollout"}
+    write_run_file(run, config=config, selected=ids(1), finished=None)
+    RowJournal(run / "rows.jsonl", fresh=True).close()
+    assert cli_main(["report", "rebuild", str(run), "--html", str(main)]) == 2
+    assert f"--html {main} is the run's rollout entrypoint" in capsys.readouterr().err
+    assert main.read_text() == "the user's rollout\n"
+
+
+@pytest.mark.parametrize("output", [None, "elsewhere.json"])
+def test_report_rebuild_refuses_html_on_the_reports_own_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], output: str | None
+) -> None:
+    # Written one after the other, the page would replace the report it renders.
+    run = make_run(tmp_path, finished=None, done=2, selected=2)
+    report = tmp_path / output if output else run / "report.json"
+    args = ["--output", str(report)] if output else []
+    assert cli_main(["report", "rebuild", str(run), *args, "--html", str(report)]) == 2
+    assert f"--html {report} is where --output writes the report" in capsys.readouterr().err
+    assert not report.exists()
+
+
+@pytest.mark.parametrize("name", ["rollouts.log", "rollouts/row-0/attempt-0.json"])
+def test_report_rebuild_refuses_to_write_over_the_runs_log_or_trajectories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    # The page reads the trajectories it shows; the log is the run's only record of its output.
+    run = make_run(tmp_path, finished=None, done=2, selected=2)
+    target = run / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("the run's file\n")
+    assert cli_main(["report", "rebuild", str(run), "--html", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert f"--html {target} is" in err and "the run's own" in err
+    assert target.read_text() == "the run's file\n"

@@ -92,6 +92,17 @@ def test_the_header_says_what_the_record_mode_does(
 ) -> None:
     workspace(multiply_rows(1))
     args = ("--osmosis-dataset=data/test.jsonl", "--osmosis-policy=policy.py:policy", "--co")
+    # Nothing recorded yet: record mode none has nothing to replay, and the policy answers.
+    result = pytester.runpytest(*args, "--osmosis-record-mode=none")
+    result.stdout.fnmatch_lines(
+        [
+            "osmosis: *, policy policy.py:policy, record mode none (no cassettes: the policy "
+            "answers),*"
+        ]
+    )
+    cassette = pytester.path / "data" / "cassettes" / "row-0" / "attempt-0.json"
+    cassette.parent.mkdir(parents=True)
+    cassette.write_text("{}")
     result = pytester.runpytest(*args, "--osmosis-record-mode=none")
     result.stdout.fnmatch_lines(
         ["osmosis: *, policy policy.py:policy, replay only (record mode none),*"]

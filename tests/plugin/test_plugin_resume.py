@@ -307,3 +307,24 @@ def test_a_resume_of_another_datasets_run_is_refused_naming_the_dataset(
     )
     assert executed(root) == ["o0"]
     assert [line["nodeid"] for line in journal_lines(root / "out")] == ["data/other.jsonl::o0"]
+
+
+def test_a_refused_resume_names_every_dataset_that_continues_the_run(
+    pytester: pytest.Pytester,
+) -> None:
+    root = write_workspace(pytester.path, ["answer"])
+    (root / "data" / "other.jsonl").write_text(
+        json.dumps({"id": "o0", "user_prompt": "o0: answer", "ground_truth": "ok"}) + "\n"
+    )
+    both = ("--osmosis-dataset=data/test.jsonl", "--osmosis-dataset=data/other.jsonl")
+    other = ("-p", "no:cacheprovider", "--osmosis-policy=policy.py:policy")
+    first = pytester.runpytest(*other, *both, "--osmosis-output=out")
+    first.assert_outcomes(passed=2 + PREFLIGHT + 1)  # a dataset check each
+
+    # The run read both: the way to continue it passes both, not only the one left out
+    # (which a resume would then refuse for data/test.jsonl's rows).
+    resumed = pytester.runpytest(*RESUME)
+    assert resumed.ret == pytest.ExitCode.USAGE_ERROR
+    resumed.stderr.fnmatch_lines(
+        ["*pass --osmosis-dataset=data/other.jsonl --osmosis-dataset=data/test.jsonl to continue*"]
+    )

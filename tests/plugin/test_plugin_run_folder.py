@@ -165,6 +165,7 @@ def test_a_report_path_that_names_an_input_is_refused_and_the_input_is_intact(
         ("--osmosis-html", "out/rollouts.log", "is the rollouts' log this run writes"),
         ("--osmosis-html", "out/report.json", "is where --osmosis-output writes its report"),
         ("--junitxml", "out/rollouts/j.xml", "is inside the trajectories folder this run writes"),
+        ("--osmosis-report", "out", "is the run folder this run writes"),
     ],
 )
 def test_a_report_path_that_names_a_file_of_the_run_itself_is_refused(
