@@ -22,8 +22,8 @@ grader run changes.
   ``retry_lost=True`` it runs once more on another actor; one that never started is always
   redispatched. Either way: one outcome per ``execute``, and the pool replaces the actor.
   "Never started" is as the caller saw it: the actor's ``started`` reaches the caller
-  asynchronously, so a rollout that had just started when its actor died can run again
-  (``rollouts_redispatched`` in the health counts them).
+  asynchronously, so a rollout that had just started when its actor died can run again.
+  ``rollouts_redispatched`` in the health counts every redispatch, of either kind.
 """
 
 from __future__ import annotations
