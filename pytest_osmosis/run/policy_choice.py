@@ -95,13 +95,11 @@ def choose_policy(
     if s.policy:
         base = Path(config.invocation_params.dir)
         inner = as_policy(load_callable(s.policy, base=base, what="--osmosis-policy"))
-    elif s.model and s.record_mode == "none" and replays(s, cassettes):
+    elif replays(s, cassettes) and (not s.model or s.record_mode == "none"):
         # Replay only: the model is never called, so CI needs no key for it.
         return RecordingPolicy(None, cassettes, "none")
     elif s.model:
         inner = _litellm_policy(s.model, "--osmosis-model", s)
-    elif replays(s, cassettes):
-        return RecordingPolicy(None, cassettes, "none")
     else:
         check_policy_given(config, settings)
         inner = _litellm_policy(str(s.toml_model), "the eval TOML's model_path", s)
